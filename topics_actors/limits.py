@@ -1,0 +1,29 @@
+"""Hard limits of the /v0 contract (spec/api.md 5.5, 5.6) and engine bounds."""
+
+BATCH_RECORDS_MAX = 10_000
+RECORD_BYTES_MAX = 1_048_576          # data + meta, compact JSON
+META_BYTES_MAX = 16_384
+META_KEYS_MAX = 64
+TAG_BYTES_MAX = 256
+NODE_BYTES_MAX = 128
+IDEMPOTENCY_KEY_BYTES_MAX = 256
+
+DIFF_LIMIT_DEFAULT = 256
+DIFF_LIMIT_MAX = 1_000
+DIFF_BATCH_BYTES_DEFAULT = 1_048_576
+DIFF_BATCH_BYTES_MAX = 8_388_608
+
+LIST_PAGE_SIZE_DEFAULT = 100
+LIST_PAGE_SIZE_MAX = 1_000
+
+# The shard's inbox: one commit batch holds at most this much staged work; write requests
+# beyond it are answered `throttled` (retryable) instead of queueing without bound.
+INBOX_REQUESTS_MAX = 4_096
+INBOX_BYTES_MAX = 64 * 1024 * 1024
+
+# Largest message a shard accepts from a peer (a maximal HTTP body plus framing).
+MESSAGE_BYTES_MAX = 80 * 1024 * 1024
+
+
+def clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(high, value))

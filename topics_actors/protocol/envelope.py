@@ -1,0 +1,148 @@
+"""Envelope and codec: the only place where messages are encoded or decoded.
+
+    envelope = msgpack array [version u8, kind str, corr u64, body map]
+
+A request kind names a frozen dataclass registered with @message; replies are kind "reply"
+(body = the result map) or "error" (body = {code, message, detail?}). Record payloads travel as
+msgpack bin and are never re-parsed on the way. Decoding validates every field's type, so
+handlers only see well-formed messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import msgpack
+
+from topics_actors.errors import ProtocolError, TopicsError
+from topics_actors.limits import MESSAGE_BYTES_MAX
+
+PROTOCOL_VERSION = 1
+REPLY = "reply"
+ERROR = "error"
+
+_REGISTRY: dict[str, type["Message"]] = {}
+
+_CHECKS: dict[str, tuple[type, ...]] = {
+    "str": (str,), "int": (int,), "bool": (bool,), "bytes": (bytes,),
+    "list": (list,), "dict": (dict,), "float": (float, int),
+}
+
+
+def _checker(annotation: str):
+    """A predicate for a field annotation such as 'int', 'str | None' or 'Any'."""
+    if annotation == "Any":
+        return lambda value: True
+    parts = [p.strip() for p in annotation.split("|")]
+    optional = "None" in parts
+    types = tuple(t for p in parts if p != "None" for t in _CHECKS[p])
+    no_bool = "int" in parts and "bool" not in parts
+
+    def check(value) -> bool:
+        if value is None:
+            return optional
+        if no_bool and isinstance(value, bool):
+            return False
+        return isinstance(value, types)
+    return check
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Message:
+    KIND: ClassVar[str] = ""
+    _FIELDS: ClassVar[tuple] = ()
+
+    def body(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name, _, _ in self._FIELDS}
+
+    @classmethod
+    def from_body(cls, body: Any) -> "Message":
+        if not isinstance(body, dict):
+            raise ProtocolError(f"{cls.KIND}: body must be a map")
+        values = {}
+        for name, required, check in cls._FIELDS:
+            if name not in body:
+                if required:
+                    raise ProtocolError(f"{cls.KIND}: missing field {name!r}")
+                continue
+            value = body[name]
+            if not check(value):
+                raise ProtocolError(f"{cls.KIND}: field {name!r} has the wrong type")
+            values[name] = value
+        return cls(**values)
+
+
+def message(cls):
+    """Register a request kind; its fields and their types come from the dataclass."""
+    cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
+    cls._FIELDS = tuple(
+        (f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+         _checker(str(f.type)))
+        for f in dataclasses.fields(cls))
+    if cls.KIND in _REGISTRY:
+        raise ValueError(f"duplicate message kind {cls.KIND}")
+    _REGISTRY[cls.KIND] = cls
+    return cls
+
+
+def registered_kinds() -> dict[str, type[Message]]:
+    return dict(_REGISTRY)
+
+
+def _pack(kind: str, corr: int, body: Any) -> bytes:
+    return msgpack.packb([PROTOCOL_VERSION, kind, corr, body], use_bin_type=True)
+
+
+def encode(msg: Message, corr: int) -> bytes:
+    return _pack(msg.KIND, corr, msg.body())
+
+
+def encode_reply(corr: int, body: dict[str, Any]) -> bytes:
+    return _pack(REPLY, corr, body)
+
+
+def encode_error(corr: int, error: TopicsError) -> bytes:
+    return _pack(ERROR, corr, error.to_wire())
+
+
+def _unpack(raw: bytes) -> list:
+    if len(raw) > MESSAGE_BYTES_MAX:
+        raise ProtocolError("message too large")
+    try:
+        envelope = msgpack.unpackb(raw, raw=False, use_list=True, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types for bad input
+        raise ProtocolError(f"undecodable message: {type(exc).__name__}") from None
+    if not isinstance(envelope, list) or len(envelope) != 4:
+        raise ProtocolError("envelope must be [version, kind, corr, body]")
+    return envelope
+
+
+def decode(raw: bytes) -> tuple[int, Message]:
+    """Decode a request. Raises ProtocolError whose `corr` attribute is set when known."""
+    envelope = _unpack(raw)
+    version, kind, corr, body = envelope
+    if isinstance(corr, bool) or not isinstance(corr, int) or corr < 0:
+        raise ProtocolError("envelope corr must be a non-negative integer")
+    try:
+        if version != PROTOCOL_VERSION:
+            raise ProtocolError(f"unsupported protocol version {version!r}")
+        cls = _REGISTRY.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            raise ProtocolError(f"unknown message kind {kind!r}")
+        return corr, cls.from_body(body)
+    except ProtocolError as exc:
+        exc.corr = corr
+        raise
+
+
+def decode_reply(raw: bytes) -> tuple[int, dict[str, Any]]:
+    """Decode a reply; an error reply is raised as TopicsError carrying its code."""
+    version, kind, corr, body = _unpack(raw)
+    if kind == REPLY and isinstance(body, dict):
+        return corr, body
+    if kind == ERROR and isinstance(body, dict):
+        error = TopicsError.from_wire(body)
+        error.corr = corr
+        raise error
+    raise ProtocolError(f"unexpected reply kind {kind!r}")

@@ -1,0 +1,102 @@
+"""Request kinds between clients (library, gateway) and shards or the node's front.
+
+Every kind is answered by exactly one "reply" or "error" envelope with the same corr.
+Result maps use the field names of the /v0 HTTP API. Times are epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topics_actors.protocol.envelope import Message, message
+
+
+@message
+class Append(Message):
+    """client -> shard. Append a batch to `topic`, all or nothing, contiguous seqs.
+
+    records: list of [data bin (JSON bytes), tag str|nil, node str|nil, meta bin|nil];
+    node: default node of the batch; idempotency_key: a retry with the same key within the
+    topic's window returns the original seqs (deduped: true); create/config: whether and how
+    a missing topic is created; return_seqs: include `seqs`.
+    Reply: {topic, first_seq, last_seq, seqs?, head_seq, count, created, deduped, performance}.
+    """
+    KIND = "append"
+    topic: str
+    records: list
+    node: str | None = None
+    idempotency_key: str | None = None
+    create: bool | None = None
+    config: dict | None = None
+    return_seqs: bool = True
+
+
+@message
+class Diff(Message):
+    """client -> shard. Read records after cursor `from_seq` (exclusive).
+
+    limit: records (0 = 256, at most 1000); node: a reader node or list of nodes whose own
+    records are skipped; max_batch_bytes: payload budget (0 = 1 MiB); wait_ms: long-poll for an
+    append when caught up (at most 30000).
+    Reply: {topic, records: [[seq, ts, envelope bin, tag|nil, node|nil]], next_from_seq,
+    head_seq, earliest_seq, caught_up, tombstone, lag, performance}. The envelope is the stored
+    JSON {"d": data, "m": meta}; "m" is absent when there is no meta or include_meta is false.
+    """
+    KIND = "diff"
+    topic: str
+    from_seq: int = 0
+    limit: int = 0
+    node: Any = None
+    include_tags: bool = False
+    include_meta: bool = True
+    wait_ms: int = 0
+    max_batch_bytes: int = 0
+
+
+@message
+class PutTopic(Message):
+    """client -> shard. Create or replace the whole config of `topic` (spec/api.md 3, 5.1).
+    Reply: {topic, created, config, performance}."""
+    KIND = "put_topic"
+    topic: str
+    config: dict | None = None
+
+
+@message
+class GetTopic(Message):
+    """client -> shard. The state of `topic`; touch bumps its read recency.
+    Reply: {topic, type, head_seq, earliest_seq, next_seq, count, bytes, config,
+    effective_priority, last_write_ts, last_read_ts, performance}."""
+    KIND = "get_topic"
+    topic: str
+    touch: bool = True
+
+
+@message
+class ListTopics(Message):
+    """client -> shard. Topics of this shard with names > `after` starting with `prefix`,
+    name order, at most `limit` (1..1001). Reply: {topics: [{topic, head_seq, earliest_seq,
+    count, bytes, durable, effective_priority}], more}."""
+    KIND = "list_topics"
+    prefix: str = ""
+    after: str = ""
+    limit: int = 100
+    touch: bool = False
+
+
+@message
+class DeleteTopic(Message):
+    """client -> shard. Delete `topic` and its records; if_empty refuses a non-empty topic.
+    Reply: {topic, deleted, routers_removed, performance}."""
+    KIND = "delete_topic"
+    topic: str
+    if_empty: bool = False
+
+
+@message
+class Status(Message):
+    """client -> shard or front. Reply from a shard: {shard, shard_count, ready,
+    replay_progress, topics, statistics}; from the front: the shard map
+    {node_ready, replay_progress, shard_count, shards: [{shard, state, pid, incarnation,
+    endpoint, ipc}]}."""
+    KIND = "status"

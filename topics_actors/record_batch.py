@@ -1,0 +1,84 @@
+"""Validation of an append batch as it arrives on the wire (spec/api.md 5.5 limits).
+
+A wire record is [data, tag?, node?, meta?]: data and meta are JSON bytes (msgpack bin),
+tag and node strings. Validation happens before anything is staged, so a rejected batch
+changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import orjson
+
+from topics_actors.errors import ErrorCode, TopicsError, invalid
+from topics_actors.limits import (
+    BATCH_RECORDS_MAX, META_BYTES_MAX, META_KEYS_MAX, NODE_BYTES_MAX, RECORD_BYTES_MAX,
+    TAG_BYTES_MAX,
+)
+from topics_actors.storage.frame import FLAG_META, append_envelope
+
+
+class StagedRecord(NamedTuple):
+    envelope: bytes      # {"d":…} or {"d":…,"m":…}, the Append frame body
+    tag: bytes
+    node: bytes
+    flags: int
+    payload_bytes: int   # len(data) + len(meta): the API's byte accounting
+
+
+def _json(raw: object, what: str) -> object:
+    if not isinstance(raw, bytes) or not raw:
+        raise invalid(f"record {what} must be non-empty JSON bytes")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise invalid(f"record {what} is not valid JSON") from None
+
+
+def _text(value: object, what: str, limit: int) -> bytes:
+    if value is None:
+        return b""
+    if not isinstance(value, str):
+        raise invalid(f"record {what} must be a string")
+    raw = value.encode("utf-8")
+    if len(raw) > limit:
+        raise invalid(f"record {what} is longer than {limit} bytes")
+    return raw
+
+
+def validate_batch_node(node: object) -> bytes:
+    return _text(node, "node", NODE_BYTES_MAX)
+
+
+def stage_record(record: object, batch_node: bytes) -> StagedRecord:
+    if not isinstance(record, (list, tuple)) or not 1 <= len(record) <= 4:
+        raise invalid("a record must be [data, tag?, node?, meta?]")
+    data = record[0]
+    _json(data, "data")
+    tag = _text(record[1], "tag", TAG_BYTES_MAX) if len(record) > 1 else b""
+    node = _text(record[2], "node", NODE_BYTES_MAX) if len(record) > 2 else b""
+    meta = record[3] if len(record) > 3 else None
+    if meta is not None:
+        if len(meta if isinstance(meta, bytes) else b"") > META_BYTES_MAX:
+            raise invalid(f"record meta is longer than {META_BYTES_MAX} bytes")
+        parsed = _json(meta, "meta")
+        if isinstance(parsed, dict) and len(parsed) > META_KEYS_MAX:
+            raise invalid(f"record meta has more than {META_KEYS_MAX} keys")
+    size = len(data) + (len(meta) if meta is not None else 0)
+    if size > RECORD_BYTES_MAX:
+        raise TopicsError(f"record is larger than {RECORD_BYTES_MAX} bytes",
+                          ErrorCode.RECORD_TOO_LARGE, {"bytes": size, "max": RECORD_BYTES_MAX})
+    return StagedRecord(append_envelope(data, meta), tag, node or batch_node,
+                        FLAG_META if meta is not None else 0, size)
+
+
+def stage_batch(records: list, batch_node: object) -> list[StagedRecord]:
+    if not records:
+        raise invalid("records must not be empty")
+    if len(records) > BATCH_RECORDS_MAX:
+        raise TopicsError(f"a batch holds at most {BATCH_RECORDS_MAX} records",
+                          ErrorCode.BATCH_TOO_LARGE,
+                          {"records": len(records), "max": BATCH_RECORDS_MAX})
+    node = validate_batch_node(batch_node)
+    return [stage_record(record, node) for record in records]

@@ -1,0 +1,132 @@
+"""One topic's published state inside its shard: head, floors and the seq -> location index.
+
+The index is an array of u64 locations (8 bytes per seq, 0 = hole), so a topic costs no
+Python object per record. Staged-but-uncommitted work only moves `next_seq` and
+`reserved_head`; everything else changes when a commit publishes.
+"""
+
+from __future__ import annotations
+
+import collections
+from array import array
+
+from topics_actors.topic_config import TopicConfig
+from topics_actors.topic_identity import topic_id
+
+AUTO_PRIORITY_WINDOW_MS = 300_000
+AUTO_PRIORITY_HALF_LIFE_MS = 30_000
+AUTO_PRIORITY_MAX = 500
+
+
+class DedupeEntry:
+    __slots__ = ("first_seq", "last_seq", "head_seq", "created_ms")
+
+    def __init__(self, first_seq: int, last_seq: int, head_seq: int, created_ms: int):
+        self.first_seq = first_seq
+        self.last_seq = last_seq
+        self.head_seq = head_seq
+        self.created_ms = created_ms
+
+
+class TopicState:
+    __slots__ = ("name", "tid", "config", "head", "next_seq", "reserved_head", "base_seq",
+                 "locs", "front", "count", "bytes", "last_write_ts", "last_read_ts",
+                 "evict_floor", "expiry_floor", "delete_floor", "source_trim_floor",
+                 "dedupe", "ram_file", "ram")
+
+    def __init__(self, name: str, config: TopicConfig, tid: int | None = None):
+        self.name = name
+        self.tid = topic_id(name) if tid is None else tid
+        self.config = config
+        self.head = 0                 # highest published seq
+        self.next_seq = 1             # next seq to stage
+        self.reserved_head = 0        # disk class: highest seq covered by a HeadWatermark
+        self.base_seq = 1             # seq of locs[0]
+        self.locs = array("Q")
+        self.front = 0                # index of the first possibly-live slot
+        self.count = 0
+        self.bytes = 0
+        self.last_write_ts: int | None = None
+        self.last_read_ts: int | None = None
+        self.evict_floor = 0
+        self.expiry_floor = 0
+        self.delete_floor = 0
+        self.source_trim_floor = 0
+        self.dedupe: collections.OrderedDict[str, DedupeEntry] = collections.OrderedDict()
+        self.ram_file = 0             # ephemeral topics: file number of the RAM frame buffer
+        self.ram: bytearray | None = None
+
+    # --- publishing -------------------------------------------------------------------
+
+    def pad_to(self, seq: int) -> None:
+        """Make `seq` the head, leaving holes for seqs that have no record."""
+        if seq > self.head:
+            self.locs.frombytes(bytes(8 * (seq - self.head)))
+            self.head = seq
+        self.next_seq = max(self.next_seq, self.head + 1)
+        self.reserved_head = max(self.reserved_head, self.head)
+
+    def publish(self, first_seq: int, locs: list[int], payload_bytes: int, ts: int) -> None:
+        if first_seq != self.head + 1:
+            self.pad_to(first_seq - 1)
+        self.locs.extend(locs)
+        self.head = first_seq + len(locs) - 1
+        self.next_seq = max(self.next_seq, self.head + 1)
+        self.count += len(locs)
+        self.bytes += payload_bytes
+        self.last_write_ts = ts
+
+    def loc(self, seq: int) -> int:
+        index = seq - self.base_seq
+        return self.locs[index] if 0 <= index < len(self.locs) else 0
+
+    # --- derived values -----------------------------------------------------------------
+
+    def involuntary_earliest(self) -> int:
+        floor = max(self.evict_floor, self.expiry_floor, self.source_trim_floor)
+        return min(max(floor + 1, 1), self.head + 1)
+
+    def earliest_seq(self) -> int:
+        floor = max(self.evict_floor, self.expiry_floor, self.delete_floor,
+                    self.source_trim_floor, self.base_seq - 1)
+        seq = min(max(floor + 1, 1), self.head + 1)
+        locs, base = self.locs, self.base_seq
+        index = max(seq - base, self.front)
+        while index < len(locs) and locs[index] == 0:
+            index += 1
+        self.front = index
+        return min(max(seq, base + index), self.head + 1)
+
+    def effective_priority(self, now_ms: int) -> int:
+        base = max(-1000, min(1000, self.config.priority or 0))
+        auto = 0.0
+        if (self.config.priority is None and self.config.auto_priority
+                and self.last_read_ts is not None
+                and now_ms - self.last_read_ts <= AUTO_PRIORITY_WINDOW_MS):
+            idle = max(0, now_ms - self.last_read_ts)
+            auto = AUTO_PRIORITY_MAX * 2 ** (-idle / AUTO_PRIORITY_HALF_LIFE_MS)
+        return round(base + auto)
+
+    def summary(self, now_ms: int) -> dict:
+        return {"topic": self.name, "head_seq": self.head, "earliest_seq": self.earliest_seq(),
+                "count": self.count, "bytes": self.bytes, "durable": self.config.durable,
+                "effective_priority": self.effective_priority(now_ms)}
+
+    def state(self, now_ms: int) -> dict:
+        return {"topic": self.name, "type": self.config.type, "head_seq": self.head,
+                "earliest_seq": self.earliest_seq(), "next_seq": self.head + 1,
+                "count": self.count, "bytes": self.bytes, "config": self.config.to_json(),
+                "effective_priority": self.effective_priority(now_ms),
+                "last_write_ts": self.last_write_ts, "last_read_ts": self.last_read_ts}
+
+    # --- idempotency ----------------------------------------------------------------------
+
+    def dedupe_lookup(self, key: str, now_ms: int) -> DedupeEntry | None:
+        window = self.config.idempotency_window_ms
+        dedupe = self.dedupe
+        while dedupe:
+            oldest = next(iter(dedupe.values()))
+            if now_ms - oldest.created_ms <= window:
+                break
+            dedupe.popitem(last=False)
+        return dedupe.get(key)

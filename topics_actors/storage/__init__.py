@@ -1,0 +1,1 @@
+"""Storage: the Fs seam, WAL frames, WAL files and their layout on disk."""

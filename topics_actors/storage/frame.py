@@ -1,0 +1,149 @@
+"""WAL frame codec, format v2 (spec/storage.md 1.3), little-endian throughout.
+
+    off size field
+     0   4  frame_len u32   bytes after this field: header + sections + checksum
+     4   1  type      u8
+     5   1  flags     u8    bit0 has_tag, bit1 has_node, bit2 durable, bit3 has_meta
+     6   8  topic_id  u64
+    14   8  seq       u64
+    22   8  ts        u64   ms
+    30   2  node_len  u16
+    32   2  tag_len   u16
+    34   4  data_len  u32
+    38      node | tag | data
+     .   8  xxh3_64 over bytes [4, checksum_start)
+
+bit3 (has_meta) is ours: it tells a reader whether an Append envelope carries "m" without
+parsing it. Type 12 (IdemKey) is ours too: it makes idempotency keys survive a crash.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from typing import NamedTuple
+
+import xxhash
+
+HEADER = struct.Struct("<IBBQQQHHI")
+HEADER_BYTES = HEADER.size            # 38
+CHECKSUM = struct.Struct("<Q")
+FRAME_LEN_MIN = HEADER_BYTES - 4 + 8  # 42: how the zeros after the log end stop a scan
+FRAME_LEN_MAX = 1 << 31
+WAL_FORMAT_VERSION = 2
+
+FLAG_TAG = 1
+FLAG_NODE = 2
+FLAG_DURABLE = 4
+FLAG_META = 8
+
+_digest = xxhash.xxh3_64_intdigest
+
+
+class FrameType(enum.IntEnum):
+    APPEND = 1
+    TOPIC_CREATE = 2
+    TOPIC_DELETE = 3
+    ROUTER_CREATE = 4
+    ROUTER_DELETE = 5
+    DELETE = 6
+    EVICT_WATERMARK = 7
+    CHECKPOINT_MARK = 8
+    CONFIG_UPDATE = 9
+    LEASE = 10
+    HEAD_WATERMARK = 11
+    IDEM_KEY = 12
+
+
+KNOWN_TYPES = frozenset(int(t) for t in FrameType)
+
+
+class Frame(NamedTuple):
+    type: int
+    flags: int
+    topic_id: int
+    seq: int
+    ts: int
+    node: str | None
+    tag: str | None
+    data: bytes
+    offset: int      # where the frame starts in its file
+    size: int        # total bytes including the length prefix
+
+
+def encode(buf: bytearray, ftype: int, flags: int, topic_id: int, seq: int, ts: int,
+           data: bytes, tag: bytes = b"", node: bytes = b"") -> int:
+    """Append one frame to `buf`; returns its total size in bytes."""
+    if tag:
+        flags |= FLAG_TAG
+    if node:
+        flags |= FLAG_NODE
+    start = len(buf)
+    sections = len(node) + len(tag) + len(data)
+    buf += HEADER.pack(34 + sections + 8, ftype, flags, topic_id, seq, ts,
+                       len(node), len(tag), len(data))
+    if node:
+        buf += node
+    if tag:
+        buf += tag
+    buf += data
+    checksum = _digest(memoryview(buf)[start + 4:])
+    buf += CHECKSUM.pack(checksum)
+    return len(buf) - start
+
+
+def encode_frame(ftype: int, topic_id: int = 0, seq: int = 0, ts: int = 0, data: bytes = b"",
+                 tag: bytes = b"", node: bytes = b"", flags: int = 0) -> bytes:
+    buf = bytearray()
+    encode(buf, ftype, flags, topic_id, seq, ts, data, tag, node)
+    return bytes(buf)
+
+
+def decode_at(buf, offset: int, end: int) -> Frame | None:
+    """Decode the frame at `offset`; None when it fails any check (the log ends there)."""
+    if end - offset < 4 + FRAME_LEN_MIN:
+        return None
+    (frame_len, ftype, flags, topic_id, seq, ts,
+     node_len, tag_len, data_len) = HEADER.unpack_from(buf, offset)
+    if frame_len < FRAME_LEN_MIN or offset + 4 + frame_len > end:
+        return None
+    if 42 + node_len + tag_len + data_len != frame_len or ftype not in KNOWN_TYPES:
+        return None
+    check_at = offset + 4 + frame_len - 8
+    if _digest(memoryview(buf)[offset + 4:check_at]) != CHECKSUM.unpack_from(buf, check_at)[0]:
+        return None
+    pos = offset + HEADER_BYTES
+    try:
+        node = bytes(buf[pos:pos + node_len]).decode() if node_len else None
+        pos += node_len
+        tag = bytes(buf[pos:pos + tag_len]).decode() if tag_len else None
+    except UnicodeDecodeError:
+        return None
+    pos += tag_len
+    data = bytes(buf[pos:pos + data_len])
+    if ftype != FrameType.APPEND and not body_is_valid(ftype, data):
+        return None
+    return Frame(ftype, flags, topic_id, seq, ts, node, tag, data, offset, 4 + frame_len)
+
+
+def body_is_valid(ftype: int, data: bytes) -> bool:
+    try:
+        frame_body.decode_body(ftype, data)
+    except (ValueError, struct.error, UnicodeDecodeError):
+        return False
+    return True
+
+
+def append_envelope(data: bytes, meta: bytes | None) -> bytes:
+    """The Append body: {"d":<data>} or {"d":<data>,"m":<meta>}, payloads spliced as given."""
+    if meta is None:
+        return b'{"d":' + data + b"}"
+    return b'{"d":' + data + b',"m":' + meta + b"}"
+
+
+def envelope_payload_bytes(envelope_len: int, flags: int) -> int:
+    """Byte accounting of a record (len(data) + len(meta)) from its envelope size."""
+    return envelope_len - (11 if flags & FLAG_META else 6)
+
+
+from topics_actors.storage import frame_body  # noqa: E402  (frame_body needs FrameType)

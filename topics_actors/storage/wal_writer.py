@@ -1,0 +1,195 @@
+"""The writing end of one shard's WAL group: the active file, rotation, preallocation.
+
+Files are zero-filled and fsynced before use (`wal-<idx>.log.pre`, renamed at rotation):
+overwriting written extents makes each fdatasync cheaper than appending or fallocate. The next
+file is prepared by a helper thread ahead of rotation; the rename and the directory fsync
+happen before any frame in the new file can be acked.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from topics_actors.errors import StorageError
+from topics_actors.storage import failpoint
+from topics_actors.storage.fs import File, RealFs
+from topics_actors.storage.wal_layout import PRE_SUFFIX, wal_file_name
+
+log = logging.getLogger(__name__)
+
+WAL_FILE_BYTES_DEFAULT = 64 * 1024 * 1024
+_ZERO_CHUNK = bytes(1024 * 1024)
+
+
+def zero_fill(handle: File, start: int, end: int) -> None:
+    offset = start
+    while offset < end:
+        n = min(len(_ZERO_CHUNK), end - offset)
+        handle.write_all_at(memoryview(_ZERO_CHUNK)[:n], offset)
+        offset += n
+
+
+class Preallocator:
+    """Prepares the next WAL file (zeroed, fsynced, named .pre) on a helper thread."""
+
+    def __init__(self, fs: RealFs, directory: str, file_bytes: int, background: bool):
+        self.fs = fs
+        self.directory = directory
+        self.file_bytes = file_bytes
+        self.background = background
+        self._thread: threading.Thread | None = None
+        self._ready: tuple[int, str] | None = None
+        self._error: BaseException | None = None
+
+    def _prepare(self, idx: int, size: int) -> None:
+        path = os.path.join(self.directory, wal_file_name(idx) + PRE_SUFFIX)
+        try:
+            handle = self.fs.open(path, create=True, truncate=True)
+            try:
+                zero_fill(handle, 0, size)
+                handle.sync_all()
+            finally:
+                handle.close()
+            self._ready = (idx, path)
+        except BaseException as exc:  # reported to the writer at rotation
+            self._error = exc
+
+    def start(self, idx: int) -> None:
+        """Begin preparing file `idx` unless it is already in hand."""
+        if self._thread is not None or (self._ready and self._ready[0] == idx):
+            return
+        self._ready, self._error = None, None
+        if not self.background:
+            return
+        self._thread = threading.Thread(target=self._prepare, args=(idx, self.file_bytes),
+                                        name=f"wal-prealloc-{idx}", daemon=True)
+        self._thread.start()
+
+    def take(self, idx: int, size: int) -> str:
+        """The path of a ready .pre file for `idx` of at least `size` bytes."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._ready is None or self._ready[0] != idx or size > self.file_bytes:
+            self._error = None
+            self._prepare(idx, max(size, self.file_bytes))
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        path = self._ready[1]
+        self._ready = None
+        return path
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+
+class WalWriter:
+    """Appends encoded batches to the active file of one WAL group.
+
+    The caller owns ordering: write(), then sync() when the batch holds fsync-class frames.
+    A failed write or sync is undone with undo() (zero-filled and synced) before anything is
+    acked; if even that fails the writer latches and refuses every later write.
+    """
+
+    def __init__(self, fs: RealFs, directory: str, file_bytes: int = WAL_FILE_BYTES_DEFAULT,
+                 background_prealloc: bool = True):
+        self.fs = fs
+        self.directory = directory
+        self.file_bytes = file_bytes
+        self.prealloc = Preallocator(fs, directory, file_bytes, background_prealloc)
+        self.handle: File | None = None
+        self.idx = 0
+        self.tail = 0
+        self.capacity = 0
+        self.latched: str | None = None
+        self.dirty = False           # bytes written since the last sync
+        self.syncs = 0
+        self.bytes_written = 0
+
+    def open(self, last_idx: int, valid_len: int) -> None:
+        """Resume after recovery at (last file, its valid length), or start file 1."""
+        self._remove_stale_pre()
+        if last_idx == 0:
+            self._activate(1, self.prealloc.take(1, self.file_bytes))
+        else:
+            path = os.path.join(self.directory, wal_file_name(last_idx))
+            self.handle = self.fs.open(path)
+            self.idx, self.tail = last_idx, valid_len
+            self.capacity = max(self.handle.size(), valid_len)
+            self.fs.sync_dir(self.directory)
+        self.prealloc.start(self.idx + 1)
+
+    def _remove_stale_pre(self) -> None:
+        for name in self.fs.listdir(self.directory):
+            if name.endswith(PRE_SUFFIX):
+                self.fs.remove(os.path.join(self.directory, name))
+
+    def _activate(self, idx: int, pre_path: str) -> None:
+        path = os.path.join(self.directory, wal_file_name(idx))
+        self.fs.rename(pre_path, path)
+        self.fs.sync_dir(self.directory)
+        handle = self.fs.open(path)
+        if self.handle is not None:
+            self.handle.close()
+        self.handle, self.idx, self.tail = handle, idx, 0
+        self.capacity = handle.size()
+        log.info("event=wal_rotated dir=%s idx=%d", self.directory, idx)
+
+    def _rotate(self, batch_len: int) -> None:
+        if self.dirty:
+            self.sync()   # frames of the old file must not trail frames synced in the new one
+        try:
+            self._activate(self.idx + 1, self.prealloc.take(self.idx + 1, batch_len))
+        except OSError as exc:
+            self.latched = f"rotation failed: {exc}"
+            raise StorageError(f"WAL rotation failed: {exc}") from exc
+        self.prealloc.start(self.idx + 1)
+
+    def write(self, buf: bytes | bytearray) -> tuple[int, int]:
+        """Write one batch at the tail; returns (file idx, offset of the batch)."""
+        if self.latched:
+            raise StorageError(f"WAL is read-only: {self.latched}")
+        if self.tail + len(buf) > self.capacity and self.tail > 0:
+            self._rotate(len(buf))
+        elif self.tail + len(buf) > self.capacity:
+            self.capacity = self.tail + len(buf)   # a lone oversized batch extends the file
+        offset = self.tail
+        try:
+            self.handle.write_all_at(buf, offset)
+        except OSError:
+            self.undo(offset, len(buf))
+            raise
+        failpoint.hit("wal::after_write")
+        self.tail = offset + len(buf)
+        self.dirty = True
+        self.bytes_written += len(buf)
+        return self.idx, offset
+
+    def sync(self) -> None:
+        self.handle.sync_data()
+        failpoint.hit("wal::after_fdatasync")
+        self.dirty = False
+        self.syncs += 1
+
+    def undo(self, offset: int, length: int) -> None:
+        """Erase a failed batch [offset, offset+length) so no later scan can read it back."""
+        self.tail = offset
+        try:
+            zero_fill(self.handle, offset, offset + length)
+            self.handle.sync_data()
+        except OSError as exc:
+            self.latched = f"could not erase a failed batch: {exc}"
+            log.error("event=wal_latched dir=%s reason=%r", self.directory, self.latched)
+
+    def close(self) -> None:
+        self.prealloc.close()
+        if self.handle is not None:
+            if self.dirty and not self.latched:
+                self.sync()
+            self.handle.close()
+            self.handle = None

@@ -1,0 +1,154 @@
+"""Topic configuration: defaults, validation and the echo form (spec/api.md section 3).
+
+A PUT replaces the whole config: the body is laid over the defaults, never over the current
+values. Unknown fields are ignored; wrong types and unknown enum strings are rejected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import orjson
+
+from topics_actors.errors import invalid
+from topics_actors.topic_identity import valid_topic_name
+
+DURABILITY_CLASSES = ("ephemeral", "memory", "disk", "fsync")
+TOPIC_TYPES = ("log", "queue")
+DISCARD_POLICIES = ("old", "reject")
+
+LEASE_MS_MIN = 100
+LEASE_MS_MAX = 86_400_000
+CLAIM_JITTER_MS_MAX = 5_000
+U64_MAX = 2**64 - 1
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicConfig:
+    type: str = "log"
+    ttl_ms: int = 0
+    cap_records: int = 0
+    cap_bytes: int = 0
+    discard: str = "old"
+    durability: str = "disk"
+    priority: int | None = None
+    auto_priority: bool = True
+    auto_create: bool = True
+    idempotency_window_ms: int = 120_000
+    dedupe_node: bool = True
+    lease_ms: int = 30_000
+    claim_jitter_ms: int = 0
+    max_deliveries: int = 0
+    dead_letter: str | None = None
+    leases_durable: bool = False
+
+    @property
+    def durable(self) -> bool:
+        return self.durability == "fsync"
+
+    @property
+    def logged(self) -> bool:
+        """Whether records of this topic are written to the WAL."""
+        return self.durability != "ephemeral"
+
+    def to_json(self) -> dict[str, Any]:
+        """The 17-field echo of the /v0 API, durability resolved."""
+        return {
+            "type": self.type, "ttl_ms": self.ttl_ms, "cap_records": self.cap_records,
+            "cap_bytes": self.cap_bytes, "discard": self.discard, "durable": self.durable,
+            "durability": self.durability, "priority": self.priority,
+            "auto_priority": self.auto_priority, "auto_create": self.auto_create,
+            "idempotency_window_ms": self.idempotency_window_ms,
+            "dedupe_node": self.dedupe_node, "lease_ms": self.lease_ms,
+            "claim_jitter_ms": self.claim_jitter_ms, "max_deliveries": self.max_deliveries,
+            "dead_letter": self.dead_letter, "leases_durable": self.leases_durable,
+        }
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(self.to_json())
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> "TopicConfig":
+        return parse_config(orjson.loads(raw) if raw else {})
+
+
+def _uint(body: dict, key: str, default: int) -> int:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= U64_MAX:
+        raise invalid(f"config field {key!r} must be a non-negative integer")
+    return value
+
+
+def _bool(body: dict, key: str, default: bool) -> bool:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise invalid(f"config field {key!r} must be a boolean")
+    return value
+
+
+def _choice(body: dict, key: str, default: str, choices: tuple[str, ...]) -> str:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if value not in choices:
+        raise invalid(f"config field {key!r} must be one of {', '.join(choices)}")
+    return value
+
+
+def _priority(body: dict) -> int | None:
+    value = body.get("priority")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not I32_MIN <= value <= I32_MAX:
+        raise invalid("config field 'priority' must be a 32-bit integer or null")
+    return value
+
+
+def _durability(body: dict) -> str:
+    if body.get("durability") is not None:
+        return _choice(body, "durability", "disk", DURABILITY_CLASSES)
+    return "fsync" if _bool(body, "durable", False) else "disk"
+
+
+def _dead_letter(body: dict, topic: str | None, topic_type: str) -> str | None:
+    value = body.get("dead_letter")
+    if value is None:
+        return None
+    if not valid_topic_name(value):
+        raise invalid("config field 'dead_letter' must be a valid topic name")
+    if topic_type == "queue" and value == topic:
+        raise invalid("a queue cannot dead-letter into itself")
+    return value
+
+
+def parse_config(body: Any, topic: str | None = None) -> TopicConfig:
+    """Validate a config body (a dict) laid over the defaults."""
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise invalid("config must be a JSON object")
+    topic_type = _choice(body, "type", "log", TOPIC_TYPES)
+    return TopicConfig(
+        type=topic_type,
+        ttl_ms=_uint(body, "ttl_ms", 0),
+        cap_records=_uint(body, "cap_records", 0),
+        cap_bytes=_uint(body, "cap_bytes", 0),
+        discard=_choice(body, "discard", "old", DISCARD_POLICIES),
+        durability=_durability(body),
+        priority=_priority(body),
+        auto_priority=_bool(body, "auto_priority", True),
+        auto_create=_bool(body, "auto_create", True),
+        idempotency_window_ms=_uint(body, "idempotency_window_ms", 120_000),
+        dedupe_node=_bool(body, "dedupe_node", True),
+        lease_ms=min(LEASE_MS_MAX, max(LEASE_MS_MIN, _uint(body, "lease_ms", 30_000))),
+        claim_jitter_ms=min(CLAIM_JITTER_MS_MAX, _uint(body, "claim_jitter_ms", 0)),
+        max_deliveries=_uint(body, "max_deliveries", 0),
+        dead_letter=_dead_letter(body, topic, topic_type),
+        leases_durable=_bool(body, "leases_durable", False),
+    )
