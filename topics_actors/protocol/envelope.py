@@ -106,6 +106,18 @@ def encode_error(corr: int, error: TopicsError) -> bytes:
     return _pack(ERROR, corr, error.to_wire())
 
 
+def encode_event(body: dict[str, Any]) -> bytes:
+    """The payload of a supervisor event (PUB); the dotted event name travels as frame 0."""
+    return _pack("event", 0, body)
+
+
+def decode_event(raw: bytes) -> dict[str, Any]:
+    body = _unpack(raw)[3]
+    if not isinstance(body, dict):
+        raise ProtocolError("event body must be a map")
+    return body
+
+
 def _unpack(raw: bytes) -> list:
     if len(raw) > MESSAGE_BYTES_MAX:
         raise ProtocolError("message too large")

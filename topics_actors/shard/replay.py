@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 from topics_actors.shard.file_table import make_loc
 from topics_actors.shard.shard_core import ShardCore
-from topics_actors.shard.topic_state import DedupeEntry, TopicState
+from topics_actors.shard.dedupe_index import DedupeEntry
+from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import failpoint, frame_body
 from topics_actors.storage.frame import Frame, FrameType, envelope_payload_bytes
 from topics_actors.storage.wal_layout import list_wal_files, replay_groups
@@ -144,8 +145,8 @@ class Replay:
         if self.now - frame.ts > topic.config.idempotency_window_ms:
             return
         body = frame_body.decode_body(frame.type, frame.data)
-        topic.dedupe[body.key] = DedupeEntry(frame.seq - body.count + 1, frame.seq, frame.seq,
-                                             frame.ts)
+        entry = DedupeEntry(frame.seq - body.count + 1, frame.seq, frame.seq, frame.ts)
+        topic.dedupe.add(body.key, entry, topic.config.idempotency_window_ms)
 
 
 _HANDLERS = {

@@ -25,7 +25,8 @@ from topics_actors.protocol.messages import (
 from topics_actors.record_batch import StagedRecord, stage_batch
 from topics_actors.shard.diff_read import diff
 from topics_actors.shard.file_table import FileTable, make_loc
-from topics_actors.shard.topic_state import DedupeEntry, TopicState
+from topics_actors.shard.dedupe_index import DedupeEntry
+from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame import FLAG_DURABLE, FrameType, encode
 from topics_actors.storage.fs import RealFs
@@ -311,7 +312,7 @@ class ShardCore:
         topic, created = self._resolve_for_append(msg)
         now = self.clock()
         if key is not None:
-            entry = topic.dedupe_lookup(key, now)
+            entry = topic.dedupe.lookup(key, now, topic.config.idempotency_window_ms)
             if entry is not None:
                 self._write_op(peer, corr, t0_ns, lambda info: _dedupe_reply(topic, entry, msg))
                 return
@@ -319,7 +320,7 @@ class ShardCore:
         offsets = self._stage_records(topic, records, first, now, key)
         if key is not None:
             entry = DedupeEntry(first, first + len(records) - 1, 0, now)
-            topic.dedupe[key] = entry
+            topic.dedupe.add(key, entry, topic.config.idempotency_window_ms)
             self.batch.dedupe_added.append((topic, key))
 
         def publish(info: CommitInfo) -> dict:
@@ -446,7 +447,7 @@ class ShardCore:
                     self.register(topic)
                 topic.next_seq, topic.reserved_head, topic.config = next_seq, reserved, config
         for topic, key in batch.dedupe_added:
-            topic.dedupe.pop(key, None)
+            topic.dedupe.discard(key)
         return StorageError(f"WAL commit failed: {exc}")
 
     def flush_due(self) -> bool:

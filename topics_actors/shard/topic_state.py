@@ -7,25 +7,15 @@ Python object per record. Staged-but-uncommitted work only moves `next_seq` and
 
 from __future__ import annotations
 
-import collections
 from array import array
 
+from topics_actors.shard.dedupe_index import DedupeIndex
 from topics_actors.topic_config import TopicConfig
 from topics_actors.topic_identity import topic_id
 
 AUTO_PRIORITY_WINDOW_MS = 300_000
 AUTO_PRIORITY_HALF_LIFE_MS = 30_000
 AUTO_PRIORITY_MAX = 500
-
-
-class DedupeEntry:
-    __slots__ = ("first_seq", "last_seq", "head_seq", "created_ms")
-
-    def __init__(self, first_seq: int, last_seq: int, head_seq: int, created_ms: int):
-        self.first_seq = first_seq
-        self.last_seq = last_seq
-        self.head_seq = head_seq
-        self.created_ms = created_ms
 
 
 class TopicState:
@@ -52,7 +42,7 @@ class TopicState:
         self.expiry_floor = 0
         self.delete_floor = 0
         self.source_trim_floor = 0
-        self.dedupe: collections.OrderedDict[str, DedupeEntry] = collections.OrderedDict()
+        self.dedupe = DedupeIndex()
         self.ram_file = 0             # ephemeral topics: file number of the RAM frame buffer
         self.ram: bytearray | None = None
 
@@ -118,15 +108,3 @@ class TopicState:
                 "count": self.count, "bytes": self.bytes, "config": self.config.to_json(),
                 "effective_priority": self.effective_priority(now_ms),
                 "last_write_ts": self.last_write_ts, "last_read_ts": self.last_read_ts}
-
-    # --- idempotency ----------------------------------------------------------------------
-
-    def dedupe_lookup(self, key: str, now_ms: int) -> DedupeEntry | None:
-        window = self.config.idempotency_window_ms
-        dedupe = self.dedupe
-        while dedupe:
-            oldest = next(iter(dedupe.values()))
-            if now_ms - oldest.created_ms <= window:
-                break
-            dedupe.popitem(last=False)
-        return dedupe.get(key)

@@ -1,0 +1,1 @@
+"""The supervisor: process table, restart policy, control endpoints and the `topics` CLI."""

@@ -1,0 +1,247 @@
+"""The supervisor process of one node.
+
+It holds the data-dir lock, fixes the WAL layout, spawns one process per shard, and then
+loops: answer the front endpoint (shard map, readiness), take children's hellos and
+heartbeats, restart the dead with backoff, kill the silent, and on SIGTERM stop everyone
+(SIGTERM, grace, SIGKILL). Every state change is one log line and one PUB event.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import tempfile
+import time
+
+import orjson
+import xxhash
+import zmq
+
+from topics_actors.config import NodeConfig
+from topics_actors.errors import ProtocolError, TopicsError
+from topics_actors.protocol import decode, encode_error, encode_reply
+from topics_actors.protocol.control import Heartbeat, Hello
+from topics_actors.protocol.envelope import encode_event
+from topics_actors.protocol.messages import Status
+from topics_actors.storage.fs import RealFs
+from topics_actors.storage.wal_layout import prepare_layout
+from supervisor.data_lock import DataDirLock
+from supervisor.process_table import Child, ProcessTable, python_module_argv
+
+log = logging.getLogger(__name__)
+
+POLL_MS = 100
+_IPC_PATH_MAX = 100
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run_dir_for(data_dir: str) -> str:
+    """Where the node's ipc:// sockets live (AF_UNIX paths are short)."""
+    preferred = os.path.join(os.path.abspath(data_dir), "run")
+    if len(preferred) + 20 < _IPC_PATH_MAX:
+        return preferred
+    digest = xxhash.xxh3_64_hexdigest(os.path.abspath(data_dir).encode())
+    return os.path.join(tempfile.gettempdir(), f"topics-run-{digest}")
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def write_port_file(path: str, ports: dict) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as handle:
+        handle.write(orjson.dumps(ports))
+    os.replace(tmp, path)
+
+
+class Supervisor:
+    def __init__(self, config: NodeConfig):
+        self.config = config
+        self.stopping = False
+        self.table = ProcessTable(self._state_changed)
+        self.lock = DataDirLock(config.data_dir)
+        self.ctx: zmq.Context | None = None
+        self.zmq_port = 0
+        self.http_port = 0
+
+    # --- start-up ---------------------------------------------------------------------------
+
+    def _check_bind(self) -> None:
+        allow = os.environ.get("TOPICS_ALLOW_INSECURE_NO_AUTH", "").lower() in ("1", "true")
+        if not is_loopback(self.config.host) and not allow:
+            raise SystemExit(
+                f"refusing to listen on non-loopback host {self.config.host!r} without "
+                "authentication; set TOPICS_ALLOW_INSECURE_NO_AUTH=1 to accept the risk")
+
+    def _bind(self) -> None:
+        cfg = self.config
+        self.run_dir = run_dir_for(cfg.data_dir)
+        os.makedirs(self.run_dir, exist_ok=True)
+        self.ctx = zmq.Context(io_threads=1)
+        self.control = self.ctx.socket(zmq.ROUTER)
+        self.control.setsockopt(zmq.LINGER, 0)
+        self.control_endpoint = f"ipc://{self.run_dir}/control.sock"
+        self.control.bind(self.control_endpoint)
+        self.events = self.ctx.socket(zmq.PUB)
+        self.events.setsockopt(zmq.LINGER, 0)
+        self.events.bind(f"ipc://{self.run_dir}/events.sock")
+        self.front = self.ctx.socket(zmq.ROUTER)
+        self.front.setsockopt(zmq.LINGER, 0)
+        self.front.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.front.bind(f"tcp://{cfg.host}:{cfg.zmq_port}")
+        self.zmq_port = int(self.front.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
+        self.http_port = cfg.http_port or _free_port(cfg.host)
+
+    def _add_shards(self) -> None:
+        cfg = self.config
+        for index in range(cfg.wal_shards):
+            def argv_for(port: int, index: int = index) -> list[str]:
+                return python_module_argv(
+                    "topics_actors.shard", "--data-dir", cfg.data_dir, "--shard", str(index),
+                    "--shards", str(cfg.wal_shards), "--host", cfg.host, "--port", str(port),
+                    "--ipc", os.path.join(self.run_dir, f"shard-{index:02d}.sock"),
+                    "--control", self.control_endpoint, "--parent-pid", str(os.getpid()),
+                    "--wal-file-bytes", str(cfg.wal_file_bytes),
+                    "--disk-flush-interval-ms", str(cfg.disk_flush_interval_ms),
+                    "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms))
+            self.table.add(Child("shard", index, argv_for))
+
+    def run(self) -> int:
+        cfg = self.config
+        cfg.validate()
+        self._check_bind()
+        os.makedirs(cfg.data_dir, exist_ok=True)
+        try:
+            self.lock.acquire()
+        except TopicsError as error:
+            log.error("event=start_refused reason=%r", error.message)
+            return 2
+        try:
+            generation = prepare_layout(RealFs(), cfg.data_dir, cfg.wal_shards)
+            self._bind()
+            log.info("event=listening zmq=tcp://%s:%d http_port=%d shards=%d data_dir=%s "
+                     "layout_generation=%d", cfg.host, self.zmq_port, self.http_port,
+                     cfg.wal_shards, cfg.data_dir, generation)
+            if cfg.port_file:
+                write_port_file(cfg.port_file, {"http": self.http_port, "zmq": self.zmq_port})
+            self._add_shards()
+            for child in self.table.children:
+                self.table.spawn(child)
+            self._install_signal_handlers()
+            while not self.stopping:
+                self._turn()
+            self.table.stop_all(cfg.stop_grace_ms)
+            return 0
+        finally:
+            self._close()
+
+    def _install_signal_handlers(self) -> None:
+        def stop(signum, _frame):
+            if not self.stopping:
+                log.info("event=stopping signal=%s", signal.Signals(signum).name)
+            self.stopping = True
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+
+    def _close(self) -> None:
+        if self.ctx is not None:
+            for sock in (self.front, self.control, self.events):
+                sock.close(0)
+            self.ctx.term()
+        self.lock.release()
+        log.info("event=stopped")
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def _turn(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.control, zmq.POLLIN)
+        poller.register(self.front, zmq.POLLIN)
+        ready = dict(poller.poll(POLL_MS))
+        if self.control in ready:
+            self._drain(self.control, self._on_control)
+        if self.front in ready:
+            self._drain(self.front, self._on_front)
+        self._supervise()
+
+    def _drain(self, sock: zmq.Socket, handler) -> None:
+        for _ in range(1000):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            handler(frames[0], frames[-1])
+
+    def _on_control(self, peer: bytes, raw: bytes) -> None:
+        try:
+            _, msg = decode(raw)
+        except ProtocolError as error:
+            log.warning("event=bad_control_message error=%r", error.message)
+            return
+        child = next((c for c in self.table.children
+                      if c.role == getattr(msg, "role", None) and c.index == msg.index
+                      and c.pid == msg.pid), None)
+        if child is None:
+            return   # a message from a process we did not spawn (or an old incarnation)
+        child.last_beat_ns = time.monotonic_ns()
+        if isinstance(msg, Hello):
+            child.endpoint, child.ipc = msg.endpoint, msg.ipc
+            child.port = int(msg.endpoint.rsplit(":", 1)[1]) if msg.endpoint else 0
+        elif isinstance(msg, Heartbeat):
+            child.progress = msg.replay_progress
+            self.table.set_state(child, msg.state, pid=child.pid)
+
+    def _on_front(self, peer: bytes, raw: bytes) -> None:
+        try:
+            corr, msg = decode(raw)
+            if not isinstance(msg, Status):
+                raise ProtocolError(f"the front endpoint answers only status, not {msg.KIND}")
+            reply = encode_reply(corr, self.shard_map())
+        except ProtocolError as error:
+            reply = encode_error(getattr(error, "corr", 0), error)
+        try:
+            self.front.send_multipart([peer, reply], zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass
+
+    def shard_map(self) -> dict:
+        shards = [c for c in self.table.children if c.role == "shard"]
+        progress = sum(1.0 if c.state == "ready" else c.progress for c in shards)
+        return {"node_ready": all(c.state == "ready" for c in shards),
+                "replay_progress": progress / max(1, len(shards)),
+                "shard_count": len(shards), "shards": [c.describe() for c in shards],
+                "pid": os.getpid(), "zmq_port": self.zmq_port, "http_port": self.http_port}
+
+    def _supervise(self) -> None:
+        for child, code in self.table.reap():
+            self.table.schedule_restart(child, code)
+        for child in self.table.silent(self.config.heartbeat_timeout_ms):
+            self.table.kill(child, f"no heartbeat for {self.config.heartbeat_timeout_ms} ms")
+        for child in self.table.due_restarts():
+            self.table.spawn(child)
+
+    def _state_changed(self, child: Child, state: str, extra: dict) -> None:
+        fields = " ".join(f"{k}={v}" for k, v in extra.items())
+        log.info("event=child_state child=%s state=%s %s", child.name, state, fields)
+        event = {"started": "starting", "exited": "down"}
+        name = next((k for k, v in event.items() if v == state), state)
+        body = {"role": child.role, "index": child.index, "state": state, **extra}
+        try:
+            self.events.send_multipart([f"{child.role}.{child.index}.{name}".encode(),
+                                        encode_event(body)], zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass

@@ -1,0 +1,139 @@
+"""The children of the node: how each is started, its state, and its fate.
+
+The supervisor only ever signals processes it spawned itself (it keeps their Popen
+objects); a pid read from anywhere else is never trusted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from supervisor.restart_policy import RestartPolicy
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Child:
+    role: str
+    index: int
+    argv_for: object                    # callable(port) -> argv
+    policy: RestartPolicy = dataclasses.field(default_factory=RestartPolicy)
+    proc: subprocess.Popen | None = None
+    state: str = "down"                 # down | starting | replaying | ready | stopping
+    incarnation: int = 0
+    port: int = 0
+    endpoint: str = ""
+    ipc: str = ""
+    progress: float = 0.0
+    started_ns: int = 0
+    last_beat_ns: int = 0
+    restart_at_ns: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index:02d}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc else 0
+
+    def describe(self) -> dict:
+        return {"shard": self.index, "state": self.state, "pid": self.pid,
+                "incarnation": self.incarnation, "endpoint": self.endpoint, "ipc": self.ipc,
+                "replay_progress": self.progress}
+
+
+class ProcessTable:
+    def __init__(self, on_state_change):
+        self.children: list[Child] = []
+        self.on_state_change = on_state_change
+
+    def add(self, child: Child) -> None:
+        self.children.append(child)
+
+    def set_state(self, child: Child, state: str, **extra) -> None:
+        if child.state != state:
+            child.state = state
+            self.on_state_change(child, state, extra)
+
+    def spawn(self, child: Child) -> None:
+        argv = child.argv_for(child.port)
+        child.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True)
+        child.incarnation += 1
+        child.started_ns = child.last_beat_ns = time.monotonic_ns()
+        child.restart_at_ns = 0
+        child.progress = 0.0
+        self.set_state(child, "starting", pid=child.pid, incarnation=child.incarnation)
+
+    def reap(self) -> list[tuple[Child, int]]:
+        """Children that exited since the last call, with their exit codes."""
+        exited = []
+        for child in self.children:
+            if child.proc is not None:
+                code = child.proc.poll()
+                if code is not None:
+                    exited.append((child, code))
+        return exited
+
+    def schedule_restart(self, child: Child, code: int) -> None:
+        uptime_ms = (time.monotonic_ns() - child.started_ns) / 1e6
+        delay_ms = child.policy.next_delay_ms(uptime_ms)
+        child.proc = None
+        child.restart_at_ns = time.monotonic_ns() + delay_ms * 1_000_000
+        self.set_state(child, "down", exit_code=code, restart_in_ms=delay_ms)
+
+    def due_restarts(self) -> list[Child]:
+        now = time.monotonic_ns()
+        return [c for c in self.children if c.proc is None and c.restart_at_ns
+                and c.restart_at_ns <= now]
+
+    def silent(self, timeout_ms: int) -> list[Child]:
+        """Live children that have not heartbeat for `timeout_ms` (hung or SIGSTOPped)."""
+        limit = time.monotonic_ns() - timeout_ms * 1_000_000
+        return [c for c in self.children if c.proc is not None and c.proc.poll() is None
+                and c.last_beat_ns < limit]
+
+    def kill(self, child: Child, reason: str) -> None:
+        if child.proc is not None and child.proc.poll() is None:
+            status = _process_status(child.proc.pid)
+            log.warning("event=child_killed child=%s pid=%d reason=%s status=%s", child.name,
+                        child.pid, reason, status)
+            child.proc.send_signal(signal.SIGKILL)
+
+    def stop_all(self, grace_ms: int) -> None:
+        live = [c for c in self.children if c.proc is not None and c.proc.poll() is None]
+        for child in live:
+            self.set_state(child, "stopping", pid=child.pid)
+            child.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_ms / 1000
+        for child in live:
+            try:
+                child.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.kill(child, "stop grace period expired")
+                child.proc.wait()
+            self.set_state(child, "down", exit_code=child.proc.returncode)
+
+
+def _process_status(pid: int) -> str:
+    try:
+        return psutil.Process(pid).status()
+    except psutil.Error:
+        return "gone"
+
+
+def python_module_argv(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]
+
+
+def own_pid() -> int:
+    return os.getpid()

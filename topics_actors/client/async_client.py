@@ -1,0 +1,179 @@
+"""The asyncio client: many requests in flight per shard, matched by correlation id.
+
+Same API, retries and idempotency as the blocking Client; every method is a coroutine.
+At most `max_in_flight` requests per shard are outstanding (a bounded window, which also
+keeps a session's retries inside the shard's dedupe ring).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import zmq
+import zmq.asyncio
+
+from topics_actors.client import request_shapes as shapes
+from topics_actors.client.retry_budget import RetryBudget, new_session
+from topics_actors.client.shard_map import ShardMap
+from topics_actors.client.sync_client import DEFAULT_ENDPOINT, unavailable
+from topics_actors.errors import TopicsError
+from topics_actors.protocol import decode_reply, encode
+from topics_actors.protocol.messages import DeleteTopic, GetTopic, PutTopic, Status
+
+FRONT = -1
+
+
+def _expire(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _send(sock: zmq.asyncio.Socket, raw: bytes, timeout_ms: int) -> bool:
+    """Send without queueing for an absent peer; with IMMEDIATE, writable means connected."""
+    try:
+        await sock.send(raw, flags=zmq.NOBLOCK)
+        return True
+    except zmq.Again:
+        if not await sock.poll(timeout_ms, zmq.POLLOUT):
+            return False
+    try:
+        await sock.send(raw, flags=zmq.NOBLOCK)
+        return True
+    except zmq.Again:
+        return False
+
+
+class _Connection:
+    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, max_in_flight: int):
+        self.endpoint = endpoint
+        self.sock = ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.IMMEDIATE, 1)
+        self.sock.connect(endpoint)
+        self.pending: dict[int, asyncio.Future] = {}
+        self.window = asyncio.Semaphore(max_in_flight)
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        while True:
+            for raw in await self.sock.recv_multipart():
+                try:
+                    corr, body = decode_reply(raw)
+                except TopicsError as error:
+                    future = self.pending.get(getattr(error, "corr", -1))
+                    if future is not None and not future.done():
+                        future.set_exception(error)
+                    continue
+                future = self.pending.get(corr)
+                if future is not None and not future.done():
+                    future.set_result(body)
+
+    def close(self) -> None:
+        self.reader.cancel()
+        self.sock.close(0)
+
+
+class AsyncClient:
+    def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
+                 retry_deadline_ms: int = 30_000, max_in_flight: int = 256,
+                 ctx: zmq.asyncio.Context | None = None):
+        self.endpoint = endpoint
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_deadline_ms = retry_deadline_ms
+        self.max_in_flight = max_in_flight
+        self._ctx = ctx or zmq.asyncio.Context.instance()
+        self._conns: dict[int, _Connection] = {}
+        self._map: ShardMap | None = None
+        self._corr = itertools.count(1)
+        self._session = new_session()
+        self._appends = itertools.count(1)
+
+    async def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    def _conn(self, key: int, endpoint: str) -> _Connection:
+        conn = self._conns.get(key)
+        if conn is None or conn.endpoint != endpoint:
+            if conn is not None:
+                conn.close()
+            conn = self._conns[key] = _Connection(self._ctx, endpoint, self.max_in_flight)
+        return conn
+
+    async def _call(self, conn: _Connection, msg) -> dict | None:
+        """One attempt: the reply, or None if nothing came back in time."""
+        async with conn.window:
+            corr = next(self._corr)
+            loop = asyncio.get_running_loop()
+            future = conn.pending[corr] = loop.create_future()
+            expiry = loop.call_later(self.request_timeout_ms / 1000, _expire, future)
+            try:
+                if not await _send(conn.sock, encode(msg, corr), self.request_timeout_ms):
+                    return None
+                return await future
+            finally:
+                expiry.cancel()
+                conn.pending.pop(corr, None)
+
+    async def status(self) -> dict:
+        reply = await self._call(self._conn(FRONT, self.endpoint), Status())
+        if reply is None:
+            raise unavailable(f"the node at {self.endpoint}")
+        self._map = ShardMap.from_status(reply)
+        return reply
+
+    async def _request(self, topic: str | None, msg, shard: int | None = None) -> dict:
+        budget = RetryBudget(self.retry_deadline_ms, f"the shard owning {topic!r}")
+        while True:
+            try:
+                if self._map is None:
+                    await self.status()
+                target = shard if shard is not None else self._map.shard_for(topic)
+                reply = None
+                if self._map.serving(target):
+                    conn = self._conn(target, self._map.endpoints[target])
+                    reply = await self._call(conn, msg)
+                if reply is not None:
+                    return reply
+                self._map = None
+            except TopicsError as error:
+                if budget.absorb(error):
+                    self._map = None
+            await asyncio.sleep(budget.next_delay_s())
+
+    async def put_topic(self, name: str, **config) -> dict:
+        return await self._request(name, PutTopic(name, config))
+
+    async def get_topic(self, name: str, touch: bool = True) -> dict:
+        return await self._request(name, GetTopic(name, touch))
+
+    async def delete_topic(self, name: str, if_empty: bool = False) -> dict:
+        return await self._request(name, DeleteTopic(name, if_empty))
+
+    async def list_topics(self, prefix: str = "", page_size: int | None = None,
+                          cursor: str | None = None, touch: bool = False) -> dict:
+        msg, size = shapes.list_request(prefix, page_size, cursor, touch)
+        if self._map is None:
+            await self.status()
+        pages = await asyncio.gather(*(self._request(None, msg, shard)
+                                       for shard in range(self._map.shard_count)))
+        return shapes.merge_pages(list(pages), size)
+
+    async def append(self, name: str, records: list[dict], **options) -> dict:
+        key = f"{self._session}:{next(self._appends)}"
+        return await self._request(name, shapes.append_request(name, records, key, **options))
+
+    async def diff(self, name: str, from_seq: int = 0, limit: int = 0, *, node=None,
+                   include_tags: bool = False, include_meta: bool = True, wait_ms: int = 0,
+                   max_batch_bytes: int = 0) -> dict:
+        msg = shapes.diff_request(name, from_seq, limit, node, include_tags, include_meta,
+                                  wait_ms, max_batch_bytes)
+        return shapes.shape_diff(await self._request(name, msg), include_meta)

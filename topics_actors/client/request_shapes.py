@@ -1,0 +1,90 @@
+"""What both clients share: building requests and shaping replies into API-style dicts."""
+
+from __future__ import annotations
+
+import base64
+import heapq
+from typing import Any
+
+import orjson
+
+from topics_actors.errors import invalid
+from topics_actors.limits import LIST_PAGE_SIZE_DEFAULT, LIST_PAGE_SIZE_MAX, clamp
+from topics_actors.protocol.messages import Append, Diff, ListTopics
+
+_MISSING = object()
+
+
+def wire_record(record: dict) -> list:
+    """{"data", "tag"?, "node"?, "meta"?} -> [data JSON bytes, tag, node, meta JSON bytes]."""
+    if not isinstance(record, dict) or "data" not in record:
+        raise invalid("each record must be a dict with a 'data' field")
+    meta = record.get("meta")
+    return [orjson.dumps(record["data"]), record.get("tag"), record.get("node"),
+            None if meta is None else orjson.dumps(meta)]
+
+
+def append_request(topic: str, records: list, session_key: str, *, node: str | None = None,
+                   idempotency_key: str | None = None, create: bool | None = None,
+                   config: dict | None = None, return_seqs: bool = True) -> Append:
+    return Append(topic, [wire_record(r) for r in records], node,
+                  idempotency_key or session_key, create, config, return_seqs)
+
+
+def diff_request(topic: str, from_seq: int, limit: int, node, include_tags: bool,
+                 include_meta: bool, wait_ms: int, max_batch_bytes: int) -> Diff:
+    return Diff(topic, from_seq, limit, node, include_tags, include_meta, wait_ms,
+                max_batch_bytes)
+
+
+def api_record(wire: list, include_meta: bool) -> dict:
+    seq, ts, envelope, tag, node = wire
+    body = orjson.loads(envelope)
+    out: dict[str, Any] = {"$seq": seq, "$ts": ts}
+    if node is not None:
+        out["$node"] = node
+    if tag is not None:
+        out["$tag"] = tag
+    out["data"] = body["d"]
+    if include_meta and "m" in body:
+        out["meta"] = body["m"]
+    return out
+
+
+def shape_diff(reply: dict, include_meta: bool) -> dict:
+    reply["records"] = [api_record(r, include_meta) for r in reply["records"]]
+    reply.setdefault("performance", {})["records_scanned"] = reply.pop("records_scanned", 0)
+    return reply
+
+
+def encode_cursor(after: str) -> str:
+    return base64.b64encode(orjson.dumps({"after": after})).decode()
+
+
+def decode_cursor(cursor: str | None) -> str:
+    if not cursor:
+        return ""
+    try:
+        after = orjson.loads(base64.b64decode(cursor, validate=True))["after"]
+    except (ValueError, KeyError, TypeError):
+        raise invalid("cursor is not valid") from None
+    if not isinstance(after, str):
+        raise invalid("cursor is not valid")
+    return after
+
+
+def list_request(prefix: str, page_size: int | None, cursor: str | None,
+                 touch: bool) -> tuple[ListTopics, int]:
+    size = clamp(page_size or LIST_PAGE_SIZE_DEFAULT, 1, LIST_PAGE_SIZE_MAX)
+    return ListTopics(prefix, decode_cursor(cursor), size, touch), size
+
+
+def merge_pages(pages: list[dict], page_size: int) -> dict:
+    """Merge per-shard pages (each sorted by name) into one page of the whole node."""
+    merged = list(heapq.merge(*(p["topics"] for p in pages), key=lambda t: t["topic"]))
+    more = len(merged) > page_size or any(p["more"] for p in pages)
+    page = merged[:page_size]
+    result: dict[str, Any] = {"topics": page}
+    if more and page:
+        result["next_cursor"] = encode_cursor(page[-1]["topic"])
+    return result

@@ -1,0 +1,38 @@
+"""How long a client keeps retrying one request, shared by both clients."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from topics_actors.errors import ErrorCode, TopicsError
+
+BACKOFF_MIN_S = 0.02
+BACKOFF_MAX_S = 0.5
+
+
+def new_session() -> str:
+    """A client session: the prefix of the keys that make its append retries safe."""
+    return "~" + os.urandom(8).hex()
+
+
+class RetryBudget:
+    def __init__(self, deadline_ms: int, what: str):
+        self.deadline = time.monotonic() + deadline_ms / 1000
+        self.what = what
+        self.backoff = BACKOFF_MIN_S
+
+    def absorb(self, error: TopicsError) -> bool:
+        """Re-raise a final error; for a retryable one, whether the map should be refreshed."""
+        if not error.retryable:
+            raise error
+        return error.code == ErrorCode.NOT_READY
+
+    def next_delay_s(self) -> float:
+        """The pause before the next attempt; raises once the deadline would pass."""
+        delay = self.backoff
+        if time.monotonic() + delay > self.deadline:
+            raise TopicsError(f"{self.what} did not answer before the retry deadline",
+                              ErrorCode.NOT_READY, {"retryable": True})
+        self.backoff = min(BACKOFF_MAX_S, self.backoff * 2)
+        return delay

@@ -1,0 +1,164 @@
+"""The blocking client: one request in flight, routed straight to the owning shard.
+
+Not thread-safe (ZeroMQ sockets are not): use one Client per thread.
+
+Retries: `not_ready` and `throttled` replies, and silence (a shard that died), are retried
+until `retry_deadline_ms`, refreshing the shard map so a restarted shard is found again.
+Every append carries a key (the caller's idempotency_key, or a session key), so a retry of a
+write whose ack was lost returns the original seqs instead of appending twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import zmq
+
+from topics_actors.client import request_shapes as shapes
+from topics_actors.client.retry_budget import RetryBudget, new_session
+from topics_actors.client.shard_map import ShardMap
+from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.protocol import decode_reply, encode
+from topics_actors.protocol.messages import DeleteTopic, GetTopic, PutTopic, Status
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:4001"
+
+
+def unavailable(what: str) -> TopicsError:
+    return TopicsError(f"{what} did not answer in time", ErrorCode.NOT_READY,
+                       {"retryable": True})
+
+
+class Client:
+    def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
+                 retry_deadline_ms: int = 30_000, ctx: zmq.Context | None = None):
+        self.endpoint = endpoint
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_deadline_ms = retry_deadline_ms
+        self._ctx = ctx or zmq.Context.instance()
+        self._front = self._dealer(endpoint)
+        self._shards: dict[int, tuple[str, zmq.Socket]] = {}
+        self._map: ShardMap | None = None
+        self._corr = itertools.count(1)
+        self._session = new_session()
+        self._appends = itertools.count(1)
+
+    def _dealer(self, endpoint: str) -> zmq.Socket:
+        sock = self._ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)   # never queue for a peer that is not connected
+        sock.connect(endpoint)
+        return sock
+
+    def close(self) -> None:
+        for _, sock in self._shards.values():
+            sock.close(0)
+        self._shards.clear()
+        self._front.close(0)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _call(self, sock: zmq.Socket, msg, timeout_ms: int) -> dict | None:
+        """One attempt: the reply, or None if nothing came back in time."""
+        corr = next(self._corr)
+        deadline = time.monotonic() + timeout_ms / 1000
+        raw = encode(msg, corr)
+        try:
+            sock.send(raw, zmq.NOBLOCK)
+        except zmq.Again:   # with IMMEDIATE, writable means connected: wait for that
+            if not sock.poll(timeout_ms, zmq.POLLOUT):
+                return None
+            try:
+                sock.send(raw, zmq.NOBLOCK)
+            except zmq.Again:
+                return None
+        while (left_ms := (deadline - time.monotonic()) * 1000) > 0:
+            if not sock.poll(left_ms):
+                return None
+            for raw in sock.recv_multipart():
+                try:
+                    got, body = decode_reply(raw)
+                except TopicsError as error:
+                    if getattr(error, "corr", None) == corr:
+                        raise
+                    continue
+                if got == corr:
+                    return body
+        return None
+
+    def status(self) -> dict:
+        """The node's shard map and readiness, from the front endpoint."""
+        reply = self._call(self._front, Status(), self.request_timeout_ms)
+        if reply is None:
+            raise unavailable(f"the node at {self.endpoint}")
+        self._map = ShardMap.from_status(reply)
+        return reply
+
+    def _shard_socket(self, shard: int) -> zmq.Socket | None:
+        if self._map is None or not self._map.serving(shard):
+            return None
+        endpoint = self._map.endpoints[shard]
+        current = self._shards.get(shard)
+        if current is None or current[0] != endpoint:
+            if current is not None:
+                current[1].close(0)
+            current = self._shards[shard] = (endpoint, self._dealer(endpoint))
+        return current[1]
+
+    def _request(self, topic: str | None, msg, shard: int | None = None) -> dict:
+        budget = RetryBudget(self.retry_deadline_ms, f"the shard owning {topic!r}")
+        while True:
+            try:
+                if self._map is None:
+                    self.status()
+                target = shard if shard is not None else self._map.shard_for(topic)
+                sock = self._shard_socket(target)
+                reply = None if sock is None else self._call(sock, msg, self.request_timeout_ms)
+                if reply is not None:
+                    return reply
+                self._map = None           # silence: look the shard up again
+            except TopicsError as error:
+                if budget.absorb(error):
+                    self._map = None
+            time.sleep(budget.next_delay_s())
+
+    def _all_shards(self, msg) -> list[dict]:
+        if self._map is None:
+            self.status()
+        return [self._request(None, msg, shard) for shard in range(self._map.shard_count)]
+
+    # --- the API ----------------------------------------------------------------------------
+
+    def put_topic(self, name: str, **config) -> dict:
+        return self._request(name, PutTopic(name, config))
+
+    def get_topic(self, name: str, touch: bool = True) -> dict:
+        return self._request(name, GetTopic(name, touch))
+
+    def delete_topic(self, name: str, if_empty: bool = False) -> dict:
+        return self._request(name, DeleteTopic(name, if_empty))
+
+    def list_topics(self, prefix: str = "", page_size: int | None = None,
+                    cursor: str | None = None, touch: bool = False) -> dict:
+        msg, size = shapes.list_request(prefix, page_size, cursor, touch)
+        return shapes.merge_pages(self._all_shards(msg), size)
+
+    def append(self, name: str, records: list[dict], **options) -> dict:
+        """Append records ({"data", "tag"?, "node"?, "meta"?}) as one all-or-nothing batch.
+        Options: node, idempotency_key, create, config, return_seqs."""
+        key = f"{self._session}:{next(self._appends)}"
+        return self._request(name, shapes.append_request(name, records, key, **options))
+
+    def diff(self, name: str, from_seq: int = 0, limit: int = 0, *, node=None,
+             include_tags: bool = False, include_meta: bool = True, wait_ms: int = 0,
+             max_batch_bytes: int = 0) -> dict:
+        msg = shapes.diff_request(name, from_seq, limit, node, include_tags, include_meta,
+                                  wait_ms, max_batch_bytes)
+        return shapes.shape_diff(self._request(name, msg), include_meta)

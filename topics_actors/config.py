@@ -1,0 +1,64 @@
+"""Node configuration from TOPICS_* environment variables (CLI flags override them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+
+def _int_env(env: dict, name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SystemExit(f"{name} must be an integer, got {raw!r}") from None
+
+
+def default_shards() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeConfig:
+    data_dir: str = "./topics-data"
+    host: str = "127.0.0.1"
+    http_port: int = 4000
+    zmq_port: int = 4001
+    port_file: str | None = None
+    wal_shards: int = dataclasses.field(default_factory=default_shards)
+    wal_file_bytes: int = 64 * 1024 * 1024
+    disk_flush_interval_ms: int = 10
+    heartbeat_interval_ms: int = 500
+    heartbeat_timeout_ms: int = 10_000
+    stop_grace_ms: int = 10_000
+
+    @classmethod
+    def from_env(cls, env: dict | None = None) -> "NodeConfig":
+        env = os.environ if env is None else env
+        return cls(
+            data_dir=env.get("TOPICS_DATA_DIR") or cls.data_dir,
+            host=env.get("TOPICS_HOST") or cls.host,
+            http_port=_int_env(env, "TOPICS_PORT", cls.http_port),
+            zmq_port=_int_env(env, "TOPICS_ZMQ_PORT", cls.zmq_port),
+            port_file=env.get("TOPICS_PORT_FILE") or None,
+            wal_shards=_int_env(env, "TOPICS_WAL_SHARDS", default_shards()),
+            wal_file_bytes=_int_env(env, "TOPICS_WAL_FILE_BYTES", cls.wal_file_bytes),
+            disk_flush_interval_ms=_int_env(env, "TOPICS_DISK_FLUSH_INTERVAL_MS",
+                                            cls.disk_flush_interval_ms),
+            heartbeat_interval_ms=_int_env(env, "TOPICS_HEARTBEAT_INTERVAL_MS",
+                                           cls.heartbeat_interval_ms),
+            heartbeat_timeout_ms=_int_env(env, "TOPICS_HEARTBEAT_TIMEOUT_MS",
+                                          cls.heartbeat_timeout_ms),
+            stop_grace_ms=_int_env(env, "TOPICS_STOP_GRACE_MS", cls.stop_grace_ms),
+        )
+
+    def validate(self) -> None:
+        if not 1 <= self.wal_shards <= 64:
+            raise SystemExit(f"TOPICS_WAL_SHARDS must be in 1..64, got {self.wal_shards}")
+        if self.wal_file_bytes < 1024 * 1024:
+            raise SystemExit("TOPICS_WAL_FILE_BYTES must be at least 1 MiB")
+        for name in ("http_port", "zmq_port"):
+            if not 0 <= getattr(self, name) <= 65535:
+                raise SystemExit(f"{name} must be a TCP port (0 = pick a free one)")

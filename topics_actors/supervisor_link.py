@@ -1,0 +1,75 @@
+"""The child's side of the supervisor relationship: die with the parent, say hello, beat.
+
+Children ask the kernel to SIGTERM them when the supervisor dies (PR_SET_PDEATHSIG) and also
+check their parent pid every loop turn, so no child outlives a killed supervisor.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+import time
+
+import zmq
+
+from topics_actors.protocol import encode
+from topics_actors.protocol.control import Heartbeat, Hello
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except OSError:
+        log.warning("event=pdeathsig_unavailable")
+    if os.getppid() != parent_pid:   # the parent died before prctl took effect
+        raise SystemExit("supervisor is gone")
+
+
+class SupervisorLink:
+    def __init__(self, ctx: zmq.Context, endpoint: str, role: str, index: int,
+                 parent_pid: int, interval_ms: int):
+        self.role, self.index, self.parent_pid = role, index, parent_pid
+        self.interval_ns = interval_ms * 1_000_000
+        self.sock = ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.SNDHWM, 100)
+        self.sock.connect(endpoint)
+        self._next_beat_ns = 0
+        self.state = "starting"
+        self.progress = 0.0
+
+    def parent_alive(self) -> bool:
+        return os.getppid() == self.parent_pid
+
+    def _send(self, msg) -> None:
+        try:
+            self.sock.send(encode(msg, 0), zmq.NOBLOCK)
+        except zmq.Again:
+            pass   # the supervisor is not reading; it will notice the silence itself
+
+    def hello(self, endpoint: str, ipc: str) -> None:
+        self._send(Hello(self.role, self.index, os.getpid(), endpoint, ipc))
+
+    def beat(self, state: str | None = None, progress: float | None = None,
+             force: bool = False) -> None:
+        changed = (state is not None and state != self.state)
+        self.state = state or self.state
+        self.progress = self.progress if progress is None else progress
+        now = time.monotonic_ns()
+        if force or changed or now >= self._next_beat_ns:
+            self._next_beat_ns = now + self.interval_ns
+            self._send(Heartbeat(self.role, self.index, os.getpid(), self.state, self.progress))
+
+    def ms_until_beat(self) -> float:
+        return max(0.0, (self._next_beat_ns - time.monotonic_ns()) / 1e6)
+
+    def close(self) -> None:
+        self.sock.close(0)
