@@ -149,6 +149,12 @@ class AsyncClient:
                     self._map = None
             await asyncio.sleep(budget.next_delay_s())
 
+    async def shard_statuses(self) -> list[dict]:
+        if self._map is None:
+            await self.status()
+        return list(await asyncio.gather(*(self._request(None, Status(), shard)
+                                           for shard in range(self._map.shard_count))))
+
     async def put_topic(self, name: str, **config) -> dict:
         return await self._request(name, PutTopic(name, config))
 

@@ -136,6 +136,11 @@ class Client:
 
     # --- the API ----------------------------------------------------------------------------
 
+    def shard_statuses(self) -> list[dict]:
+        """Each shard's own status: readiness, topic count and `statistics` (batches, syncs,
+        records, requests, throttled, failed_batches)."""
+        return self._all_shards(Status())
+
     def put_topic(self, name: str, **config) -> dict:
         return self._request(name, PutTopic(name, config))
 
