@@ -22,8 +22,9 @@ class DataDirLock:
         except BlockingIOError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip()
             os.close(fd)
-            raise DataDirLocked(f"data dir {os.path.dirname(self.path)!r} is in use by another "
-                                f"topics server ({holder or 'unknown pid'}); stop it first") from None
+            where = os.path.dirname(self.path)
+            raise DataDirLocked(f"data dir {where!r} is in use by another topics server "
+                                f"({holder or 'unknown pid'}); stop it first") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid={os.getpid()}\n".encode(), 0)
         self.fd = fd

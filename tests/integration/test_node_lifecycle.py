@@ -1,0 +1,96 @@
+"""A node's life: restart with state, the data-dir lock, stopping, and orphan prevention."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import alive, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_state_survives_restart(make_node, data_dir):
+    node = make_node(shards=2, data_dir=data_dir)
+    c = node.client()
+    c.put_topic("keep", durability="fsync", ttl_ms=0, cap_records=7)
+    c.append("keep", [{"data": i, "tag": f"t{i}"} for i in range(5)])
+    c.append("disky", [{"data": "d"}])
+    c.put_topic("gone")
+    c.delete_topic("gone")
+    c.put_topic("eph", durability="ephemeral")
+    c.append("eph", [{"data": 1}])
+    assert node.stop() == 0
+    node = make_node(shards=2, data_dir=data_dir)
+    c = node.client()
+    keep = c.get_topic("keep")
+    assert keep["head_seq"] == 5 and keep["config"]["cap_records"] == 7
+    assert [r["$tag"] for r in c.diff("keep", include_tags=True)["records"]] == [
+        f"t{i}" for i in range(5)]
+    assert c.get_topic("disky")["head_seq"] == 1, "a clean stop must not burn reserved seqs"
+    eph = c.get_topic("eph")
+    assert eph["count"] == 0 and eph["config"]["durability"] == "ephemeral"
+    assert "gone" not in [t["topic"] for t in c.list_topics()["topics"]]
+    assert c.append("keep", [{"data": 9}])["seqs"] == [6]
+
+
+def test_second_server_on_same_dir_refuses(make_node, data_dir, tmp_path):
+    make_node(shards=1, data_dir=data_dir)
+    env = dict(os.environ, TOPICS_DATA_DIR=data_dir, TOPICS_PORT="0", TOPICS_ZMQ_PORT="0")
+    second = subprocess.run([sys.executable, "-m", "supervisor.cli", "serve"], env=env,
+                            capture_output=True, timeout=60, start_new_session=True)
+    assert second.returncode == 2
+    assert b"in use by another topics server" in second.stderr
+
+
+def test_sigterm_stops_every_child(make_node):
+    node = make_node(shards=2)
+    children = [p.pid for p in node.children()]
+    assert len(children) == 2
+    node.proc.send_signal(signal.SIGTERM)
+    assert node.proc.wait(30) == 0
+    wait_for(lambda: not alive(children), 10, "children to exit")
+    assert "event=stopped" in node.log()
+
+
+def test_children_exit_when_supervisor_is_killed(make_node):
+    node = make_node(shards=2)
+    children = [p.pid for p in node.children()]
+    os.kill(node.proc.pid, signal.SIGKILL)
+    node.proc.wait(10)
+    wait_for(lambda: not alive(children), 15, "orphaned shards to exit")
+
+
+def test_non_loopback_host_refused_without_auth(tmp_path):
+    env = dict(os.environ, TOPICS_DATA_DIR=str(tmp_path / "d"), TOPICS_HOST="0.0.0.0",
+               TOPICS_PORT="0", TOPICS_ZMQ_PORT="0")
+    env.pop("TOPICS_ALLOW_INSECURE_NO_AUTH", None)
+    result = subprocess.run([sys.executable, "-m", "supervisor.cli", "serve"], env=env,
+                            capture_output=True, timeout=60, start_new_session=True)
+    assert result.returncode != 0 and b"non-loopback" in result.stderr
+    assert not os.path.exists(tmp_path / "d" / "wal")
+
+
+def test_shard_count_change_keeps_everything(make_node, data_dir):
+    node = make_node(shards=3, data_dir=data_dir)
+    c = node.client()
+    for i in range(12):
+        c.append(f"move{i}", [{"data": [i, j]} for j in range(i + 1)])
+    c.put_topic("fs", durability="fsync")
+    c.append("fs", [{"data": "x"}])
+    node.stop()
+    for shards in (1, 4):
+        node = make_node(shards=shards, data_dir=data_dir)
+        c = node.client()
+        for i in range(12):
+            assert [r["data"] for r in c.diff(f"move{i}", limit=100)["records"]] == [
+                [i, j] for j in range(i + 1)]
+        assert c.get_topic("fs")["config"]["durability"] == "fsync"
+        c.append("fs", [{"data": shards}])
+        node.stop()
+    node = make_node(shards=2, data_dir=data_dir)
+    assert [r["data"] for r in node.client().diff("fs")["records"]] == ["x", 1, 4]
