@@ -13,6 +13,7 @@ import zmq
 
 from topics_actors.client import AsyncClient, TopicsError
 from topics_actors.topic_identity import shard_of_name
+from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -178,3 +179,28 @@ def test_malformed_messages_get_error_replies(node):
         sock.close(0)
     c = node.client()
     assert c.append("still-serving", [{"data": 1}])["seqs"] == [1]
+
+
+def test_long_poll_is_woken_by_an_append(node):
+    import threading
+    import time
+    c = node.client()
+    c.append("lp", [{"data": 0}])
+    result = {}
+
+    def wait():
+        started = time.monotonic()
+        result["page"] = node.client().diff("lp", from_seq=1, wait_ms=10_000)
+        result["elapsed"] = time.monotonic() - started
+    reader = threading.Thread(target=wait)
+    reader.start()
+    wait_for(lambda: sum(s["long_polls"] for s in c.shard_statuses()) == 1, 10,
+             "the read to be parked")
+    assert "page" not in result, "a caught-up long poll answered before any append"
+    c.append("lp", [{"data": "wake"}])
+    reader.join(15)
+    assert [r["data"] for r in result["page"]["records"]] == ["wake"]
+    assert result["elapsed"] < 5, "the long poll was not woken by the append"
+    started = time.monotonic()
+    idle = c.diff("lp", from_seq=2, wait_ms=300)
+    assert idle["records"] == [] and idle["caught_up"] and time.monotonic() - started >= 0.3

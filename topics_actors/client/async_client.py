@@ -108,13 +108,14 @@ class AsyncClient:
             conn = self._conns[key] = _Connection(self._ctx, endpoint, self.max_in_flight)
         return conn
 
-    async def _call(self, conn: _Connection, msg) -> dict | None:
+    async def _call(self, conn: _Connection, msg, wait_ms: int = 0) -> dict | None:
         """One attempt: the reply, or None if nothing came back in time."""
         async with conn.window:
             corr = next(self._corr)
             loop = asyncio.get_running_loop()
             future = conn.pending[corr] = loop.create_future()
-            expiry = loop.call_later(self.request_timeout_ms / 1000, _expire, future)
+            timeout_s = (self.request_timeout_ms + wait_ms) / 1000
+            expiry = loop.call_later(timeout_s, _expire, future)
             try:
                 if not await _send(conn.sock, encode(msg, corr), self.request_timeout_ms):
                     return None
@@ -130,7 +131,8 @@ class AsyncClient:
         self._map = ShardMap.from_status(reply)
         return reply
 
-    async def _request(self, topic: str | None, msg, shard: int | None = None) -> dict:
+    async def _request(self, topic: str | None, msg, shard: int | None = None,
+                       wait_ms: int = 0) -> dict:
         budget = RetryBudget(self.retry_deadline_ms, f"the shard owning {topic!r}")
         while True:
             try:
@@ -140,7 +142,7 @@ class AsyncClient:
                 reply = None
                 if self._map.serving(target):
                     conn = self._conn(target, self._map.endpoints[target])
-                    reply = await self._call(conn, msg)
+                    reply = await self._call(conn, msg, wait_ms)
                 if reply is not None:
                     return reply
                 self._map = None
@@ -182,4 +184,5 @@ class AsyncClient:
                    max_batch_bytes: int = 0) -> dict:
         msg = shapes.diff_request(name, from_seq, limit, node, include_tags, include_meta,
                                   wait_ms, max_batch_bytes)
-        return shapes.shape_diff(await self._request(name, msg), include_meta)
+        reply = await self._request(name, msg, wait_ms=wait_ms)
+        return shapes.shape_diff(reply, include_meta)

@@ -112,7 +112,8 @@ class Client:
             current = self._shards[shard] = (endpoint, self._dealer(endpoint))
         return current[1]
 
-    def _request(self, topic: str | None, msg, shard: int | None = None) -> dict:
+    def _request(self, topic: str | None, msg, shard: int | None = None,
+                 wait_ms: int = 0) -> dict:
         budget = RetryBudget(self.retry_deadline_ms, f"the shard owning {topic!r}")
         while True:
             try:
@@ -120,7 +121,8 @@ class Client:
                     self.status()
                 target = shard if shard is not None else self._map.shard_for(topic)
                 sock = self._shard_socket(target)
-                reply = None if sock is None else self._call(sock, msg, self.request_timeout_ms)
+                timeout_ms = self.request_timeout_ms + wait_ms
+                reply = None if sock is None else self._call(sock, msg, timeout_ms)
                 if reply is not None:
                     return reply
                 self._map = None           # silence: look the shard up again
@@ -166,4 +168,4 @@ class Client:
              max_batch_bytes: int = 0) -> dict:
         msg = shapes.diff_request(name, from_seq, limit, node, include_tags, include_meta,
                                   wait_ms, max_batch_bytes)
-        return shapes.shape_diff(self._request(name, msg), include_meta)
+        return shapes.shape_diff(self._request(name, msg, wait_ms=wait_ms), include_meta)

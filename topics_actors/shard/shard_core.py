@@ -25,6 +25,7 @@ from topics_actors.protocol.messages import (
 from topics_actors.record_batch import StagedRecord, stage_batch
 from topics_actors.shard.diff_read import diff
 from topics_actors.shard.file_table import FileTable, make_loc
+from topics_actors.shard.long_poll import LongPolls, Waiter
 from topics_actors.shard.dedupe_index import DedupeEntry
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import frame_body
@@ -100,6 +101,8 @@ class ShardCore:
                                 options.background_prealloc)
         self._own_files: dict[int, int] = {}
         self.batch = Batch()
+        self.polls = LongPolls()
+        self._woken: set[str] = set()
         self.ready = False
         self.replay_progress = 0.0
         self.last_write_ms = 0
@@ -240,8 +243,11 @@ class ShardCore:
         self._save_undo(topic.name)
         self._frame(FrameType.TOPIC_DELETE, topic, frame_body.encode_topic(topic.name, b""))
         self.unregister(topic)
-        self._write_op(peer, corr, t0_ns, lambda info: {
-            "topic": msg.topic, "deleted": True, "routers_removed": []})
+
+        def publish(_info: CommitInfo) -> dict:
+            self._woken.add(msg.topic)   # parked readers learn that the topic is gone
+            return {"topic": msg.topic, "deleted": True, "routers_removed": []}
+        self._write_op(peer, corr, t0_ns, publish)
 
     def _get_topic(self, peer, corr, msg: GetTopic, t0_ns) -> None:
         def read(_info: CommitInfo) -> dict:
@@ -275,12 +281,34 @@ class ShardCore:
         self._read_op(peer, corr, t0_ns, read)
 
     def _diff(self, peer, corr, msg: Diff, t0_ns) -> None:
-        def read(_info: CommitInfo) -> dict:
-            topic = self.topics.get(msg.topic)
-            if topic is None:
-                raise topic_not_found(msg.topic)
-            return diff(topic, self.files, msg, self.clock())
+        def read(_info: CommitInfo) -> dict | None:
+            result = self._diff_now(msg)
+            if (msg.wait_ms > 0 and not result["records"] and result["tombstone"] is None
+                    and result["caught_up"]):
+                waiter = Waiter(peer, corr, t0_ns, msg, time.monotonic_ns())
+                if self.polls.park(msg.topic, waiter):
+                    return None
+            return result
         self._read_op(peer, corr, t0_ns, read)
+
+    def _diff_now(self, msg: Diff) -> dict:
+        topic = self.topics.get(msg.topic)
+        if topic is None:
+            raise topic_not_found(msg.topic)
+        return diff(topic, self.files, msg, self.clock())
+
+    def _answer_waiters(self, waiters: list[Waiter]) -> list[tuple[bytes, bytes]]:
+        return [self._reply(w.peer, w.corr, w.t0_ns, lambda _info, w=w: self._diff_now(w.msg),
+                            CommitInfo())
+                for w in waiters]
+
+    def release_polls(self) -> list[tuple[bytes, bytes]]:
+        """Answer every parked read now (shutdown)."""
+        return self._answer_waiters(self.polls.expire(2**63))
+
+    def expire_polls(self) -> list[tuple[bytes, bytes]]:
+        """Answer parked reads whose wait is over (an empty, caught-up page)."""
+        return self._answer_waiters(self.polls.expire(time.monotonic_ns()))
 
     def _status(self, peer, corr, msg: Status, t0_ns) -> None:
         self._read_op(peer, corr, t0_ns, lambda info: self.status())
@@ -288,7 +316,8 @@ class ShardCore:
     def status(self) -> dict:
         return {"shard": self.options.shard, "shard_count": self.options.shard_count,
                 "ready": self.ready, "replay_progress": self.replay_progress,
-                "topics": len(self.topics), "statistics": dict(self.stats)}
+                "topics": len(self.topics), "long_polls": self.polls.count,
+                "statistics": dict(self.stats)}
 
     # --- append -------------------------------------------------------------------------------
 
@@ -372,6 +401,7 @@ class ShardCore:
             locs = self._publish_ephemeral(topic, records, first, now)
         topic.publish(first, locs, sum(r.payload_bytes for r in records), now)
         self.stats["records"] += len(records)
+        self._woken.add(topic.name)
 
     def _publish_ephemeral(self, topic: TopicState, records: list[StagedRecord], first: int,
                            now: int) -> list[int]:
@@ -405,18 +435,27 @@ class ShardCore:
                 failure = self._fail_batch(batch, exc)
         replies = []
         for op in batch.ops:
-            try:
-                if failure is not None and op.is_write:
-                    raise failure
-                body = op.fn(info)
-            except TopicsError as error:
-                replies.append((op.peer, encode_error(op.corr, error)))
+            if failure is not None and op.is_write:
+                replies.append((op.peer, encode_error(op.corr, failure)))
                 continue
-            body["performance"] = {
-                "server_total_ms": (time.perf_counter_ns() - op.t0_ns) / 1e6,
-                "wal_append_ms": info.wal_ms, "fsync_ms": info.fsync_ms}
-            replies.append((op.peer, encode_reply(op.corr, body)))
+            reply = self._reply(op.peer, op.corr, op.t0_ns, op.fn, info)
+            if reply is not None:
+                replies.append(reply)
+        woken, self._woken = self._woken, set()
+        for name in woken:
+            replies += self._answer_waiters(self.polls.wake(name))
         return replies
+
+    def _reply(self, peer: bytes, corr: int, t0_ns: int, fn, info: CommitInfo):
+        try:
+            body = fn(info)
+        except TopicsError as error:
+            return peer, encode_error(corr, error)
+        if body is None:   # a parked read: answered later
+            return None
+        body["performance"] = {"server_total_ms": (time.perf_counter_ns() - t0_ns) / 1e6,
+                               "wal_append_ms": info.wal_ms, "fsync_ms": info.fsync_ms}
+        return peer, encode_reply(corr, body)
 
     def _write_batch(self, batch: Batch, info: CommitInfo) -> None:
         t0 = time.perf_counter_ns()

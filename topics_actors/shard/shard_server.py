@@ -99,6 +99,7 @@ class ShardServer:
         self._beat("stopping", force=True)
         self._drain(INBOX_REQUESTS_MAX)
         self._send(self.core.commit())
+        self._send(self.core.release_polls())
         self.core.close()
         self.sock.close(0)
         log.info("event=stopped shard=%d", self.core.options.shard)
@@ -111,7 +112,8 @@ class ShardServer:
             timeout = min(timeout, self.core.options.disk_flush_interval_ms)
         if self.link:
             timeout = min(timeout, self.link.ms_until_beat())
-        return timeout
+        poll_ms = self.core.polls.ms_until_next(time.monotonic_ns())
+        return timeout if poll_ms is None else min(timeout, poll_ms)
 
     def turn(self) -> None:
         if self.poller.poll(self._timeout_ms()):
@@ -120,6 +122,8 @@ class ShardServer:
                 self._group_window()
         if self.core.has_work():
             self._send(self.core.commit())
+        if self.core.polls.count:
+            self._send(self.core.expire_polls())
         self.core.flush_due()
         self._beat()
 
