@@ -94,3 +94,20 @@ def test_shard_count_change_keeps_everything(make_node, data_dir):
         node.stop()
     node = make_node(shards=2, data_dir=data_dir)
     assert [r["data"] for r in node.client().diff("fs")["records"]] == ["x", 1, 4]
+
+
+def test_stopped_shard_is_killed_and_restarted(make_node):
+    node = make_node(shards=2, env={"TOPICS_HEARTBEAT_TIMEOUT_MS": "1500"})
+    c = node.client(retry_deadline_ms=30_000)
+    c.put_topic("hb", durability="fsync")
+    c.append("hb", [{"data": 1}])
+    shard = node.status()["shards"]
+    victim = next(s for s in shard if s["shard"] == 0)
+    os.kill(victim["pid"], signal.SIGSTOP)
+    restarted = wait_for(lambda: (lambda s: s if s["incarnation"] == 2 and s["state"] == "ready"
+                                  else None)(node.status()["shards"][0]), 30, "a restart")
+    assert restarted["pid"] != victim["pid"]
+    assert "reason=no heartbeat for 1500 ms status=stopped" in node.log()
+    for name in ("hb", "hb2", "hb3"):
+        c.append(name, [{"data": 2}])
+    assert [r["data"] for r in c.diff("hb")["records"]] == [1, 2]
