@@ -105,7 +105,6 @@ class ShardCore:
         self._woken: set[str] = set()
         self.ready = False
         self.replay_progress = 0.0
-        self.last_write_ms = 0
         self.stats = {"batches": 0, "syncs": 0, "records": 0, "requests": 0,
                       "throttled": 0, "failed_batches": 0}
         self._handlers = {Append: self._append, PutTopic: self._put_topic,
@@ -472,7 +471,6 @@ class ShardCore:
             self.writer.undo(offset, len(batch.buf))
             raise
         self.stats["batches"] += 1
-        self.last_write_ms = self.clock()
 
     def _fail_batch(self, batch: Batch, exc: BaseException) -> TopicsError:
         self.stats["failed_batches"] += 1
@@ -493,7 +491,8 @@ class ShardCore:
         """Harden the disk-class tail once per flush interval (a bounded loss window)."""
         if not self.writer.dirty or self.writer.latched:
             return False
-        if self.clock() - self.last_write_ms < self.options.disk_flush_interval_ms:
+        unsynced_ms = (time.monotonic_ns() - self.writer.dirty_since_ns) / 1e6
+        if unsynced_ms < self.options.disk_flush_interval_ms:
             return False
         try:
             self.writer.sync()

@@ -108,8 +108,11 @@ class ShardServer:
 
     def _timeout_ms(self) -> float:
         timeout = IDLE_POLL_MS
-        if self.core.writer.dirty:
-            timeout = min(timeout, self.core.options.disk_flush_interval_ms)
+        writer = self.core.writer
+        if writer.dirty:
+            unsynced_ms = (time.monotonic_ns() - writer.dirty_since_ns) / 1e6
+            timeout = min(timeout, max(0.0, self.core.options.disk_flush_interval_ms
+                                       - unsynced_ms))
         if self.link:
             timeout = min(timeout, self.link.ms_until_beat())
         poll_ms = self.core.polls.ms_until_next(time.monotonic_ns())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
 from topics_actors.errors import StorageError
 from topics_actors.storage import failpoint
@@ -108,6 +109,7 @@ class WalWriter:
         self.capacity = 0
         self.latched: str | None = None
         self.dirty = False           # bytes written since the last sync
+        self.dirty_since_ns = 0      # when the oldest unsynced write happened
         self.syncs = 0
         self.bytes_written = 0
 
@@ -166,7 +168,8 @@ class WalWriter:
             raise
         failpoint.hit("wal::after_write")
         self.tail = offset + len(buf)
-        self.dirty = True
+        if not self.dirty:
+            self.dirty, self.dirty_since_ns = True, time.monotonic_ns()
         self.bytes_written += len(buf)
         return self.idx, offset
 

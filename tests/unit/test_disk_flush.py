@@ -1,0 +1,46 @@
+"""The disk class's loss window is bounded: the background fdatasync is due once the oldest
+unsynced write is older than disk_flush_interval_ms, however busy the shard is."""
+
+import time
+
+from topics_actors.protocol.messages import Append
+from topics_actors.shard.replay import Replay
+from topics_actors.shard.shard_core import ShardCore, ShardOptions
+from topics_actors.storage.fs import RealFs
+from topics_actors.storage.wal_layout import prepare_layout
+
+
+def make_core(data_dir: str, interval_ms: int) -> ShardCore:
+    prepare_layout(RealFs(), data_dir, 1)
+    core = ShardCore(RealFs(), ShardOptions(data_dir, 0, 1, wal_file_bytes=1 << 20,
+                                            disk_flush_interval_ms=interval_ms,
+                                            background_prealloc=False))
+    for _ in Replay(core).run():
+        pass
+    return core
+
+
+def append(core: ShardCore, n: int) -> None:
+    core.submit(b"p", n, Append("d", [[b"1"]]), time.perf_counter_ns())
+    core.commit()
+
+
+def test_flush_waits_for_the_interval(tmp_path):
+    core = make_core(str(tmp_path), interval_ms=60_000)
+    append(core, 1)
+    append(core, 2)   # the second append is past the reservation: no forced sync
+    assert core.writer.dirty
+    assert core.flush_due() is False and core.writer.dirty
+    core.close()
+
+
+def test_busy_shard_still_flushes_the_oldest_unsynced_write(tmp_path):
+    core = make_core(str(tmp_path), interval_ms=50)
+    append(core, 1)
+    append(core, 2)
+    syncs = core.writer.syncs
+    core.writer.dirty_since_ns -= 60 * 1_000_000   # the oldest unsynced write is 60 ms old
+    append(core, 3)                                # a fresh write must not postpone the flush
+    assert core.flush_due() is True
+    assert not core.writer.dirty and core.writer.syncs == syncs + 1
+    core.close()
