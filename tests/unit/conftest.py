@@ -1,0 +1,174 @@
+"""Shared fixtures of the unit suite: a FaultFs and an in-process shard harness.
+
+`shard_env` builds ShardHarness objects over one data dir. A harness drives a ShardCore the
+way the socket shell does (submit every request of a turn, commit once) and decodes the
+replies. `crash()` simulates process death: the open files and mappings are released
+without any further write or sync and the staged batch is dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from topics_actors.errors import TopicsError
+from topics_actors.protocol import decode_reply
+from topics_actors.protocol.messages import Append, Diff, GetTopic, PutTopic
+from topics_actors.shard.replay import Replay
+from topics_actors.shard.shard_core import ShardCore, ShardOptions
+from topics_actors.storage.fault_fs import FaultFs
+from topics_actors.storage.wal_layout import group_dir, list_wal_files, prepare_layout
+from topics_actors.topic_identity import shard_of_name
+
+FILE_BYTES = 64 * 1024
+
+
+def rec(data: bytes = b'{"x":1}', tag: str | None = None, node: str | None = None,
+        meta: bytes | None = None) -> list:
+    return [data, tag, node, meta]
+
+
+class ShardHarness:
+    def __init__(self, data_dir: str, fs, shard: int = 0, count: int = 1,
+                 file_bytes: int = FILE_BYTES, clock=None):
+        self.data_dir, self.fs, self.shard, self.count = data_dir, fs, shard, count
+        self.file_bytes, self.clock = file_bytes, clock
+        self.core: ShardCore | None = None
+        self.replay: Replay | None = None
+        self.progress: list[float] = []
+
+    # --- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> "ShardHarness":
+        options = ShardOptions(self.data_dir, self.shard, self.count,
+                               wal_file_bytes=self.file_bytes, background_prealloc=False)
+        kwargs = {"clock": self.clock} if self.clock else {}
+        self.core = ShardCore(self.fs, options, **kwargs)
+        self.replay = Replay(self.core)
+        self.progress = list(self.replay.run())
+        self.core.ready = True
+        return self
+
+    def close(self) -> None:
+        self.core.close()
+        self.core = None
+
+    def crash(self) -> None:
+        """Die now: staged work is lost, nothing more is written or synced."""
+        core, self.core = self.core, None
+        core.writer.prealloc.close()
+        if core.writer.handle is not None:
+            core.writer.handle.close()       # a plain close(2): no fsync
+        core.files.close()
+
+    def restart(self, crash: bool = True) -> "ShardHarness":
+        self.crash() if crash else self.close()
+        return self.start()
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def batch(self, *msgs) -> list:
+        """Submit every message, commit once; a reply dict or the TopicsError per message."""
+        for corr, msg in enumerate(msgs, 1):
+            self.core.submit(b"peer", corr, msg, time.perf_counter_ns())
+        out = []
+        for _peer, raw in self.core.commit():
+            try:
+                out.append(decode_reply(raw)[1])
+            except TopicsError as error:
+                out.append(error)
+        assert len(out) == len(msgs)
+        return out
+
+    def call(self, msg) -> dict:
+        reply = self.batch(msg)[0]
+        if isinstance(reply, TopicsError):
+            raise reply
+        return reply
+
+    def append(self, topic: str, *records, **kw) -> dict:
+        return self.call(Append(topic, [list(r) for r in records] or [rec()], **kw))
+
+    def put(self, topic: str, **config) -> dict:
+        return self.call(PutTopic(topic, config))
+
+    def get(self, topic: str) -> dict:
+        return self.call(GetTopic(topic, touch=False))
+
+    def exists(self, topic: str) -> bool:
+        return topic in self.core.topics
+
+    def records(self, topic: str, from_seq: int = 0) -> list:
+        """Every record after from_seq as [seq, ts, envelope, tag, node]."""
+        out = []
+        while True:
+            reply = self.call(Diff(topic, from_seq, limit=1000, include_tags=True))
+            out += reply["records"]
+            from_seq = reply["next_from_seq"]
+            if reply["caught_up"]:
+                return out
+
+    def snapshot(self) -> dict:
+        """Every topic's head, count, config and records: what a restart must preserve."""
+        state = {}
+        for name in sorted(self.core.topics):
+            info = self.get(name)
+            state[name] = (info["head_seq"], info["count"], info["config"],
+                           self.records(name))
+        return state
+
+    def wal_files(self) -> list[tuple[int, str]]:
+        return list_wal_files(self.fs, group_dir(self.data_dir, self.shard))
+
+
+class ShardEnv:
+    """Harnesses over one data dir; `layout(n)` (re)prepares the WAL layout for n shards."""
+
+    def __init__(self, data_dir: str, fs: FaultFs):
+        self.data_dir, self.fs = data_dir, fs
+
+    def layout(self, count: int) -> int:
+        return prepare_layout(self.fs, self.data_dir, count)
+
+    def shard(self, shard: int = 0, count: int = 1, **kw) -> ShardHarness:
+        return ShardHarness(self.data_dir, self.fs, shard, count, **kw)
+
+    def single(self, **kw) -> ShardHarness:
+        self.layout(1)
+        return self.shard(0, 1, **kw).start()
+
+    def cluster(self, count: int) -> list[ShardHarness]:
+        self.layout(count)
+        return [self.shard(s, count).start() for s in range(count)]
+
+    @staticmethod
+    def owner(cluster: list[ShardHarness], topic: str) -> ShardHarness:
+        return cluster[shard_of_name(topic, len(cluster))]
+
+
+@pytest.fixture
+def ffs() -> FaultFs:
+    return FaultFs()
+
+
+@pytest.fixture
+def data_dir(tmp_path) -> str:
+    path = os.path.join(str(tmp_path), "data")
+    os.makedirs(path)
+    return path
+
+
+@pytest.fixture
+def env(data_dir, ffs) -> ShardEnv:
+    return ShardEnv(data_dir, ffs)
+
+
+@pytest.fixture
+def shard(env):
+    """A started single-shard harness over a fresh data dir (closed or crashed by the test)."""
+    harness = env.single()
+    yield harness
+    if harness.core is not None:
+        harness.crash()
