@@ -278,6 +278,23 @@ def test_crash_during_replay_then_restart_is_identical(shard, monkeypatch):
     assert shard.snapshot() == first
 
 
+@pytest.mark.parametrize("op", ["map_read", "file_size", "set_len", "sync_all", "open",
+                                "sync_dir"])
+def test_io_error_during_recovery_aborts_startup(shard, op):
+    """Invariant 66: never an empty start over an unreadable or uncuttable WAL."""
+    populate(shard)
+    shard.crash()
+    before = shard.fs.count(op)
+    shard.fs.fail(op)
+    with pytest.raises(OSError):
+        shard.start()
+    assert shard.fs.fired == [(op, before, "eio")]
+    shard.core.writer.prealloc.close()
+    shard.core.files.close()
+    shard.start()
+    assert shard.get("fs")["head_seq"] == 3 and shard.get("dk")["count"] == 31
+
+
 @pytest.mark.xfail(strict=True, reason=(
     "WalWriter.write: an OSError raised after the bytes are written (failpoint "
     "wal::after_write=raise) propagates without undo(), so the failed batch stays on disk "

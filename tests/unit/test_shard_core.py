@@ -330,6 +330,40 @@ def test_latched_writer_refuses_every_later_batch(shard):
     assert shard.core.stats["failed_batches"] == 2
 
 
+def test_failed_delete_and_recreate_in_one_batch_restores_the_topic(shard):
+    shard.put("t", durable=True)
+    shard.append("t", rec(b"1"), rec(b"2"))
+    shard.fs.fail("sync_data")
+    replies = shard.batch(DeleteTopic("t"), Append("t", [rec(b'"x"')]), Diff("t", 0))
+    assert code(replies[0]) == code(replies[1]) == "internal"
+    assert [r[0] for r in replies[2]["records"]] == [1, 2]
+    assert shard.get("t")["config"]["durability"] == "fsync"
+    assert shard.core.names == ["t"] and len(shard.core.by_tid) == 1
+    assert shard.append("t")["first_seq"] == 3
+    shard.restart(crash=True)
+    assert [r[2] for r in shard.records("t")] == [b'{"d":1}', b'{"d":2}', b'{"d":{"x":1}}']
+
+
+def test_rotation_failure_latches_the_shard_but_keeps_acked_records(env):
+    h = env.single(file_bytes=4096)
+    h.put("f", durable=True)
+    acked = 0
+    while len(h.wal_files()) == 1:
+        acked = h.append("f", rec(b'"%s"' % (b"x" * 200)))["last_seq"]
+    h.fs.fail("rename")                                   # the next rotation fails
+    replies = [h.batch(Append("f", [rec(b'"%s"' % (b"y" * 200))]))[0] for _ in range(30)]
+    failed = [r for r in replies if isinstance(r, TopicsError)]
+    acked += len(replies) - len(failed)
+    assert failed and all(code(r) == "internal" for r in failed)
+    assert replies.index(failed[0]) + len(failed) == len(replies)   # every later one fails
+    assert h.core.writer.latched
+    h.fs.clear()
+    h.restart(crash=True)
+    assert h.get("f")["head_seq"] == acked
+    assert h.append("f")["first_seq"] == acked + 1
+    h.crash()
+
+
 def test_rotation_keeps_records_readable(env):
     h = env.single(file_bytes=4096)
     h.put("f", durable=True)
@@ -390,9 +424,17 @@ def test_key_expires_after_the_window(env):
     now[0] += 2
     reply = h.append("t", idempotency_key="k")
     assert (reply["deduped"], reply["first_seq"]) == (False, 2)
-    h.restart(crash=False)
-    now[0] += 5000                                       # expired keys are not replayed
-    assert h.append("t", idempotency_key="k")["deduped"] is False
+    h.append("t", idempotency_key="k2")
+    h.close()
+    now[0] += 500
+    h.start()                                            # k2 is still inside its window
+    assert len(h.core.topics["t"].dedupe) == 2
+    assert h.append("t", idempotency_key="k2")["deduped"] is True
+    h.close()
+    now[0] += 5000
+    h.start()                                            # expired keys are not replayed
+    assert len(h.core.topics["t"].dedupe) == 0
+    assert h.append("t", idempotency_key="k2")["deduped"] is False
     h.crash()
 
 
