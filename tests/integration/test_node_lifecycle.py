@@ -111,3 +111,21 @@ def test_stopped_shard_is_killed_and_restarted(make_node):
     for name in ("hb", "hb2", "hb3"):
         c.append(name, [{"data": 2}])
     assert [r["data"] for r in c.diff("hb")["records"]] == [1, 2]
+
+
+def test_sigterm_during_replay_never_serves_half_replayed_state(make_node, data_dir):
+    node = make_node(shards=1, data_dir=data_dir)
+    c = node.client()
+    for i in range(30):
+        c.append("slow", [{"data": i}])
+    node.stop()
+    node = make_node(shards=1, data_dir=data_dir, start=False,
+                     env={"TOPICS_FAILPOINTS": "recovery::mid_replay=sleep:100"})
+    node.start(wait_ready=False)
+    shard = wait_for(lambda: (lambda s: s if s["endpoint"] and s["state"] != "ready" else None)(
+        node.status()["shards"][0]), 20, "the shard to start replaying")
+    os.kill(shard["pid"], signal.SIGTERM)
+    wait_for(lambda: "event=stopped_during_replay shard=0" in node.log(), 20,
+             "the shard to stop during replay")
+    first_ready = node.log().find("event=ready shard=0")
+    assert first_ready == -1 or first_ready > node.log().find("event=stopped_during_replay")

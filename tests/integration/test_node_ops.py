@@ -204,3 +204,33 @@ def test_long_poll_is_woken_by_an_append(node):
     started = time.monotonic()
     idle = c.diff("lp", from_seq=2, wait_ms=300)
     assert idle["records"] == [] and idle["caught_up"] and time.monotonic() - started >= 0.3
+
+
+def test_bad_diff_arguments_are_rejected_and_the_shard_keeps_serving(node):
+    c = node.client()
+    c.append("args", [{"data": 1}])
+    for kwargs in ({"node": 5}, {"node": ["ok", 7]}, {"from_seq": -1}, {"limit": -2},
+                   {"wait_ms": -1}):
+        with pytest.raises(TopicsError) as err:
+            c.diff("args", **kwargs)
+        assert err.value.code.wire == "invalid_request", kwargs
+    assert c.diff("args")["head_seq"] == 1
+
+
+def test_a_request_for_another_shards_topic_is_refused(node):
+    theirs = names_on(1, 1, "m")[0]
+    c = node.client()
+    c.append(theirs, [{"data": 1}])
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(node.status()["shards"][0]["endpoint"])
+    try:
+        sock.send(msgpack.packb([1, "append", 3, {"topic": theirs, "records": [[b"2"]]}]))
+        assert sock.poll(5000)
+        _, kind, corr, body = msgpack.unpackb(sock.recv_multipart()[0])
+    finally:
+        sock.close(0)
+    assert (kind, corr, body["code"]) == ("error", 3, "not_ready")
+    assert body["detail"]["reason"] == "wrong_shard"
+    assert c.get_topic(theirs)["head_seq"] == 1

@@ -37,7 +37,7 @@ def _checker(annotation: str):
     parts = [p.strip() for p in annotation.split("|")]
     optional = "None" in parts
     types = tuple(t for p in parts if p != "None" for t in _CHECKS[p])
-    no_bool = "int" in parts and "bool" not in parts
+    no_bool = ("int" in parts or "float" in parts) and "bool" not in parts
 
     def check(value) -> bool:
         if value is None:

@@ -39,8 +39,10 @@ class Diff(Message):
     records are skipped; max_batch_bytes: payload budget (0 = 1 MiB); wait_ms: long-poll for an
     append when caught up (at most 30000).
     Reply: {topic, records: [[seq, ts, envelope bin, tag|nil, node|nil]], next_from_seq,
-    head_seq, earliest_seq, caught_up, tombstone, lag, performance}. The envelope is the stored
-    JSON {"d": data, "m": meta}; "m" is absent when there is no meta or include_meta is false.
+    head_seq, earliest_seq, caught_up, tombstone, lag, records_scanned, performance}. The
+    envelope is the stored JSON {"d": data, "m": meta} ("m" only when the record has meta);
+    the receiver drops "m" when it asked for include_meta false. Tags are nil unless
+    include_tags. Negative numbers and a malformed node are rejected (invalid_request).
     """
     KIND = "diff"
     topic: str
@@ -96,7 +98,7 @@ class DeleteTopic(Message):
 @message
 class Status(Message):
     """client -> shard or front. Reply from a shard: {shard, shard_count, ready,
-    replay_progress, topics, statistics}; from the front: the shard map
-    {node_ready, replay_progress, shard_count, shards: [{shard, state, pid, incarnation,
-    endpoint, ipc}]}."""
+    replay_progress, topics, long_polls, statistics}; from the front: the shard map
+    {node_ready, replay_progress, shard_count, pid, zmq_port, http_port, shards: [{shard,
+    state, pid, incarnation, endpoint, ipc, replay_progress}]}."""
     KIND = "status"

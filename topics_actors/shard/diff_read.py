@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from topics_actors.errors import invalid
 from topics_actors.limits import (
-    DIFF_BATCH_BYTES_DEFAULT, DIFF_BATCH_BYTES_MAX, DIFF_LIMIT_DEFAULT, DIFF_LIMIT_MAX, clamp,
+    DIFF_BATCH_BYTES_DEFAULT, DIFF_BATCH_BYTES_MAX, DIFF_LIMIT_DEFAULT, DIFF_LIMIT_MAX,
+    NODE_BYTES_MAX, clamp,
 )
 from topics_actors.protocol.messages import Diff
 from topics_actors.shard.file_table import FileTable
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage.frame import envelope_payload_bytes
+
+
+def validate_diff(req: Diff) -> None:
+    for name in ("from_seq", "limit", "wait_ms", "max_batch_bytes"):
+        if getattr(req, name) < 0:
+            raise invalid(f"diff field {name!r} must not be negative")
+    nodes = [req.node] if isinstance(req.node, str) else req.node
+    if nodes is not None and (not isinstance(nodes, list) or not all(
+            isinstance(n, str) and len(n.encode()) <= NODE_BYTES_MAX for n in nodes)):
+        raise invalid("diff field 'node' must be a node name or a list of node names")
 
 
 def _reason(topic: TopicState, gap_from: int) -> str:
@@ -41,9 +53,7 @@ def _tombstone(topic: TopicState, from_seq: int, earliest: int) -> tuple[dict | 
 def _reader_nodes(topic: TopicState, node: object) -> frozenset[str]:
     if not topic.config.dedupe_node or node is None:
         return frozenset()
-    if isinstance(node, str):
-        return frozenset((node,))
-    return frozenset(n for n in node if isinstance(n, str))
+    return frozenset((node,)) if isinstance(node, str) else frozenset(node)
 
 
 def diff(topic: TopicState, files: FileTable, req: Diff, now_ms: int) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import time
 from collections.abc import Iterator
 
 from topics_actors.shard.file_table import make_loc
@@ -26,7 +27,8 @@ from topics_actors.topic_identity import topic_id
 
 log = logging.getLogger(__name__)
 
-PROGRESS_EVERY_FRAMES = 4096
+PROGRESS_CHECK_FRAMES = 16           # how often the clock is read
+PROGRESS_INTERVAL_NS = 50_000_000     # a yield at least this often: beats, not_ready, stop
 
 
 class Replay:
@@ -46,17 +48,19 @@ class Replay:
             plan += [(own, idx, path, i == len(files) - 1) for i, (idx, path) in enumerate(files)]
         sizes = [core.fs.file_size(path) for _, _, path, _ in plan]
         total, done = max(1, sum(sizes)), 0
-        resume = (0, 0)
+        resume, frames, next_yield = (0, 0), 0, time.monotonic_ns() + PROGRESS_INTERVAL_NS
         for (own, idx, path, last), size in zip(plan, sizes):
             scan = FileScan(core.fs, path)
             file_no = core.files.add_path(path, scan.view)
             if own:
                 core._own_files[idx] = file_no
-            for count, frame in enumerate(scan.frames(), 1):
+            for frame in scan.frames():
                 if core.owns(frame.topic_id):
                     self.apply(frame, file_no)
                     failpoint.hit("recovery::mid_replay")
-                if count % PROGRESS_EVERY_FRAMES == 0:
+                frames += 1
+                if frames % PROGRESS_CHECK_FRAMES == 0 and time.monotonic_ns() >= next_yield:
+                    next_yield = time.monotonic_ns() + PROGRESS_INTERVAL_NS
                     yield min(0.99, (done + frame.offset) / total)
             done += size
             if own and last:
@@ -130,10 +134,10 @@ class Replay:
         if topic is None:
             return
         ceiling = frame_body.decode_body(frame.type, frame.data)
-        if frame.seq and frame.seq == ceiling:
-            # An exact mark (restart padding or clean shutdown): the head is exactly here and
-            # no seq above it was ever acked.
+        if frame.seq:   # a head mark: the head is at least here (seqs without records are holes)
             topic.pad_to(frame.seq)
+        if frame.seq and frame.seq == ceiling:
+            # An exact mark (restart padding or clean shutdown): no seq above it was acked.
             topic.reserved_head = topic.head
         else:
             topic.reserved_head = max(topic.reserved_head, ceiling)

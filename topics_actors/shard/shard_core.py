@@ -23,7 +23,7 @@ from topics_actors.protocol.messages import (
     Append, DeleteTopic, Diff, GetTopic, ListTopics, PutTopic, Status,
 )
 from topics_actors.record_batch import StagedRecord, stage_batch
-from topics_actors.shard.diff_read import diff
+from topics_actors.shard.diff_read import diff, validate_diff
 from topics_actors.shard.file_table import FileTable, make_loc
 from topics_actors.shard.long_poll import LongPolls, Waiter
 from topics_actors.shard.dedupe_index import DedupeEntry
@@ -131,8 +131,6 @@ class ShardCore:
             index = bisect.bisect_left(self.names, topic.name)
             if index < len(self.names) and self.names[index] == topic.name:
                 del self.names[index]
-        if topic.ram_file:
-            self.files.remove(topic.ram_file)
 
     def file_no_for(self, idx: int) -> int:
         file_no = self._own_files.get(idx)
@@ -146,6 +144,11 @@ class ShardCore:
     def submit(self, peer: bytes, corr: int, msg, t0_ns: int) -> None:
         self.stats["requests"] += 1
         try:
+            name = getattr(msg, "topic", None)
+            if name is not None and not self.owns(topic_id(name)):
+                raise TopicsError(f"topic {name!r} belongs to another shard",
+                                  ErrorCode.NOT_READY,
+                                  {"reason": "wrong_shard", "shard": self.options.shard})
             self._handlers[type(msg)](peer, corr, msg, t0_ns)
         except TopicsError as error:
             self.batch.ops.append(Op(peer, corr, t0_ns, False, _raise(error)))
@@ -207,9 +210,11 @@ class ShardCore:
                     frame_body.encode_topic(topic.name, config.to_bytes()))
         staged_head = topic.next_seq - 1
         if config.logged and not was_logged and staged_head:
-            # Records of the ephemeral past are not in the WAL; tell replay where the head is.
-            self._frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(staged_head),
-                        seq=staged_head)
+            # Records of the ephemeral past are not in the WAL; tell replay where the head is,
+            # keeping any reservation still outstanding from an earlier disk period.
+            topic.reserved_head = max(topic.reserved_head, staged_head)
+            self._frame(FrameType.HEAD_WATERMARK, topic,
+                        frame_body.encode_u64(topic.reserved_head), seq=staged_head)
 
     def _put_topic(self, peer, corr, msg: PutTopic, t0_ns) -> None:
         self._throttle()
@@ -244,6 +249,8 @@ class ShardCore:
         self.unregister(topic)
 
         def publish(_info: CommitInfo) -> dict:
+            if topic.ram_file:   # committed: an ephemeral topic's records go now
+                self.files.remove(topic.ram_file)
             self._woken.add(msg.topic)   # parked readers learn that the topic is gone
             return {"topic": msg.topic, "deleted": True, "routers_removed": []}
         self._write_op(peer, corr, t0_ns, publish)
@@ -280,6 +287,8 @@ class ShardCore:
         self._read_op(peer, corr, t0_ns, read)
 
     def _diff(self, peer, corr, msg: Diff, t0_ns) -> None:
+        validate_diff(msg)
+
         def read(_info: CommitInfo) -> dict | None:
             result = self._diff_now(msg)
             if (msg.wait_ms > 0 and not result["records"] and result["tombstone"] is None

@@ -80,6 +80,11 @@ class ShardServer:
             self._beat("replaying")
             if self.stopping:
                 break
+        if self.stopping:   # never serve, not even briefly, after a stop during replay
+            log.info("event=stopped_during_replay shard=%d", shard)
+            self.core.close()
+            self.sock.close(0)
+            return
         self.core.ready, self.core.replay_progress = True, 1.0
         log.info("event=ready shard=%d topics=%d replay_s=%.3f endpoint=%s", shard,
                  len(self.core.topics), time.monotonic() - t0, self.endpoint)

@@ -163,10 +163,10 @@ class WalWriter:
         offset = self.tail
         try:
             self.handle.write_all_at(buf, offset)
+            failpoint.hit("wal::after_write")
         except OSError:
             self.undo(offset, len(buf))
             raise
-        failpoint.hit("wal::after_write")
         self.tail = offset + len(buf)
         if not self.dirty:
             self.dirty, self.dirty_since_ns = True, time.monotonic_ns()
