@@ -305,12 +305,8 @@ def test_a_failed_batch_does_not_disturb_the_next_one_in_memory(shard):
     assert [r[0] for r in shard.records("m")] == [1, 2]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ShardCore._delete_topic unregisters at staging time and unregister() drops an "
-    "ephemeral topic's RAM buffer from the FileTable; _fail_batch re-registers the topic but "
-    "not its buffer, so a later Diff raises KeyError out of commit() (every reply of that "
-    "batch is lost) instead of returning the records"))
 def test_failed_delete_of_an_ephemeral_topic_keeps_its_records(shard):
+    """Regression: a failed delete used to drop the topic's RAM buffer (KeyError on read)."""
     shard.put("e", durability="ephemeral")
     shard.append("e", rec(b"1"), rec(b"2"))
     shard.fs.fail("write_at")
@@ -373,6 +369,18 @@ def test_rotation_keeps_records_readable(env):
     assert [r[0] for r in h.records("f")] == list(range(1, 61))
     assert h.records("f")[59][2].startswith(b'{"d":{"i":59')
     h.crash()
+
+
+def test_a_shard_refuses_topics_it_does_not_own(env):
+    cluster = env.cluster(3)
+    name = next(f"t{i}" for i in range(100) if env.owner(cluster, f"t{i}") is not cluster[0])
+    before = env.fs.mutations()
+    reply = cluster[0].batch(Append(name, [rec()]))[0]
+    assert code(reply) == "not_ready" and reply.detail["reason"] == "wrong_shard"
+    assert not cluster[0].exists(name) and env.fs.mutations() == before
+    assert env.owner(cluster, name).append(name)["first_seq"] == 1
+    for h in cluster:
+        h.crash()
 
 
 # --- idempotency ---------------------------------------------------------------------------
