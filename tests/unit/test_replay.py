@@ -308,11 +308,8 @@ def test_write_error_after_the_bytes_landed_is_never_visible(shard, monkeypatch)
     assert shard.get("m")["head_seq"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known gap (docs/DURABILITY.md 9): when a batch write fails after part of it landed and "
-    "the erase of that part fails too, the writer latches but the complete frames of the "
-    "failed batch stay on disk, and replay publishes writes that were answered with an error"))
 def test_failed_batch_with_a_failed_erase_is_never_visible(shard):
+    """When zero-filling a failed batch fails too, the writer cuts the file at the batch."""
     shard.put("f", durable=True)
     shard.append("f", rec(b"1"))
     fs = shard.fs

@@ -185,9 +185,15 @@ class WalWriter:
         try:
             zero_fill(self.handle, offset, offset + length)
             self.handle.sync_data()
+            return
         except OSError as exc:
             self.latched = f"could not erase a failed batch: {exc}"
-            log.error("event=wal_latched dir=%s reason=%r", self.directory, self.latched)
+        try:   # cutting the file can work where writing does not
+            self.handle.set_len(offset)
+            self.handle.sync_all()
+        except OSError as exc:
+            self.latched += f"; truncation failed too: {exc}"
+        log.error("event=wal_latched dir=%s reason=%r", self.directory, self.latched)
 
     def close(self) -> None:
         self.prealloc.close()
