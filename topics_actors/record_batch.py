@@ -7,8 +7,6 @@ changes nothing.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import orjson
 
 from topics_actors.errors import ErrorCode, TopicsError, invalid
@@ -19,12 +17,13 @@ from topics_actors.limits import (
 from topics_actors.storage.frame import FLAG_META, append_envelope
 
 
-class StagedRecord(NamedTuple):
-    envelope: bytes      # {"d":…} or {"d":…,"m":…}, the Append frame body
-    tag: bytes
-    node: bytes
-    flags: int
-    payload_bytes: int   # len(data) + len(meta): the API's byte accounting
+# A staged record is a plain tuple (cheaper than a named one on the hot path):
+#   (envelope, tag, node, flags, payload_bytes)
+# envelope = {"d":…} or {"d":…,"m":…}, the Append frame body; tag and node as UTF-8 bytes
+# (b"" when absent); flags = FLAG_META or 0; payload_bytes = len(data) + len(meta), the
+# API's byte accounting.
+StagedRecord = tuple[bytes, bytes, bytes, int, int]
+PAYLOAD_BYTES = 4
 
 
 def _json(raw: object, what: str) -> object:
@@ -45,6 +44,9 @@ def _text(value: object, what: str, limit: int) -> bytes:
     if len(raw) > limit:
         raise invalid(f"record {what} is longer than {limit} bytes")
     return raw
+
+
+_NONES = {1: [], 2: [None], 3: [None, None], 4: [None, None, None]}
 
 
 def validate_batch_node(node: object) -> bytes:
@@ -69,8 +71,8 @@ def stage_record(record: object, batch_node: bytes) -> StagedRecord:
     if size > RECORD_BYTES_MAX:
         raise TopicsError(f"record is larger than {RECORD_BYTES_MAX} bytes",
                           ErrorCode.RECORD_TOO_LARGE, {"bytes": size, "max": RECORD_BYTES_MAX})
-    return StagedRecord(append_envelope(data, meta), tag, node or batch_node,
-                        FLAG_META if meta is not None else 0, size)
+    return (append_envelope(data, meta), tag, node or batch_node,
+            FLAG_META if meta is not None else 0, size)
 
 
 def stage_batch(records: list, batch_node: object) -> list[StagedRecord]:
@@ -81,4 +83,19 @@ def stage_batch(records: list, batch_node: object) -> list[StagedRecord]:
                           ErrorCode.BATCH_TOO_LARGE,
                           {"records": len(records), "max": BATCH_RECORDS_MAX})
     node = validate_batch_node(batch_node)
-    return [stage_record(record, node) for record in records]
+    staged, loads = [], orjson.loads
+    for record in records:
+        # Fast path: [data] or [data, None, None, None], the common shape of a record.
+        if (type(record) is list and 0 < len(record) <= 4 and type(record[0]) is bytes
+                and record[1:] == _NONES[len(record)]):
+            data = record[0]
+            try:
+                loads(data)
+            except orjson.JSONDecodeError:
+                raise invalid("record data is not valid JSON") from None
+            if len(data) > RECORD_BYTES_MAX:
+                stage_record(record, node)   # raises record_too_large with its detail
+            staged.append((append_envelope(data, None), b"", node, 0, len(data)))
+        else:
+            staged.append(stage_record(record, node))
+    return staged

@@ -22,14 +22,14 @@ from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.messages import (
     Append, DeleteTopic, Diff, GetTopic, ListTopics, PutTopic, Status,
 )
-from topics_actors.record_batch import StagedRecord, stage_batch
+from topics_actors.record_batch import PAYLOAD_BYTES, StagedRecord, stage_batch
 from topics_actors.shard.diff_read import diff, validate_diff
 from topics_actors.shard.file_table import FileTable, make_loc
 from topics_actors.shard.long_poll import LongPolls, Waiter
 from topics_actors.shard.dedupe_index import DedupeEntry
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import frame_body
-from topics_actors.storage.frame import FLAG_DURABLE, FrameType, encode
+from topics_actors.storage.frame import FLAG_DURABLE, FrameType, encode, encode_appends
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import group_dir, wal_file_name
 from topics_actors.storage.wal_writer import WAL_FILE_BYTES_DEFAULT, WalWriter
@@ -382,22 +382,17 @@ class ShardCore:
         config = topic.config
         if not config.logged:
             return []
-        batch, tid = self.batch, topic.tid
+        tid = topic.tid
         if config.durability == "disk" and last > topic.reserved_head:
             topic.reserved_head = last + HEAD_RESERVE
             self._frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(topic.reserved_head))
         durable = config.durability == "fsync"
         flags = FLAG_DURABLE if durable else 0
-        buf, offsets, seq = batch.buf, [], first
-        for rec in records:
-            offsets.append(len(buf))
-            encode(buf, FrameType.APPEND, flags | rec.flags, tid, seq, now, rec.envelope,
-                   rec.tag, rec.node)
-            seq += 1
+        offsets = encode_appends(self.batch.buf, tid, first, now, flags, records)
         if key is not None:
             self._frame(FrameType.IDEM_KEY, topic, frame_body.encode_idem_key(key, len(records)),
                         seq=last, sync=durable)
-        batch.needs_sync |= durable
+        self.batch.needs_sync |= durable
         return offsets
 
     def _publish_records(self, topic: TopicState, records: list[StagedRecord], first: int,
@@ -407,7 +402,7 @@ class ShardCore:
             locs = [base + rel for rel in offsets]
         else:
             locs = self._publish_ephemeral(topic, records, first, now)
-        topic.publish(first, locs, sum(r.payload_bytes for r in records), now)
+        topic.publish(first, locs, sum(r[PAYLOAD_BYTES] for r in records), now)
         self.stats["records"] += len(records)
         self._woken.add(topic.name)
 
@@ -416,12 +411,9 @@ class ShardCore:
         if topic.ram is None:
             topic.ram = bytearray()
             topic.ram_file = self.files.add_buffer(topic.ram)
-        buf, base, locs = topic.ram, make_loc(topic.ram_file, 0), []
-        for i, rec in enumerate(records):
-            locs.append(base + len(buf))
-            encode(buf, FrameType.APPEND, rec.flags, topic.tid, first + i, now, rec.envelope,
-                   rec.tag, rec.node)
-        return locs
+        base = make_loc(topic.ram_file, 0)
+        return [base + offset
+                for offset in encode_appends(topic.ram, topic.tid, first, now, 0, records)]
 
     # --- commit ---------------------------------------------------------------------------------
 
