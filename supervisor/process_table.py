@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -134,6 +133,3 @@ def _process_status(pid: int) -> str:
 def python_module_argv(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 
-
-def own_pid() -> int:
-    return os.getpid()

@@ -13,7 +13,6 @@ import struct
 import xxhash
 
 TOPIC_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,254}$")
-MAX_WAL_SHARDS = 64
 
 _LE64 = struct.Struct("<Q")
 
