@@ -109,8 +109,8 @@ class Replay:
         if frame.seq != topic.head + 1:
             self.ignored["append_out_of_order"] += 1
             return
-        topic.publish(frame.seq, [make_loc(file_no, frame.offset)],
-                      envelope_payload_bytes(len(frame.data), frame.flags), frame.ts)
+        topic.publish_one(frame.seq, make_loc(file_no, frame.offset),
+                          envelope_payload_bytes(len(frame.data), frame.flags), frame.ts)
 
     def _topic_create(self, frame: Frame, file_no: int) -> None:
         body = frame_body.decode_body(frame.type, frame.data)

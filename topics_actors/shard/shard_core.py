@@ -100,6 +100,7 @@ class ShardCore:
         self.writer = WalWriter(fs, self.wal_dir, options.wal_file_bytes,
                                 options.background_prealloc)
         self._own_files: dict[int, int] = {}
+        self._owned: dict[int, bool] = {}   # topic id -> owned by this shard (a hash each)
         self.batch = Batch()
         self.polls = LongPolls()
         self._woken: set[str] = set()
@@ -115,7 +116,13 @@ class ShardCore:
     # --- topic registry -------------------------------------------------------------------
 
     def owns(self, tid: int) -> bool:
-        return shard_of(tid, self.options.shard_count) == self.options.shard
+        owned = self._owned.get(tid)
+        if owned is None:
+            if len(self._owned) >= 1_000_000:
+                self._owned.clear()
+            owned = self._owned[tid] = (
+                shard_of(tid, self.options.shard_count) == self.options.shard)
+        return owned
 
     def register(self, topic: TopicState) -> None:
         self.topics[topic.name] = topic

@@ -66,6 +66,16 @@ class TopicState:
         self.bytes += payload_bytes
         self.last_write_ts = ts
 
+    def publish_one(self, seq: int, loc: int, payload_bytes: int, ts: int) -> None:
+        """publish() for one record at head + 1 (the replay path)."""
+        self.locs.append(loc)
+        self.head = seq
+        if self.next_seq <= seq:
+            self.next_seq = seq + 1
+        self.count += 1
+        self.bytes += payload_bytes
+        self.last_write_ts = ts
+
     def loc(self, seq: int) -> int:
         index = seq - self.base_seq
         return self.locs[index] if 0 <= index < len(self.locs) else 0
