@@ -46,6 +46,13 @@ def _text(value: object, what: str, limit: int) -> bytes:
     return raw
 
 
+def _checked_size(size: int) -> int:
+    if size > RECORD_BYTES_MAX:
+        raise TopicsError(f"record is larger than {RECORD_BYTES_MAX} bytes",
+                          ErrorCode.RECORD_TOO_LARGE, {"bytes": size, "max": RECORD_BYTES_MAX})
+    return size
+
+
 _NONES = {1: [], 2: [None], 3: [None, None], 4: [None, None, None]}
 
 
@@ -67,10 +74,7 @@ def stage_record(record: object, batch_node: bytes) -> StagedRecord:
         parsed = _json(meta, "meta")
         if isinstance(parsed, dict) and len(parsed) > META_KEYS_MAX:
             raise invalid(f"record meta has more than {META_KEYS_MAX} keys")
-    size = len(data) + (len(meta) if meta is not None else 0)
-    if size > RECORD_BYTES_MAX:
-        raise TopicsError(f"record is larger than {RECORD_BYTES_MAX} bytes",
-                          ErrorCode.RECORD_TOO_LARGE, {"bytes": size, "max": RECORD_BYTES_MAX})
+    size = _checked_size(len(data) + (len(meta) if meta is not None else 0))
     return (append_envelope(data, meta), tag, node or batch_node,
             FLAG_META if meta is not None else 0, size)
 
@@ -93,9 +97,7 @@ def stage_batch(records: list, batch_node: object) -> list[StagedRecord]:
                 loads(data)
             except orjson.JSONDecodeError:
                 raise invalid("record data is not valid JSON") from None
-            if len(data) > RECORD_BYTES_MAX:
-                stage_record(record, node)   # raises record_too_large with its detail
-            staged.append((append_envelope(data, None), b"", node, 0, len(data)))
+            staged.append((append_envelope(data, None), b"", node, 0, _checked_size(len(data))))
         else:
             staged.append(stage_record(record, node))
     return staged

@@ -11,6 +11,12 @@ BACKOFF_MIN_S = 0.02
 BACKOFF_MAX_S = 0.5
 
 
+def unavailable(what: str) -> TopicsError:
+    """The error of a request that got no answer in time (retryable by the caller)."""
+    return TopicsError(f"{what} did not answer in time", ErrorCode.NOT_READY,
+                       {"retryable": True})
+
+
 def new_session() -> str:
     """A client session: the prefix of the keys that make its append retries safe."""
     return "~" + os.urandom(8).hex()
@@ -32,7 +38,6 @@ class RetryBudget:
         """The pause before the next attempt; raises once the deadline would pass."""
         delay = self.backoff
         if time.monotonic() + delay > self.deadline:
-            raise TopicsError(f"{self.what} did not answer before the retry deadline",
-                              ErrorCode.NOT_READY, {"retryable": True})
+            raise unavailable(f"{self.what} (retried until the deadline)")
         self.backoff = min(BACKOFF_MAX_S, self.backoff * 2)
         return delay

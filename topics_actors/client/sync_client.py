@@ -16,18 +16,13 @@ import time
 import zmq
 
 from topics_actors.client import request_shapes as shapes
-from topics_actors.client.retry_budget import RetryBudget, new_session
+from topics_actors.client.retry_budget import RetryBudget, new_session, unavailable
 from topics_actors.client.shard_map import ShardMap
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol import decode_reply, encode
 from topics_actors.protocol.messages import DeleteTopic, GetTopic, PutTopic, Status
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:4001"
-
-
-def unavailable(what: str) -> TopicsError:
-    return TopicsError(f"{what} did not answer in time", ErrorCode.NOT_READY,
-                       {"retryable": True})
 
 
 class Client:
