@@ -18,7 +18,7 @@ import zmq
 from topics_actors.client import request_shapes as shapes
 from topics_actors.client.retry_budget import RetryBudget, new_session, unavailable
 from topics_actors.client.shard_map import ShardMap
-from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
 from topics_actors.protocol.messages import DeleteTopic, GetTopic, PutTopic, Status
 
