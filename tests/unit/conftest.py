@@ -15,7 +15,9 @@ import pytest
 
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply
-from topics_actors.protocol.messages import Append, Diff, GetTopic, PutTopic
+from topics_actors.compactor.checkpointer import Checkpointer
+from topics_actors.compactor.segment_ledger import SegmentLimits
+from topics_actors.protocol.messages import Absorbed, Append, Checkpoint, Diff, GetTopic, PutTopic
 from topics_actors.shard.replay import Replay
 from topics_actors.shard.shard_core import ShardCore, ShardOptions
 from topics_actors.storage.fault_fs import FaultFs
@@ -62,6 +64,7 @@ class ShardHarness:
         if core.writer.handle is not None:
             core.writer.handle.close()       # a plain close(2): no fsync
         core.files.close()
+        core.segments.close()
 
     def restart(self, crash: bool = True) -> "ShardHarness":
         self.crash() if crash else self.close()
@@ -142,6 +145,27 @@ class ShardEnv:
     def cluster(self, count: int) -> list[ShardHarness]:
         self.layout(count)
         return [self.shard(s, count).start() for s in range(count)]
+
+    def checkpointer(self, **limits) -> Checkpointer:
+        return Checkpointer(self.fs, self.data_dir, SegmentLimits(**limits))
+
+    def checkpoint(self, harnesses: list[ShardHarness],
+                   checkpointer: Checkpointer | None = None, absorb: bool = True) -> int:
+        """One compactor checkpoint over live harnesses: barriers, snapshot, absorbed."""
+        own = checkpointer or self.checkpointer()
+        try:
+            barriers = {}
+            for h in harnesses:
+                reply = h.call(Checkpoint())
+                barriers[reply["group"]] = (reply["idx"], reply["offset"])
+            snap_id = own.checkpoint(barriers)
+        finally:
+            if checkpointer is None:
+                own.close()
+        if absorb:
+            for h in harnesses:
+                h.call(Absorbed(snap_id))
+        return snap_id
 
     @staticmethod
     def owner(cluster: list[ShardHarness], topic: str) -> ShardHarness:

@@ -419,6 +419,7 @@ def test_many_files_replay_in_order(env):
 
 def _progress_case(env, monkeypatch, file_bytes: int):
     monkeypatch.setattr(replay_module, "PROGRESS_INTERVAL_NS", 0)   # no clock in the way
+    monkeypatch.setattr(replay_module, "CHUNK_FRAMES", 100)
     h = env.single(file_bytes=file_bytes)
     for _ in range(3):
         h.call(Append("p", [rec()] * 3000))
@@ -428,8 +429,8 @@ def _progress_case(env, monkeypatch, file_bytes: int):
     assert h.get("p")["head_seq"] == 9000
     progress = h.progress
     h.crash()
-    expected = 9000 // replay_module.PROGRESS_CHECK_FRAMES
-    assert expected <= len(progress) <= expected + 1          # + the control frames
+    expected = 9000 // 100
+    assert expected <= len(progress) <= expected + 2 * files  # + a short chunk per file
     assert progress == sorted(progress) and all(0 <= p < 1 for p in progress)
     return files, progress
 

@@ -100,10 +100,10 @@ def test_interrupted_retire_is_finished_by_the_next_call(fs, data_dir):
     # every old group is reachable from every new shard, in a retired directory
     for s in range(2):
         groups = replay_groups(fs, data_dir, s)
-        old = [d for key, d in groups if key.startswith("retired-")]
+        old = [d for key, d in groups if os.sep + "retired-" in d]
         contents = sorted(read(p) for d in old for _, p in list_wal_files(fs, d))
         assert contents == [b"s0", b"s1", b"s2"]
-        assert groups[-1] == (f"shard-{s:02d}", group_dir(data_dir, s))
+        assert groups[-1] == (f"{generation:04d}/shard-{s:02d}", group_dir(data_dir, s))
     assert not any(os.path.exists(p) for p in files.values())
     # and a third call changes nothing
     snapshot = tree(data_dir)
@@ -124,7 +124,10 @@ def test_retire_failing_midway_is_finished_by_the_next_call(fs, data_dir):
     old = sorted(read(p) for key, d in groups[:-1]
                  for _, p in list_wal_files(fs, d))
     assert old == [b"s0", b"s1", b"s2"]
-    assert generation >= 2 and len(groups) == 4
+    assert generation == 2 and len(groups) == 4
+    # the group that failed to move went to the same retired directory as the others
+    assert [key for key, _ in groups] == ["0001/shard-00", "0001/shard-01", "0001/shard-02",
+                                          "0002/shard-04"]
 
 
 def test_layout_write_failure_leaves_the_old_layout(fs, data_dir):
@@ -137,7 +140,7 @@ def test_layout_write_failure_leaves_the_old_layout(fs, data_dir):
     assert generation > 1
     assert read_layout(fs, data_dir) == {"shards": 3, "generation": generation}
     assert [key for key, _ in replay_groups(fs, data_dir, 2)] == [
-        "retired-0001/shard-00", "retired-0001/shard-01", "shard-02"]
+        "0001/shard-00", "0001/shard-01", "0002/shard-02"]
 
 
 def test_layout_file_is_json(fs, data_dir):
@@ -148,15 +151,15 @@ def test_layout_file_is_json(fs, data_dir):
 
 
 def test_replay_groups_order(fs, data_dir):
-    assert replay_groups(fs, data_dir, 0) == [("shard-00", group_dir(data_dir, 0))]
+    assert replay_groups(fs, data_dir, 0) == [("0001/shard-00", group_dir(data_dir, 0))]
     prepare_layout(fs, data_dir, 2)
     prepare_layout(fs, data_dir, 3)
     prepare_layout(fs, data_dir, 1)
     root = wal_root(data_dir)
     keys = [key for key, _ in replay_groups(fs, data_dir, 0)]
-    assert keys == ["retired-0001/shard-00", "retired-0001/shard-01",
-                    "retired-0002/shard-00", "retired-0002/shard-01", "retired-0002/shard-02",
-                    "shard-00"]
+    assert keys == ["0001/shard-00", "0001/shard-01",
+                    "0002/shard-00", "0002/shard-01", "0002/shard-02",
+                    "0003/shard-00"]
     dirs = [d for _, d in replay_groups(fs, data_dir, 0)]
     assert dirs[0] == os.path.join(root, "retired-0001", "shard-00")
     assert dirs[-1] == group_dir(data_dir, 0)

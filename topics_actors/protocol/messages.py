@@ -98,7 +98,26 @@ class DeleteTopic(Message):
 @message
 class Status(Message):
     """client -> shard or front. Reply from a shard: {shard, shard_count, ready,
-    replay_progress, topics, long_polls, statistics}; from the front: the shard map
+    replay_progress, topics, long_polls, statistics, wal_position: [idx, offset],
+    snapshot_id}; from the front: the shard map
     {node_ready, replay_progress, shard_count, pid, zmq_port, http_port, shards: [{shard,
     state, pid, incarnation, endpoint, ipc, replay_progress}]}."""
     KIND = "status"
+
+
+@message
+class Checkpoint(Message):
+    """compactor -> shard. A checkpoint barrier: the shard commits a fsynced CheckpointMark
+    and answers with the WAL position after it; every frame before that position is durable
+    and published. Reply: {generation, group, idx, offset, performance} (group is the
+    canonical key "<generation:04>/shard-NN" of the shard's WAL group)."""
+    KIND = "checkpoint"
+
+
+@message
+class Absorbed(Message):
+    """compactor -> shard. Snapshot `snapshot_id` is durable: the shard reads it, serves the
+    records it covers from segment files, and removes its own WAL files below the snapshot's
+    position for its group. Reply: {snapshot_id, topics, removed_files, performance}."""
+    KIND = "absorbed"
+    snapshot_id: int

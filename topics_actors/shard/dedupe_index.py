@@ -52,6 +52,10 @@ class DedupeIndex:
                      if now_ms - next(reversed(ring.values())).created_ms > window_ms]:
             del self.sessions[name]
 
+    def expire(self, now_ms: int, window_ms: int) -> None:
+        self._expire_user(now_ms, window_ms)
+        self._expire_sessions(now_ms, window_ms)
+
     def lookup(self, key: str, now_ms: int, window_ms: int) -> DedupeEntry | None:
         session = self._session(key)
         if session is None:

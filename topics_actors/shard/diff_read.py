@@ -8,7 +8,9 @@ from topics_actors.limits import (
     NODE_BYTES_MAX, clamp,
 )
 from topics_actors.protocol.messages import Diff
-from topics_actors.shard.file_table import FileTable
+from collections.abc import Callable
+
+from topics_actors.shard.file_table import StoredRecord
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage.frame import envelope_payload_bytes
 
@@ -56,7 +58,8 @@ def _reader_nodes(topic: TopicState, node: object) -> frozenset[str]:
     return frozenset((node,)) if isinstance(node, str) else frozenset(node)
 
 
-def diff(topic: TopicState, files: FileTable, req: Diff, now_ms: int) -> dict:
+def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | None], req: Diff,
+         now_ms: int) -> dict:
     earliest = topic.earliest_seq()
     tombstone, cursor = _tombstone(topic, req.from_seq, earliest)
     limit = clamp(req.limit or DIFF_LIMIT_DEFAULT, 1, DIFF_LIMIT_MAX)
@@ -66,12 +69,11 @@ def diff(topic: TopicState, files: FileTable, req: Diff, now_ms: int) -> dict:
     head, records, used, scanned = topic.head, [], 0, 0
     seq = max(cursor, min(earliest - 1, head))   # below earliest everything is gone: pass it
     while seq < head and len(records) < limit:
-        loc = topic.loc(seq + 1)
+        rec = read(topic, seq + 1)
         scanned += 1
-        if loc == 0:
+        if rec is None:
             seq += 1
             continue
-        rec = files.read(loc)
         if (ttl_ms and now_ms - rec.ts > ttl_ms) or (nodes and rec.node in nodes):
             seq += 1
             continue

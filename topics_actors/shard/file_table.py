@@ -69,6 +69,12 @@ class FileTable:
             self._views[file_no] = view
         return view
 
+    def path(self, file_no: int) -> str:
+        return self._paths[file_no]
+
+    def view(self, file_no: int):
+        return self._view(file_no, 0)
+
     def header(self, loc: int) -> tuple:
         """(frame_len, type, flags, topic_id, seq, ts, node_len, tag_len, data_len)."""
         offset = loc & OFFSET_MASK

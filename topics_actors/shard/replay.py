@@ -1,164 +1,177 @@
-"""Recovery of one shard from the WAL: replay every group it must read, truncate its own
-torn tail, turn disk-class head reservations into holes, then open the writer.
+"""Recovery of one shard: the newest valid snapshot, then the WAL after its positions, then
+the torn tail cut off, disk-class head reservations turned into holes, and the writer open.
 
-Replay order is the layout's (retired generations oldest first, then the shard's own group),
-and within a group file order, then frame order. A file's log ends at its first invalid
-frame; later files are still read, but an Append whose seq is not head + 1 is ignored, so
-what a corruption loses is a suffix of a topic, never a middle.
+The snapshot gives every owned topic its config, head, floors and segment list (records up
+to the checkpoint are read from segment files, nothing is loaded per record). Replay then
+reads every group the shard must read from that group's checkpoint position: retired
+generations oldest first, then its own group, file order, frame order, all through the
+TopicLedger. A file's log ends at its first invalid frame; later files are still read, but
+an Append whose seq is not head + 1 is ignored, so a corruption loses a suffix of a topic,
+never a middle. Own WAL files below the checkpoint are absorbed and are removed.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
+import os
 import time
 from collections.abc import Iterator
 
 from topics_actors.shard.file_table import make_loc
 from topics_actors.shard.shard_core import ShardCore
-from topics_actors.shard.dedupe_index import DedupeEntry
+from topics_actors.shard.topic_ledger import TopicLedger
 from topics_actors.shard.topic_state import TopicState
-from topics_actors.storage import failpoint, frame_body
-from topics_actors.storage.frame import Frame, FrameType, envelope_payload_bytes
-from topics_actors.storage.wal_layout import list_wal_files, replay_groups
-from topics_actors.storage.wal_scan import FileScan
-from topics_actors.topic_config import TopicConfig
-from topics_actors.topic_identity import topic_id
+from topics_actors.storage import failpoint
+from topics_actors.storage.frame import envelope_payload_bytes
+from topics_actors.storage.snapshot import load_newest
+from topics_actors.storage.wal_layout import layout_generation, list_wal_files, replay_groups
+from topics_actors.storage.wal_scan import describe_end
 
 log = logging.getLogger(__name__)
 
-PROGRESS_CHECK_FRAMES = 16           # how often the clock is read
+CHUNK_FRAMES = 4096                   # frames between looks at the clock
 PROGRESS_INTERVAL_NS = 50_000_000     # a yield at least this often: beats, not_ready, stop
+
+
+class ShardLedger(TopicLedger):
+    """The ledger of a recovering shard: topics register with the core, records get WAL
+    locations."""
+
+    def __init__(self, core: ShardCore):
+        super().__init__(core.clock(), core.owns)
+        self.core = core
+        self.by_tid = core.by_tid
+        self.file_no = 0
+
+    def add_topic(self, topic: TopicState) -> None:
+        self.core.register(topic)
+
+    def drop_topic(self, topic: TopicState) -> None:
+        self.core.unregister(topic)
+
+    def store_append(self, topic, view, offset, seq, ts, flags, data_len) -> None:
+        topic.publish_one(seq, make_loc(self.file_no, offset),
+                          envelope_payload_bytes(data_len, flags), ts)
 
 
 class Replay:
     def __init__(self, core: ShardCore):
         self.core = core
-        self.applied = 0
-        self.ignored: collections.Counter[str] = collections.Counter()
-        self.now = core.clock()
+        self.ledger = ShardLedger(core)
+        self.positions: dict[str, list[int]] = {}
+        self.done_groups: set[str] = set()
+        self.snapshot_id = 0
+
+    @property
+    def applied(self) -> int:
+        return self.ledger.applied
+
+    @property
+    def ignored(self):
+        return self.ledger.ignored
 
     def run(self) -> Iterator[float]:
         """Replay, yielding progress in [0, 1) now and then; ends with the shard writable."""
         core = self.core
-        plan = []
-        for key, directory in replay_groups(core.fs, core.options.data_dir, core.options.shard):
-            own = directory == core.wal_dir
-            files = list_wal_files(core.fs, directory)
-            plan += [(own, idx, path, i == len(files) - 1) for i, (idx, path) in enumerate(files)]
-        sizes = [core.fs.file_size(path) for _, _, path, _ in plan]
-        total, done = max(1, sum(sizes)), 0
-        resume, frames, next_yield = (0, 0), 0, time.monotonic_ns() + PROGRESS_INTERVAL_NS
-        for (own, idx, path, last), size in zip(plan, sizes):
-            scan = FileScan(core.fs, path)
-            file_no = core.files.add_path(path, scan.view)
+        core.generation = layout_generation(core.fs, core.options.data_dir)
+        self._load_snapshot()
+        plan = self._plan()
+        total, done = max(1, sum(end - start for *_, start, end in plan)), 0
+        resume = None
+        next_yield = time.monotonic_ns() + PROGRESS_INTERVAL_NS
+        for key, own, idx, path, last, start, end in plan:
+            view = core.fs.map_read(path)
+            file_no = core.files.add_path(path, view)
             if own:
                 core._own_files[idx] = file_no
-            for frame in scan.frames():
-                if core.owns(frame.topic_id):
-                    self.apply(frame, file_no)
+            else:
+                core.retired_files[file_no] = path
+            self.ledger.file_no, self.ledger.position = file_no, (int(key[:4]), idx)
+            offset, ended = start, start >= end
+            while not ended:
+                reached, ended = self.ledger.scan(view, offset, end, CHUNK_FRAMES)
+                if failpoint.armed("recovery::mid_replay") and reached > offset:
                     failpoint.hit("recovery::mid_replay")
-                frames += 1
-                if frames % PROGRESS_CHECK_FRAMES == 0 and time.monotonic_ns() >= next_yield:
+                done, offset = done + reached - offset, reached
+                if time.monotonic_ns() >= next_yield:
                     next_yield = time.monotonic_ns() + PROGRESS_INTERVAL_NS
-                    yield min(0.99, (done + frame.offset) / total)
-            done += size
+                    yield min(0.99, done / total)
+            done += end - offset
             if own and last:
-                self._truncate(scan, file_no)
-                resume = (idx, scan.valid_len)
-        log.info("event=replayed shard=%d frames=%d ignored=%s topics=%d", core.options.shard,
-                 self.applied, dict(self.ignored), len(core.topics))
-        core.writer.open(*resume)
+                resume = self._finish_own(path, file_no, idx, offset, len(view))
+        log.info("event=replayed shard=%d snapshot=%d frames=%d ignored=%s topics=%d",
+                 core.options.shard, self.snapshot_id, self.ledger.applied,
+                 dict(self.ledger.ignored), len(core.topics))
+        self._open_writer(resume)
         core.seal_reservations(pad=True)
 
-    def _truncate(self, scan: FileScan, file_no: int) -> None:
-        if scan.valid_len == scan.size:
+    def _load_snapshot(self) -> None:
+        core = self.core
+        found = load_newest(core.fs, core.options.data_dir)
+        if found is None:
             return
+        self.snapshot_id, body = found
+        core.snapshot_id = self.snapshot_id
+        self.positions = body["positions"]
+        for entry in body["topics"]:
+            if core.owns(entry["tid"]):
+                self.ledger.restore_entry(entry, core.segment_dir(entry["dir"]))
+        self.done_groups = set(body.get("retired_done", ()))
+
+    def _plan(self) -> list[tuple]:
+        """(key, own, idx, path, last in group, start offset, end offset) per file to read."""
+        core, plan = self.core, []
+        groups = replay_groups(core.fs, core.options.data_dir, core.options.shard)
+        for n, (key, directory) in enumerate(groups):
+            own = n == len(groups) - 1
+            if key in self.done_groups:
+                continue
+            start_idx, start_offset = self.positions.get(key, (0, 0))
+            files = list_wal_files(core.fs, directory)
+            for i, (idx, path) in enumerate(files):
+                if idx < start_idx:
+                    if own:
+                        self._remove_absorbed(path)
+                    continue
+                start = start_offset if idx == start_idx else 0
+                plan.append((key, own, idx, path, i == len(files) - 1, start,
+                             core.fs.file_size(path)))
+        return plan
+
+    def _remove_absorbed(self, path: str) -> None:
+        log.info("event=wal_file_absorbed path=%s", path)
+        self.core.fs.remove(path)
+
+    def _finish_own(self, path: str, file_no: int, idx: int, valid_len: int,
+                    size: int) -> tuple[int, int]:
+        if valid_len < size:
+            self._truncate(path, file_no, valid_len)
+        return idx, valid_len
+
+    def _open_writer(self, resume: tuple[int, int] | None) -> None:
+        core = self.core
+        key = f"{core.generation:04d}/shard-{core.options.shard:02d}"
+        checkpoint = tuple(self.positions.get(key, (0, 0)))
+        if resume is not None and resume >= checkpoint:
+            core.writer.open(*resume)
+            return
+        if checkpoint != (0, 0):
+            # The log ends before the checkpoint (lost or damaged files): never write below
+            # a checkpoint position, or a later recovery would skip the new frames.
+            log.error("event=wal_ends_before_checkpoint shard=%d checkpoint=%s end=%s",
+                      core.options.shard, checkpoint, resume)
+        core.writer.open(checkpoint[0] + 1 if checkpoint != (0, 0) else 0, 0, fresh=True)
+
+    def _truncate(self, path: str, file_no: int, valid_len: int) -> None:
         failpoint.hit("recovery::before_truncate")
-        if scan.end_reason.startswith("torn"):
-            log.warning("event=torn_tail path=%s offset=%d reason=%r", scan.path,
-                        scan.valid_len, scan.end_reason)
-        handle = self.core.fs.open(scan.path)
+        view = self.core.files.view(file_no)
+        reason = describe_end(view, valid_len, len(view))
+        if reason.startswith("torn"):
+            log.warning("event=torn_tail path=%s offset=%d reason=%r", path, valid_len, reason)
+        handle = self.core.fs.open(path)
         try:
-            handle.set_len(scan.valid_len)
+            handle.set_len(valid_len)
             handle.sync_all()
         finally:
             handle.close()
         self.core.files.remap(file_no)
-
-    # --- frames ---------------------------------------------------------------------------
-
-    def apply(self, frame: Frame, file_no: int) -> None:
-        handler = _HANDLERS.get(frame.type)
-        if handler is None:
-            self.ignored[FrameType(frame.type).name.lower()] += 1
-            return
-        handler(self, frame, file_no)
-        self.applied += 1
-
-    def _topic(self, frame: Frame, what: str) -> TopicState | None:
-        topic = self.core.by_tid.get(frame.topic_id)
-        if topic is None:
-            self.ignored[f"{what}_without_topic"] += 1
-        return topic
-
-    def _append(self, frame: Frame, file_no: int) -> None:
-        topic = self._topic(frame, "append")
-        if topic is None or not topic.config.logged or frame.seq <= topic.head:
-            return
-        if frame.seq != topic.head + 1:
-            self.ignored["append_out_of_order"] += 1
-            return
-        topic.publish_one(frame.seq, make_loc(file_no, frame.offset),
-                          envelope_payload_bytes(len(frame.data), frame.flags), frame.ts)
-
-    def _topic_create(self, frame: Frame, file_no: int) -> None:
-        body = frame_body.decode_body(frame.type, frame.data)
-        if topic_id(body.name) != frame.topic_id:
-            self.ignored["topic_id_mismatch"] += 1
-            return
-        config = TopicConfig.from_bytes(body.config)
-        topic = self.core.by_tid.get(frame.topic_id)
-        if topic is None:
-            self.core.register(TopicState(body.name, config, frame.topic_id))
-        else:
-            topic.config = config
-
-    def _topic_delete(self, frame: Frame, file_no: int) -> None:
-        topic = self._topic(frame, "delete")
-        if topic is not None:
-            self.core.unregister(topic)
-
-    def _head_watermark(self, frame: Frame, file_no: int) -> None:
-        topic = self._topic(frame, "watermark")
-        if topic is None:
-            return
-        ceiling = frame_body.decode_body(frame.type, frame.data)
-        if frame.seq:   # a head mark: the head is at least here (seqs without records are holes)
-            topic.pad_to(frame.seq)
-        if frame.seq and frame.seq == ceiling:
-            # An exact mark (restart padding or clean shutdown): no seq above it was acked.
-            topic.reserved_head = topic.head
-        else:
-            topic.reserved_head = max(topic.reserved_head, ceiling)
-
-    def _idem_key(self, frame: Frame, file_no: int) -> None:
-        topic = self._topic(frame, "idem_key")
-        if topic is None or topic.head < frame.seq:
-            return
-        if self.now - frame.ts > topic.config.idempotency_window_ms:
-            return
-        body = frame_body.decode_body(frame.type, frame.data)
-        entry = DedupeEntry(frame.seq - body.count + 1, frame.seq, frame.seq, frame.ts)
-        topic.dedupe.add(body.key, entry, topic.config.idempotency_window_ms)
-
-
-_HANDLERS = {
-    FrameType.APPEND: Replay._append,
-    FrameType.TOPIC_CREATE: Replay._topic_create,
-    FrameType.CONFIG_UPDATE: Replay._topic_create,
-    FrameType.TOPIC_DELETE: Replay._topic_delete,
-    FrameType.HEAD_WATERMARK: Replay._head_watermark,
-    FrameType.IDEM_KEY: Replay._idem_key,
-    FrameType.CHECKPOINT_MARK: lambda self, frame, file_no: None,
-}

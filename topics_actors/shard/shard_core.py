@@ -20,17 +20,19 @@ from topics_actors.errors import ErrorCode, StorageError, TopicsError, invalid, 
 from topics_actors.limits import INBOX_BYTES_MAX, INBOX_REQUESTS_MAX
 from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.messages import (
-    Append, DeleteTopic, Diff, GetTopic, ListTopics, PutTopic, Status,
+    Absorbed, Append, Checkpoint, DeleteTopic, Diff, GetTopic, ListTopics, PutTopic, Status,
 )
 from topics_actors.record_batch import PAYLOAD_BYTES, StagedRecord, stage_batch
+from topics_actors.shard.absorption import absorb_snapshot
 from topics_actors.shard.diff_read import diff, validate_diff
-from topics_actors.shard.file_table import FileTable, make_loc
+from topics_actors.shard.file_table import FileTable, StoredRecord, make_loc
 from topics_actors.shard.long_poll import LongPolls, Waiter
 from topics_actors.shard.dedupe_index import DedupeEntry
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame import FLAG_DURABLE, FrameType, encode, encode_appends
 from topics_actors.storage.fs import RealFs
+from topics_actors.storage.segment import SegmentReader
 from topics_actors.storage.wal_layout import group_dir, wal_file_name
 from topics_actors.storage.wal_writer import WAL_FILE_BYTES_DEFAULT, WalWriter
 from topics_actors.topic_config import TopicConfig, parse_config
@@ -58,7 +60,9 @@ class ShardOptions:
 @dataclass
 class CommitInfo:
     file_no: int = 0
-    offset: int = 0
+    idx: int = 0                 # WAL file of the batch
+    offset: int = 0              # where the batch starts in it
+    end: int = 0                 # where it ends
     wal_ms: float = 0.0
     fsync_ms: float = 0.0
 
@@ -79,6 +83,7 @@ class Batch:
         self.writes = 0
         self.undo: dict[str, tuple] = {}
         self.dedupe_added: list[tuple[TopicState, str]] = []
+        self.created: list[TopicState] = []
 
 
 def _raise(error: TopicsError) -> Callable[[CommitInfo], dict]:
@@ -96,10 +101,14 @@ class ShardCore:
         self.by_tid: dict[int, TopicState] = {}
         self.names: list[str] = []
         self.files = FileTable(fs)
+        self.segments = SegmentReader(fs)
+        self.generation = 1           # WAL layout generation (set by recovery)
+        self.snapshot_id = 0          # the newest snapshot whose records we read from segments
         self.wal_dir = group_dir(options.data_dir, options.shard)
         self.writer = WalWriter(fs, self.wal_dir, options.wal_file_bytes,
                                 options.background_prealloc)
-        self._own_files: dict[int, int] = {}
+        self._own_files: dict[int, int] = {}         # own WAL file idx -> file number
+        self.retired_files: dict[int, str] = {}      # file number -> path (retired groups)
         self._owned: dict[int, bool] = {}   # topic id -> owned by this shard (a hash each)
         self.batch = Batch()
         self.polls = LongPolls()
@@ -111,7 +120,8 @@ class ShardCore:
         self._handlers = {Append: self._append, PutTopic: self._put_topic,
                           DeleteTopic: self._delete_topic, Diff: self._diff,
                           GetTopic: self._get_topic, ListTopics: self._list_topics,
-                          Status: self._status}
+                          Status: self._status, Checkpoint: self._checkpoint,
+                          Absorbed: self._absorbed}
 
     # --- topic registry -------------------------------------------------------------------
 
@@ -205,6 +215,8 @@ class ShardCore:
             raise TopicsError(f"topic id collision between {name!r} and {clash.name!r}")
         self._save_undo(name)
         topic = TopicState(name, config, tid)
+        topic.created_at = (self.generation, 1 << 62, 0)   # not committed yet: newer than all
+        self.batch.created.append(topic)
         self.register(topic)
         self._frame(FrameType.TOPIC_CREATE, topic, frame_body.encode_topic(name, config.to_bytes()))
         return topic
@@ -310,7 +322,23 @@ class ShardCore:
         topic = self.topics.get(msg.topic)
         if topic is None:
             raise topic_not_found(msg.topic)
-        return diff(topic, self.files, msg, self.clock())
+        return diff(topic, self.read_record, msg, self.clock())
+
+    def read_record(self, topic: TopicState, seq: int) -> StoredRecord | None:
+        """The record at `seq`, from its segment or the WAL; None for a hole."""
+        if seq > topic.absorbed:
+            loc = topic.loc(seq)
+            return self.files.read(loc) if loc else None
+        i = topic.segment_of(seq)
+        if i < 0:
+            return None
+        rec = self.segments.read(topic.seg_dir, topic.seg_firsts[i], seq)
+        if rec.deleted:
+            return None
+        return StoredRecord(rec.seq, rec.ts, rec.envelope, rec.tag, rec.node, rec.flags)
+
+    def segment_dir(self, relative: str) -> str:
+        return os.path.join(self.options.data_dir, relative) if relative else ""
 
     def _answer_waiters(self, waiters: list[Waiter]) -> list[tuple[bytes, bytes]]:
         return [self._reply(w.peer, w.corr, w.t0_ns, lambda _info, w=w: self._diff_now(w.msg),
@@ -325,6 +353,17 @@ class ShardCore:
         """Answer parked reads whose wait is over (an empty, caught-up page)."""
         return self._answer_waiters(self.polls.expire(time.monotonic_ns()))
 
+    def _checkpoint(self, peer, corr, msg: Checkpoint, t0_ns) -> None:
+        self._throttle()
+        self._frame(FrameType.CHECKPOINT_MARK, None, frame_body.encode_u64(0))
+        key = f"{self.generation:04d}/shard-{self.options.shard:02d}"
+        self._write_op(peer, corr, t0_ns, lambda info: {
+            "generation": self.generation, "group": key, "idx": info.idx,
+            "offset": info.end})
+
+    def _absorbed(self, peer, corr, msg: Absorbed, t0_ns) -> None:
+        self._read_op(peer, corr, t0_ns, lambda info: absorb_snapshot(self, msg.snapshot_id))
+
     def _status(self, peer, corr, msg: Status, t0_ns) -> None:
         self._read_op(peer, corr, t0_ns, lambda info: self.status())
 
@@ -332,7 +371,8 @@ class ShardCore:
         return {"shard": self.options.shard, "shard_count": self.options.shard_count,
                 "ready": self.ready, "replay_progress": self.replay_progress,
                 "topics": len(self.topics), "long_polls": self.polls.count,
-                "statistics": dict(self.stats)}
+                "statistics": dict(self.stats), "snapshot_id": self.snapshot_id,
+                "wal_position": [self.writer.idx, self.writer.tail]}
 
     # --- append -------------------------------------------------------------------------------
 
@@ -440,6 +480,9 @@ class ShardCore:
                 self._write_batch(batch, info)
             except (OSError, StorageError) as exc:
                 failure = self._fail_batch(batch, exc)
+            else:
+                for topic in batch.created:
+                    topic.created_at = (self.generation, info.idx, info.offset)
         replies = []
         for op in batch.ops:
             if failure is not None and op.is_write:
@@ -467,7 +510,8 @@ class ShardCore:
     def _write_batch(self, batch: Batch, info: CommitInfo) -> None:
         t0 = time.perf_counter_ns()
         idx, offset = self.writer.write(batch.buf)
-        info.file_no, info.offset = self.file_no_for(idx), offset
+        info.file_no, info.idx, info.offset = self.file_no_for(idx), idx, offset
+        info.end = offset + len(batch.buf)
         t1 = time.perf_counter_ns()
         info.wal_ms = (t1 - t0) / 1e6
         try:
@@ -538,6 +582,7 @@ class ShardCore:
             self.seal_reservations(pad=False)
         self.writer.close()
         self.files.close()
+        self.segments.close()
 
 
 def _dedupe_reply(topic: TopicState, entry: DedupeEntry, msg: Append) -> dict:

@@ -1,12 +1,15 @@
-"""One topic's published state inside its shard: head, floors and the seq -> location index.
+"""One topic's published state inside its shard: head, floors and the seq -> record index.
 
-The index is an array of u64 locations (8 bytes per seq, 0 = hole), so a topic costs no
-Python object per record. Staged-but-uncommitted work only moves `next_seq` and
-`reserved_head`; everything else changes when a commit publishes.
+Records up to `absorbed` live in segment files (the last snapshot lists them: first seq and
+count of each, so a seq finds its segment by bisection and its .idx entry by arithmetic, at
+no memory cost per record). Records after `absorbed` are still only in the WAL: `locs` holds
+one u64 location per seq from `wal_base` (8 bytes per record, 0 = hole). Staged but
+uncommitted work only moves `next_seq` and `reserved_head`; the rest changes on publish.
 """
 
 from __future__ import annotations
 
+import bisect
 from array import array
 
 from topics_actors.shard.dedupe_index import DedupeIndex
@@ -19,19 +22,21 @@ AUTO_PRIORITY_MAX = 500
 
 
 class TopicState:
-    __slots__ = ("name", "tid", "config", "head", "next_seq", "reserved_head", "base_seq",
+    __slots__ = ("name", "tid", "config", "head", "next_seq", "reserved_head", "wal_base",
                  "locs", "front", "count", "bytes", "last_write_ts", "last_read_ts",
                  "evict_floor", "expiry_floor", "delete_floor", "source_trim_floor",
-                 "dedupe", "ram_file", "ram")
+                 "dedupe", "ram_file", "ram", "indexed", "absorbed", "seg_dir",
+                 "seg_firsts", "seg_counts", "created_at")
 
-    def __init__(self, name: str, config: TopicConfig, tid: int | None = None):
+    def __init__(self, name: str, config: TopicConfig, tid: int | None = None,
+                 indexed: bool = True):
         self.name = name
         self.tid = topic_id(name) if tid is None else tid
         self.config = config
         self.head = 0                 # highest published seq
         self.next_seq = 1             # next seq to stage
         self.reserved_head = 0        # disk class: highest seq covered by a HeadWatermark
-        self.base_seq = 1             # seq of locs[0]
+        self.wal_base = 1             # seq of locs[0]
         self.locs = array("Q")
         self.front = 0                # index of the first possibly-live slot
         self.count = 0
@@ -45,13 +50,20 @@ class TopicState:
         self.dedupe = DedupeIndex()
         self.ram_file = 0             # ephemeral topics: file number of the RAM frame buffer
         self.ram: bytearray | None = None
+        self.indexed = indexed        # False in the compactor: it keeps no WAL locations
+        self.absorbed = 0             # records <= this seq are in segments (or holes)
+        self.seg_dir = ""             # the topic's segment directory (absolute)
+        self.seg_firsts: list[int] = []
+        self.seg_counts: list[int] = []
+        self.created_at = (0, 0, 0)   # WAL position (generation, file idx, offset) of creation
 
     # --- publishing -------------------------------------------------------------------
 
     def pad_to(self, seq: int) -> None:
         """Make `seq` the head, leaving holes for seqs that have no record."""
         if seq > self.head:
-            self.locs.frombytes(bytes(8 * (seq - self.head)))
+            if self.indexed:
+                self.locs.frombytes(bytes(8 * (seq - self.head)))
             self.head = seq
         self.next_seq = max(self.next_seq, self.head + 1)
         self.reserved_head = max(self.reserved_head, self.head)
@@ -59,7 +71,8 @@ class TopicState:
     def publish(self, first_seq: int, locs: list[int], payload_bytes: int, ts: int) -> None:
         if first_seq != self.head + 1:
             self.pad_to(first_seq - 1)
-        self.locs.extend(locs)
+        if self.indexed:
+            self.locs.extend(locs)
         self.head = first_seq + len(locs) - 1
         self.next_seq = max(self.next_seq, self.head + 1)
         self.count += len(locs)
@@ -68,7 +81,8 @@ class TopicState:
 
     def publish_one(self, seq: int, loc: int, payload_bytes: int, ts: int) -> None:
         """publish() for one record at head + 1 (the replay path)."""
-        self.locs.append(loc)
+        if self.indexed:
+            self.locs.append(loc)
         self.head = seq
         if self.next_seq <= seq:
             self.next_seq = seq + 1
@@ -77,8 +91,29 @@ class TopicState:
         self.last_write_ts = ts
 
     def loc(self, seq: int) -> int:
-        index = seq - self.base_seq
+        """The WAL location of `seq` (> absorbed); 0 for a hole."""
+        index = seq - self.wal_base
         return self.locs[index] if 0 <= index < len(self.locs) else 0
+
+    def segment_of(self, seq: int) -> int:
+        """Index of the segment holding `seq` (<= absorbed), or -1 for a hole."""
+        i = bisect.bisect_right(self.seg_firsts, seq) - 1
+        if i >= 0 and seq < self.seg_firsts[i] + self.seg_counts[i]:
+            return i
+        return -1
+
+    def absorb(self, absorbed: int, seg_dir: str, firsts: list[int], counts: list[int]) -> int:
+        """Records up to `absorbed` are now in the given segments: drop their WAL locations.
+        Returns the lowest WAL location still referenced (0 if none)."""
+        if absorbed > self.absorbed:
+            drop = min(len(self.locs), absorbed + 1 - self.wal_base)
+            if drop > 0:
+                del self.locs[:drop]
+            self.front = max(0, self.front - max(drop, 0))
+            self.wal_base = absorbed + 1
+            self.absorbed = absorbed
+        self.seg_dir, self.seg_firsts, self.seg_counts = seg_dir, firsts, counts
+        return next((loc for loc in self.locs if loc), 0)
 
     # --- derived values -----------------------------------------------------------------
 
@@ -88,9 +123,16 @@ class TopicState:
 
     def earliest_seq(self) -> int:
         floor = max(self.evict_floor, self.expiry_floor, self.delete_floor,
-                    self.source_trim_floor, self.base_seq - 1)
+                    self.source_trim_floor)
         seq = min(max(floor + 1, 1), self.head + 1)
-        locs, base = self.locs, self.base_seq
+        if seq <= self.absorbed:
+            i = bisect.bisect_right(self.seg_firsts, seq) - 1
+            if i >= 0 and seq < self.seg_firsts[i] + self.seg_counts[i]:
+                return seq
+            if i + 1 < len(self.seg_firsts):
+                return self.seg_firsts[i + 1]
+            seq = self.absorbed + 1
+        locs, base = self.locs, self.wal_base
         index = max(seq - base, self.front)
         while index < len(locs) and locs[index] == 0:
             index += 1

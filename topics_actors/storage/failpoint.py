@@ -26,6 +26,10 @@ def disarm() -> None:
     _ARMED.clear()
 
 
+def armed(name: str) -> bool:
+    return name in _ARMED
+
+
 def hit(name: str) -> None:
     if not _ARMED:
         return

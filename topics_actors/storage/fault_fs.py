@@ -14,6 +14,7 @@ every later call):
     open        FaultFs.open          eio, enospc     (open_read/map_read are separate ops)
     rename      FaultFs.rename        eio, enospc
     remove      FaultFs.remove        eio, enospc
+    rmdir       FaultFs.rmdir         eio, enospc
     sync_dir    FaultFs.sync_dir      eio, enospc
     (any other method name of the seam can be armed too: makedirs, listdir, map_read, ...)
 
@@ -38,7 +39,7 @@ from topics_actors.storage.fs import File, RealFs
 
 KINDS = {"eio": errno.EIO, "enospc": errno.ENOSPC, "short": None}
 MUTATING = ("write_at", "sync_data", "sync_all", "set_len", "open", "rename", "remove",
-            "sync_dir", "makedirs")
+            "sync_dir", "makedirs", "rmdir")
 
 
 @dataclass
@@ -115,6 +116,10 @@ class FaultFs:
     def remove(self, path: str) -> None:
         self._tick("remove", path)
         self.inner.remove(path)
+
+    def rmdir(self, path: str) -> None:
+        self._tick("rmdir", path)
+        self.inner.rmdir(path)
 
     def listdir(self, path: str) -> list[str]:
         self._tick("listdir", path)

@@ -87,6 +87,9 @@ class RealFs:
     def listdir(self, path: str) -> list[str]:
         return sorted(os.listdir(path))
 
+    def rmdir(self, path: str) -> None:
+        os.rmdir(path)
+
     def makedirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
 

@@ -11,6 +11,9 @@ so a group directory only ever holds frames of one layout. A topic lives in exac
 per generation, so replaying generations oldest first keeps every topic's frames in order.
 Always using shard-NN (also for one shard) is a deliberate departure from the flat layout of
 the reference server: one code path, and a layout change never mixes two runs in one dir.
+
+Checkpoints name a group by its canonical key "<generation:04>/shard-NN", which does not
+change when the group is retired, so a position is never applied to another group.
 """
 
 from __future__ import annotations
@@ -76,11 +79,6 @@ def _write_layout(fs: RealFs, data_dir: str, shards: int, generation: int) -> No
     fs.sync_dir(root)
 
 
-def current_groups(fs: RealFs, data_dir: str) -> list[str]:
-    root = wal_root(data_dir)
-    return [name for name in fs.listdir(root) if _SHARD_RE.match(name)] if fs.is_dir(root) else []
-
-
 def prepare_layout(fs: RealFs, data_dir: str, shards: int) -> int:
     """Make the on-disk layout match `shards`, retiring the old groups if it changed.
 
@@ -92,7 +90,10 @@ def prepare_layout(fs: RealFs, data_dir: str, shards: int) -> int:
     fs.makedirs(root)
     layout = read_layout(fs, data_dir)
     retired = [int(m.group(1)) for m in map(_RETIRED_RE.match, fs.listdir(root)) if m]
-    generation = max([layout["generation"] if layout else 1] + [g + 1 for g in retired])
+    # A crash midway through a retirement leaves LAYOUT at the retiring generation: finish
+    # it into the same retired-<g>, so every group keeps the generation that wrote it.
+    generation = (layout["generation"] if layout
+                  else max([1] + [g + 1 for g in retired]))
     if layout is not None and layout["shards"] != shards:
         _retire(fs, root, generation)
         generation += 1
@@ -114,17 +115,43 @@ def _retire(fs: RealFs, root: str, generation: int) -> None:
     fs.sync_dir(root)
 
 
+def layout_generation(fs: RealFs, data_dir: str) -> int:
+    layout = read_layout(fs, data_dir)
+    return layout["generation"] if layout else 1
+
+
+def group_key(generation: int, shard_dir_name: str) -> str:
+    return f"{generation:04d}/{shard_dir_name}"
+
+
+def retired_groups(fs: RealFs, data_dir: str) -> list[tuple[str, str]]:
+    """(key, dir) of every retired group, oldest generation first."""
+    root = wal_root(data_dir)
+    groups: list[tuple[str, str]] = []
+    if not fs.is_dir(root):
+        return groups
+    for name in fs.listdir(root):
+        match = _RETIRED_RE.match(name)
+        if match:
+            gen_dir = os.path.join(root, name)
+            try:
+                subs = fs.listdir(gen_dir)
+            except FileNotFoundError:   # removed by the compactor meanwhile
+                continue
+            groups += [(group_key(int(match.group(1)), sub), os.path.join(gen_dir, sub))
+                       for sub in subs if _SHARD_RE.match(sub)]
+    return groups
+
+
 def replay_groups(fs: RealFs, data_dir: str, shard: int) -> list[tuple[str, str]]:
     """(key, dir) of every group a shard must read, in replay order: retired generations
     oldest first (every group of each, since topics moved), then its own current group."""
-    root = wal_root(data_dir)
-    groups: list[tuple[str, str]] = []
-    if fs.is_dir(root):
-        for name in fs.listdir(root):
-            if _RETIRED_RE.match(name):
-                gen_dir = os.path.join(root, name)
-                for sub in fs.listdir(gen_dir):
-                    if _SHARD_RE.match(sub):
-                        groups.append((f"{name}/{sub}", os.path.join(gen_dir, sub)))
-    groups.append((f"shard-{shard:02d}", group_dir(data_dir, shard)))
-    return groups
+    own = (group_key(layout_generation(fs, data_dir), f"shard-{shard:02d}"),
+           group_dir(data_dir, shard))
+    return retired_groups(fs, data_dir) + [own]
+
+
+def current_group_keys(fs: RealFs, data_dir: str, shards: int) -> list[tuple[str, str]]:
+    generation = layout_generation(fs, data_dir)
+    return [(group_key(generation, f"shard-{s:02d}"), group_dir(data_dir, s))
+            for s in range(shards)]

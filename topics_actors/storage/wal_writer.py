@@ -113,11 +113,13 @@ class WalWriter:
         self.syncs = 0
         self.bytes_written = 0
 
-    def open(self, last_idx: int, valid_len: int) -> None:
-        """Resume after recovery at (last file, its valid length), or start file 1."""
+    def open(self, last_idx: int, valid_len: int, fresh: bool = False) -> None:
+        """Resume after recovery at (last file, its valid length), or start file 1. With
+        `fresh`, start a new file `last_idx` instead (nothing may be written below it)."""
         self._remove_stale_pre()
-        if last_idx == 0:
-            self._activate(1, self.prealloc.take(1, self.file_bytes))
+        if last_idx == 0 or fresh:
+            idx = max(1, last_idx)
+            self._activate(idx, self.prealloc.take(idx, self.file_bytes))
         else:
             path = os.path.join(self.directory, wal_file_name(last_idx))
             self.handle = self.fs.open(path)

@@ -1,0 +1,190 @@
+"""One checkpoint, start to finish, without sockets (the compactor's pure core).
+
+Given each shard's barrier position (everything before it fsynced and published), absorb
+every WAL group up to its barrier (retired groups to their end) into segments, make the
+segments and their directories durable, write the snapshot atomically, and only then prune
+older snapshots and sweep segment files no snapshot refers to. WAL files are removed later,
+by their shard, when it is told the snapshot is durable.
+
+Any failure midway discards the in-memory state and reloads it from the last durable
+snapshot: re-reading frames is harmless (the ledger skips seqs it already has), but only
+from a state that matches the positions it starts from.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+
+from topics_actors.compactor.segment_ledger import SegmentLedger, SegmentLimits
+from topics_actors.errors import CorruptionError
+from topics_actors.storage import snapshot
+from topics_actors.storage.fs import RealFs
+from topics_actors.storage.segment import list_segment_files, segment_stem
+from topics_actors.storage.wal_layout import (
+    group_dir, layout_generation, list_wal_files, retired_groups,
+)
+
+log = logging.getLogger(__name__)
+
+CHUNK_FRAMES = 16_384
+
+
+class Checkpointer:
+    def __init__(self, fs: RealFs, data_dir: str, limits: SegmentLimits = SegmentLimits(),
+                 clock: Callable[[], int] | None = None):
+        self.fs = fs
+        self.data_dir = data_dir
+        self.limits = limits
+        self.clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self.snapshot_id = 0
+        self.positions: dict[str, list[int]] = {}
+        self.retired_done: set[str] = set()
+        self.ledger = SegmentLedger(fs, data_dir, limits, self.clock())
+        self.load()
+
+    def load(self) -> None:
+        """(Re)build the state of the newest valid snapshot."""
+        self.ledger.close()
+        self.ledger = SegmentLedger(self.fs, self.data_dir, self.limits, self.clock())
+        self.snapshot_id, self.positions, self.retired_done = 0, {}, set()
+        found = snapshot.load_newest(self.fs, self.data_dir)
+        if found is None:
+            return
+        self.snapshot_id, body = found
+        self.positions = {k: list(v) for k, v in body["positions"].items()}
+        self.retired_done = set(body["retired_done"])
+        self.ledger.next_dir = body["next_dir"]
+        for entry in body["topics"]:
+            self.ledger.restore(entry)
+
+    # --- absorbing the WAL ------------------------------------------------------------------
+
+    def absorb_group(self, key: str, directory: str, target: tuple[int, int] | None,
+                     tick: Callable[[], None] = lambda: None) -> int:
+        """Read group `key` from its position up to `target` (None: to the end of its log).
+        Returns the bytes read."""
+        start_idx, start_offset = self.positions.get(key, (0, 0))
+        position, ledger, read = (start_idx, start_offset), self.ledger, 0
+        ledger.position = (int(key[:4]), 0)
+        for idx, path in list_wal_files(self.fs, directory):
+            if idx < start_idx or (target is not None and idx > target[0]):
+                continue
+            view = self.fs.map_read(path)
+            try:
+                begin = start_offset if idx == start_idx else 0
+                end = target[1] if target is not None and idx == target[0] else len(view)
+                offset, ended = begin, begin >= end
+                ledger.position = (int(key[:4]), idx)
+                while not ended:
+                    offset, ended = ledger.scan(view, offset, end, CHUNK_FRAMES)
+                    tick()
+                if target is not None and idx == target[0] and offset != end:
+                    raise CorruptionError(f"{path}: the log ends at offset {offset}, before "
+                                          f"the checkpoint barrier at {end}")
+                read += offset - begin
+                position = (idx, offset)
+            finally:
+                getattr(view, "close", lambda: None)()
+        if target is not None and position < tuple(target):
+            raise CorruptionError(f"WAL group {key} ends at {position}, before the barrier "
+                                  f"{tuple(target)}")
+        self.positions[key] = list(position)
+        return read
+
+    def checkpoint(self, barriers: dict[str, tuple[int, int]],
+                   tick: Callable[[], None] = lambda: None) -> int:
+        """Absorb up to `barriers` (group key -> position) and write a snapshot; returns its
+        id. On any failure the state is reloaded from the last snapshot and the error raised."""
+        try:
+            self.ledger.now = self.clock()
+            generation = layout_generation(self.fs, self.data_dir)
+            for key, directory in retired_groups(self.fs, self.data_dir):
+                if key not in self.retired_done:
+                    self.absorb_group(key, directory, None, tick)
+                    self.retired_done.add(key)
+            for key, target in sorted(barriers.items()):
+                if int(key[:4]) != generation:
+                    raise CorruptionError(f"barrier for {key} but the layout generation is "
+                                          f"{generation}")
+                shard = int(key.rsplit("-", 1)[1])
+                self.absorb_group(key, group_dir(self.data_dir, shard), tuple(target), tick)
+            return self._write()
+        except BaseException:
+            self.load()
+            raise
+
+    def _write(self) -> int:
+        now = self.clock()
+        self.ledger.seal_idle(now)
+        self.ledger.flush_all()
+        body = {"id": self.snapshot_id + 1, "ts": now, "positions": self.positions,
+                "retired_done": sorted(self.retired_done), "next_dir": self.ledger.next_dir,
+                "topics": self.ledger.entries(now)}
+        snapshot.write_snapshot(self.fs, self.data_dir, body["id"], body)
+        self.snapshot_id = body["id"]
+        snapshot.prune(self.fs, self.data_dir, self.snapshot_id)
+        self.sweep()
+        return self.snapshot_id
+
+    # --- cleaning up ----------------------------------------------------------------------------
+
+    def sweep(self) -> int:
+        """Remove segment files and topic directories the newest snapshot does not list
+        (deleted topics, a crashed run's leftovers). Returns the number of files removed."""
+        root = os.path.join(self.data_dir, "topics")
+        if not self.fs.is_dir(root):
+            return 0
+        keep: dict[str, set[int]] = {}
+        for tid, relative in self.ledger.dirs.items():
+            firsts = {s[0] for s in self.ledger.sealed.get(tid, [])}
+            segment = self.ledger.open.get(tid)
+            if segment is not None:
+                firsts.add(segment.first_seq)
+            keep[os.path.basename(relative)] = firsts
+        removed = 0
+        for name in self.fs.listdir(root):
+            directory = os.path.join(root, name)
+            wanted = keep.get(name)
+            for first, parts in list_segment_files(self.fs, directory).items():
+                if wanted is None or first not in wanted:
+                    removed += self._remove_parts(directory, first, parts)
+            if wanted is None:
+                self._remove_leftovers(directory)
+        return removed
+
+    def _remove_parts(self, directory: str, first: int, parts: set[str]) -> int:
+        for part in sorted(parts):   # .data before .idx: a lone .idx is never "complete"
+            try:
+                self.fs.remove(os.path.join(directory, f"{segment_stem(first)}.{part}"))
+            except FileNotFoundError:
+                pass
+        log.info("event=segment_swept dir=%s first_seq=%d", directory, first)
+        return len(parts)
+
+    def _remove_leftovers(self, directory: str) -> None:
+        for name in self.fs.listdir(directory):
+            self.fs.remove(os.path.join(directory, name))
+        self.fs.rmdir(directory)
+
+    def remove_retired(self) -> int:
+        """Delete retired WAL groups that are absorbed (every shard has taken in a snapshot
+        past them). Returns the number of groups removed."""
+        removed = 0
+        for key, directory in retired_groups(self.fs, self.data_dir):
+            if key in self.retired_done:
+                for _, path in list_wal_files(self.fs, directory):
+                    self.fs.remove(path)
+                for name in self.fs.listdir(directory):
+                    self.fs.remove(os.path.join(directory, name))
+                self.fs.rmdir(directory)
+                parent = os.path.dirname(directory)
+                if not self.fs.listdir(parent):
+                    self.fs.rmdir(parent)
+                removed += 1
+        return removed
+
+    def close(self) -> None:
+        self.ledger.close()

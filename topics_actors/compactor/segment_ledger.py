@@ -1,0 +1,159 @@
+"""The compactor's ledger: the same reading of the WAL as a shard's recovery, but accepted
+records go into per-topic segment files instead of an in-memory index.
+
+Each topic has at most one open segment, appended to in seq order. A segment is sealed
+(no more appends) before a record that is not contiguous (a hole from head padding), or
+when it holds TOPICS_SEGMENT_MAX_EVENTS records or TOPICS_SEGMENT_MAX_BYTES of .data, or
+when its first record is TOPICS_SEGMENT_MAX_AGE_MS older than the next one (an idle open
+segment is also sealed by age at a checkpoint). Segment directories are named
+`topics/<topic id:016x>-<n:06>` with n a counter kept in the snapshot, so a topic deleted
+and created again never shares files with its previous incarnation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from topics_actors.shard.topic_ledger import TopicLedger, snapshot_entry
+from topics_actors.shard.topic_state import TopicState
+from topics_actors.storage.frame import envelope_payload_bytes
+from topics_actors.storage.fs import RealFs
+from topics_actors.storage.segment import OpenSegment
+from topics_actors.topic_config import TopicConfig
+
+BUFFER_BYTES_MAX = 8 * 1024 * 1024   # flush an open segment's buffer past this
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentLimits:
+    max_events: int = 10_000
+    max_bytes: int = 64 * 1024 * 1024
+    max_age_ms: int = 3_600_000          # 0 disables sealing by age
+
+
+class SegmentLedger(TopicLedger):
+    def __init__(self, fs: RealFs, data_dir: str, limits: SegmentLimits, now_ms: int):
+        super().__init__(now_ms)
+        self.fs = fs
+        self.data_dir = data_dir
+        self.limits = limits
+        self.dirs: dict[int, str] = {}                  # topic id -> relative segment dir
+        self.sealed: dict[int, list[list[int]]] = {}    # topic id -> [[first, count, bytes]]
+        self.open: dict[int, OpenSegment] = {}
+        self.next_dir = 1
+        self.new_dirs: list[str] = []                   # created since the last flush_all
+
+    # --- ledger hooks -------------------------------------------------------------------------
+
+    def new_topic(self, name: str, config: TopicConfig, tid: int) -> TopicState:
+        return TopicState(name, config, tid, indexed=False)
+
+    def drop_topic(self, topic: TopicState) -> None:
+        super().drop_topic(topic)
+        segment = self.open.pop(topic.tid, None)
+        if segment is not None:
+            segment.close()
+        self.dirs.pop(topic.tid, None)
+        self.sealed.pop(topic.tid, None)
+
+    def store_append(self, topic, view, offset, seq, ts, flags, data_len) -> None:
+        segment = self.open.get(topic.tid)
+        if segment is None or seq != segment.next_seq or self._full(segment, ts):
+            segment = self._start(topic, seq)
+        segment.add_from_wal(view, offset, ts)
+        if len(segment.data_buf) >= BUFFER_BYTES_MAX:
+            segment.flush()
+        topic.publish_one(seq, 0, envelope_payload_bytes(data_len, flags), ts)
+
+    # --- segments --------------------------------------------------------------------------------
+
+    def _full(self, segment: OpenSegment, ts: int) -> bool:
+        limits = self.limits
+        return (segment.pending_count >= limits.max_events
+                or segment.pending_bytes >= limits.max_bytes
+                or (limits.max_age_ms > 0 and segment.pending_count > 0
+                    and ts - segment.first_ts >= limits.max_age_ms))
+
+    def _dir_of(self, tid: int) -> str:
+        relative = self.dirs.get(tid)
+        if relative is None:
+            relative = self.dirs[tid] = f"topics/{tid:016x}-{self.next_dir:06d}"
+            self.next_dir += 1
+            path = os.path.join(self.data_dir, relative)
+            self.fs.makedirs(path)
+            self.new_dirs.append(path)
+        return relative
+
+    def _start(self, topic: TopicState, seq: int) -> OpenSegment:
+        self.seal(topic.tid)
+        relative = self._dir_of(topic.tid)
+        segment = OpenSegment(self.fs, os.path.join(self.data_dir, relative), seq)
+        self.open[topic.tid] = segment
+        return segment
+
+    def seal(self, tid: int) -> None:
+        """Make the open segment of `tid` final (written and synced) and forget its handle."""
+        segment = self.open.pop(tid, None)
+        if segment is None:
+            return
+        if segment.pending_count:
+            segment.flush()
+            self.sealed.setdefault(tid, []).append(
+                [segment.first_seq, segment.count, segment.data_len])
+        segment.close()
+
+    def seal_idle(self, now_ms: int) -> None:
+        if self.limits.max_age_ms <= 0:
+            return
+        for tid in [t for t, s in self.open.items()
+                    if s.pending_count and now_ms - s.first_ts >= self.limits.max_age_ms]:
+            self.seal(tid)
+
+    def flush_all(self) -> None:
+        """Make every absorbed record durable: open segments, then new directory entries."""
+        for segment in self.open.values():
+            segment.flush()
+        topics_root = os.path.join(self.data_dir, "topics")
+        for path in self.new_dirs:
+            self.fs.sync_dir(path)
+        if self.new_dirs:
+            self.fs.sync_dir(topics_root)
+        self.new_dirs.clear()
+
+    def close(self) -> None:
+        for segment in self.open.values():
+            segment.close()
+        self.open.clear()
+
+    # --- snapshot form ---------------------------------------------------------------------------
+
+    def entries(self, now_ms: int) -> list[dict]:
+        """Every topic as the snapshot stores it (call after flush_all)."""
+        out = []
+        for tid, topic in self.by_tid.items():
+            segments = list(self.sealed.get(tid, []))
+            segment = self.open.get(tid)
+            if segment is not None and segment.count:
+                segments.append([segment.first_seq, segment.count, segment.data_len])
+            entry = snapshot_entry(topic, self.dirs.get(tid, ""), segments, now_ms)
+            entry["open"] = segment is not None and segment.count > 0
+            entry["open_first_ts"] = segment.first_ts if entry["open"] else 0
+            out.append(entry)
+        return out
+
+    def restore(self, entry: dict) -> None:
+        relative = entry["dir"]
+        topic = self.restore_entry(entry, os.path.join(self.data_dir, relative)
+                                   if relative else "")
+        segments = [list(s) for s in entry["segments"]]
+        if relative:
+            self.dirs[topic.tid] = relative
+        if segments and entry["open"]:
+            first, count, data_len = segments.pop()
+            segment = OpenSegment(self.fs, os.path.join(self.data_dir, relative), first,
+                                  data_len, count)
+            segment.first_ts = entry["open_first_ts"]
+            self.open[topic.tid] = segment
+        if segments:
+            self.sealed[topic.tid] = segments

@@ -1,0 +1,221 @@
+"""The one interpretation of the WAL: frames in, topic states out.
+
+A shard's recovery and the compactor both read the log through a TopicLedger, so they agree
+on every rule: an Append is taken only at head + 1 (a seq at or below the head is already
+known; a gap means a lost or misdirected frame and is ignored, so loss is a suffix, never a
+hole), topic create/update/delete by id, head marks that pad, idempotency keys within their
+window. What differs is where an accepted record goes (store_append) and which topics the
+reader owns (owns).
+
+It also carries the snapshot form of a topic (snapshot_entry / restore_entry), so what a
+checkpoint writes and what a recovery loads are defined in one place.
+"""
+
+from __future__ import annotations
+
+import collections
+import struct
+from collections.abc import Callable
+
+import xxhash
+
+from topics_actors.shard.dedupe_index import DedupeEntry
+from topics_actors.shard.topic_state import TopicState
+from topics_actors.storage import frame_body
+from topics_actors.storage.frame import (
+    FRAME_LEN_MIN, HEADER, Frame, FrameType, decode_at, envelope_payload_bytes,
+)
+from topics_actors.topic_config import TopicConfig
+from topics_actors.topic_identity import topic_id
+
+_CHECKSUM = struct.Struct("<Q")
+_digest = xxhash.xxh3_64_intdigest
+
+
+class TopicLedger:
+    def __init__(self, now_ms: int, owns: Callable[[int], bool] = lambda tid: True):
+        self.by_tid: dict[int, TopicState] = {}
+        self.now = now_ms
+        self.owns = owns
+        self.applied = 0
+        self.ignored: collections.Counter[str] = collections.Counter()
+        self.position = (0, 0)      # (layout generation, file idx) of the file being read
+
+    # --- hooks -------------------------------------------------------------------------------
+
+    def add_topic(self, topic: TopicState) -> None:
+        self.by_tid[topic.tid] = topic
+
+    def drop_topic(self, topic: TopicState) -> None:
+        self.by_tid.pop(topic.tid, None)
+
+    def store_append(self, topic: TopicState, view, offset: int, seq: int, ts: int,
+                     flags: int, data_len: int) -> None:
+        topic.publish_one(seq, 0, envelope_payload_bytes(data_len, flags), ts)
+
+    def new_topic(self, name: str, config: TopicConfig, tid: int) -> TopicState:
+        return TopicState(name, config, tid)
+
+    # --- the scan ----------------------------------------------------------------------------
+
+    def scan(self, view, offset: int, end: int, max_frames: int) -> tuple[int, bool]:
+        """Apply up to `max_frames` valid frames from `offset`. Returns (offset after the
+        last valid frame, whether the log ended: an invalid frame or the end of the data)."""
+        unpack, unpack_sum, digest = HEADER.unpack_from, _CHECKSUM.unpack_from, _digest
+        mv = memoryview(view)
+        by_tid, owns = self.by_tid, self.owns
+        for _ in range(max_frames):
+            if end - offset < 4 + FRAME_LEN_MIN:
+                return offset, True
+            (frame_len, ftype, flags, tid, seq, ts,
+             node_len, tag_len, data_len) = unpack(view, offset)
+            check_at = offset + frame_len - 4
+            if (frame_len < FRAME_LEN_MIN or offset + 4 + frame_len > end
+                    or 42 + node_len + tag_len + data_len != frame_len
+                    or digest(mv[offset + 4:check_at]) != unpack_sum(view, check_at)[0]):
+                return offset, True
+            if ftype == 1 and not (node_len or tag_len):
+                if owns(tid):
+                    topic = by_tid.get(tid)
+                    if topic is not None and seq == topic.head + 1 and topic.config.logged:
+                        self.store_append(topic, view, offset, seq, ts, flags, data_len)
+                        self.applied += 1
+                    else:
+                        self._skip_append(topic, seq)
+            else:
+                frame = decode_at(view, offset, end)   # full checks: UTF-8, body
+                if frame is None:
+                    return offset, True
+                if owns(tid):
+                    self.apply(frame, view)
+            offset += 4 + frame_len
+        return offset, False
+
+    def _skip_append(self, topic: TopicState | None, seq: int) -> None:
+        if topic is None:
+            self.ignored["append_without_topic"] += 1
+        elif seq > topic.head + 1:
+            self.ignored["append_out_of_order"] += 1
+
+    def apply(self, frame: Frame, view=None) -> None:
+        handler = _HANDLERS.get(frame.type)
+        if handler is None:
+            self.ignored[FrameType(frame.type).name.lower()] += 1
+            return
+        handler(self, frame, view)
+        self.applied += 1
+
+    # --- frames ------------------------------------------------------------------------------
+
+    def _topic(self, frame: Frame, what: str) -> TopicState | None:
+        topic = self.by_tid.get(frame.topic_id)
+        if topic is None:
+            self.ignored[f"{what}_without_topic"] += 1
+        return topic
+
+    def _append(self, frame: Frame, view) -> None:
+        topic = self.by_tid.get(frame.topic_id)
+        if topic is not None and frame.seq == topic.head + 1 and topic.config.logged:
+            self.store_append(topic, view, frame.offset, frame.seq, frame.ts, frame.flags,
+                              len(frame.data))
+        else:
+            self._skip_append(topic, frame.seq)
+
+    def _topic_create(self, frame: Frame, view) -> None:
+        body = frame_body.decode_body(frame.type, frame.data)
+        if topic_id(body.name) != frame.topic_id:
+            self.ignored["topic_id_mismatch"] += 1
+            return
+        config = TopicConfig.from_bytes(body.config)
+        topic = self.by_tid.get(frame.topic_id)
+        if topic is None:
+            topic = self.new_topic(body.name, config, frame.topic_id)
+            topic.created_at = (*self.position, frame.offset)
+            self.add_topic(topic)
+        else:
+            topic.config = config
+
+    def _topic_delete(self, frame: Frame, view) -> None:
+        topic = self._topic(frame, "delete")
+        if topic is not None:
+            self.drop_topic(topic)
+
+    def _head_watermark(self, frame: Frame, view) -> None:
+        topic = self._topic(frame, "watermark")
+        if topic is None:
+            return
+        ceiling = frame_body.decode_body(frame.type, frame.data)
+        if frame.seq:   # a head mark: the head is at least here (seqs without records are holes)
+            topic.pad_to(frame.seq)
+        if frame.seq and frame.seq == ceiling:
+            # An exact mark (restart padding or clean shutdown): no seq above it was acked.
+            topic.reserved_head = topic.head
+        else:
+            topic.reserved_head = max(topic.reserved_head, ceiling)
+
+    def _idem_key(self, frame: Frame, view) -> None:
+        topic = self._topic(frame, "idem_key")
+        if topic is None or topic.head < frame.seq:
+            return
+        if self.now - frame.ts > topic.config.idempotency_window_ms:
+            return
+        body = frame_body.decode_body(frame.type, frame.data)
+        entry = DedupeEntry(frame.seq - body.count + 1, frame.seq, frame.seq, frame.ts)
+        topic.dedupe.add(body.key, entry, topic.config.idempotency_window_ms)
+
+    # --- snapshot form -----------------------------------------------------------------------
+
+    def restore_entry(self, entry: dict, seg_dir: str) -> TopicState:
+        """Recreate a topic from its snapshot entry (see snapshot_entry)."""
+        topic = self.new_topic(entry["name"], TopicConfig.from_bytes(entry["config"]),
+                               entry["tid"])
+        for name in _COUNTERS:
+            setattr(topic, name, entry[name])
+        topic.next_seq = topic.head + 1
+        topic.wal_base = topic.head + 1
+        if topic.indexed:
+            topic.wal_base = entry["absorbed"] + 1
+            topic.locs.frombytes(bytes(8 * (topic.head - entry["absorbed"])))
+        topic.absorbed = entry["absorbed"]
+        topic.seg_dir = seg_dir
+        topic.seg_firsts = [s[0] for s in entry["segments"]]
+        topic.seg_counts = [s[1] for s in entry["segments"]]
+        window = topic.config.idempotency_window_ms
+        for key, first, last, head, ts in entry["dedupe"]:
+            if self.now - ts <= window:
+                topic.dedupe.add(key, DedupeEntry(first, last, head, ts), window)
+        self.add_topic(topic)
+        return topic
+
+
+_COUNTERS = ("head", "reserved_head", "count", "bytes", "last_write_ts", "evict_floor",
+             "expiry_floor", "delete_floor", "source_trim_floor")
+
+
+def snapshot_entry(topic: TopicState, seg_dir: str, segments: list[list[int]],
+                   now_ms: int) -> dict:
+    """A topic as a snapshot stores it: metadata and segment list, no payloads. Every
+    record up to `absorbed` (= head) is in `segments` ([first_seq, count, data_len]) or is
+    a hole."""
+    entry = {name: getattr(topic, name) for name in _COUNTERS}
+    window = topic.config.idempotency_window_ms
+    dedupe = topic.dedupe
+    dedupe.expire(now_ms, window)
+    keys = [(key, e) for key, e in dedupe.user.items()]
+    keys += [(key, e) for ring in dedupe.sessions.values() for key, e in ring.items()]
+    entry.update(name=topic.name, tid=topic.tid, config=topic.config.to_bytes(),
+                 absorbed=topic.head, dir=seg_dir, segments=segments,
+                 dedupe=[[key, e.first_seq, e.last_seq, e.head_seq, e.created_ms]
+                         for key, e in keys if now_ms - e.created_ms <= window])
+    return entry
+
+
+_HANDLERS = {
+    FrameType.APPEND: TopicLedger._append,
+    FrameType.TOPIC_CREATE: TopicLedger._topic_create,
+    FrameType.CONFIG_UPDATE: TopicLedger._topic_create,
+    FrameType.TOPIC_DELETE: TopicLedger._topic_delete,
+    FrameType.HEAD_WATERMARK: TopicLedger._head_watermark,
+    FrameType.IDEM_KEY: TopicLedger._idem_key,
+    FrameType.CHECKPOINT_MARK: lambda self, frame, view: None,
+}

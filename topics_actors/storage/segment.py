@@ -1,0 +1,308 @@
+"""Segment files, format v1 (spec/storage.md 1.4, 1.5): one topic's absorbed records.
+
+    <data>/topics/<topic dir>/seg-<first_seq:016>.data   record frames, seq order, dense
+    <data>/topics/<topic dir>/seg-<first_seq:016>.idx    20 bytes per record
+
+.data frame:
+    off size field
+     0   4  frame_len u32   bytes after this field, including the trailing del byte
+     4   1  flags     u8    bit0 has_tag, bit1 has_node, bit3 has_meta (ours, as in the WAL)
+     5   8  seq       u64
+    13   8  ts        u64   ms
+    21   2  node_len  u16
+    23   2  tag_len   u16
+    25   4  data_len  u32   the {"d":..,"m":..} envelope of the WAL Append
+    29      node | tag | data
+     .   8  xxh3_64 over [4, checksum_start)
+     .   1  del       u8    0x00 live, 0xD5 deleted (outside the checksum: flipped in place)
+
+.idx entry: u32 offset, u32 len (whole frame incl. prefix and del byte), u64 ts, u8 flags,
+3 zero bytes. The entry of seq s sits at (s - first_seq) * 20, so no search is needed.
+
+Only the compactor writes segments. A segment is appended to until it is sealed; the
+snapshot records how many entries of each segment are valid, so bytes past that count (a
+crashed compactor's tail) are never read and are cut off when the compactor reopens it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections import OrderedDict
+from typing import NamedTuple
+
+import xxhash
+
+from topics_actors.errors import CorruptionError
+from topics_actors.storage.frame import FLAG_META, FLAG_NODE, FLAG_TAG, HEADER
+from topics_actors.storage.fs import File, RealFs
+
+SEGMENT_FORMAT_VERSION = 1
+DATA_HEADER = struct.Struct("<IBQQHHI")
+DATA_HEADER_BYTES = DATA_HEADER.size          # 29
+IDX_ENTRY = struct.Struct("<IIQB3x")
+IDX_ENTRY_BYTES = IDX_ENTRY.size              # 20
+DATA_FRAME_LEN_MIN = DATA_HEADER_BYTES - 4 + 8 + 1   # 34
+DEL_LIVE = 0x00
+DEL_DELETED = 0xD5
+SEGMENT_FLAGS = FLAG_TAG | FLAG_NODE | FLAG_META
+_CHECKSUM = struct.Struct("<Q")
+_SEGMENT_RE = re.compile(r"seg-(\d{16})\.(data|idx)")
+_digest = xxhash.xxh3_64_intdigest
+
+
+class SegmentRecord(NamedTuple):
+    seq: int
+    ts: int
+    flags: int
+    node: str | None
+    tag: str | None
+    envelope: bytes
+    deleted: bool
+
+
+def segment_stem(first_seq: int) -> str:
+    return f"seg-{first_seq:016d}"
+
+
+def data_path(topic_dir: str, first_seq: int) -> str:
+    return os.path.join(topic_dir, segment_stem(first_seq) + ".data")
+
+
+def idx_path(topic_dir: str, first_seq: int) -> str:
+    return os.path.join(topic_dir, segment_stem(first_seq) + ".idx")
+
+
+def list_segment_files(fs: RealFs, topic_dir: str) -> dict[int, set[str]]:
+    """first_seq -> the parts present ("data", "idx"), transient .tmp files excluded."""
+    found: dict[int, set[str]] = {}
+    for name in fs.listdir(topic_dir):
+        match = _SEGMENT_RE.fullmatch(name)
+        if match:
+            found.setdefault(int(match.group(1)), set()).add(match.group(2))
+    return found
+
+
+# --- encoding ---------------------------------------------------------------------------------
+
+def append_from_wal(data_buf: bytearray, idx_buf: bytearray, data_base: int, wal_view,
+                    wal_offset: int) -> int:
+    """Re-frame the (already validated) WAL Append frame at `wal_offset` as a segment frame
+    at the end of `data_buf`, and add its .idx entry. `data_base` is the .data length before
+    `data_buf`. Returns the record's seq. The sections are copied as they are."""
+    (frame_len, _, flags, _, seq, ts, node_len, tag_len,
+     data_len) = HEADER.unpack_from(wal_view, wal_offset)
+    sections = wal_view[wal_offset + 38:wal_offset + 4 + frame_len - 8]
+    return _append(data_buf, idx_buf, data_base, flags & SEGMENT_FLAGS, seq, ts, node_len,
+                   tag_len, data_len, sections)
+
+
+def encode_record(data_buf: bytearray, idx_buf: bytearray, data_base: int, flags: int,
+                  seq: int, ts: int, node: bytes, tag: bytes, data: bytes) -> int:
+    flags = (flags & FLAG_META) | (FLAG_TAG if tag else 0) | (FLAG_NODE if node else 0)
+    return _append(data_buf, idx_buf, data_base, flags, seq, ts, len(node), len(tag),
+                   len(data), node + tag + data)
+
+
+def _append(data_buf, idx_buf, data_base, flags, seq, ts, node_len, tag_len, data_len,
+            sections) -> int:
+    offset = data_base + len(data_buf)
+    frame_len = DATA_FRAME_LEN_MIN + node_len + tag_len + data_len
+    start = len(data_buf)
+    data_buf += DATA_HEADER.pack(frame_len, flags, seq, ts, node_len, tag_len, data_len)
+    data_buf += sections
+    data_buf += _CHECKSUM.pack(_digest(memoryview(data_buf)[start + 4:]))
+    data_buf.append(DEL_LIVE)
+    idx_buf += IDX_ENTRY.pack(offset, frame_len + 4, ts, flags)
+    return seq
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+def idx_entry(idx_view, first_seq: int, seq: int) -> tuple[int, int, int, int]:
+    """(offset, len, ts, flags) of `seq`; CorruptionError when the .idx does not hold it."""
+    at = (seq - first_seq) * IDX_ENTRY_BYTES
+    if seq < first_seq or at + IDX_ENTRY_BYTES > len(idx_view):
+        raise CorruptionError(f"seq {seq} has no .idx entry (segment {first_seq})")
+    return IDX_ENTRY.unpack_from(idx_view, at)
+
+
+def decode_frame(view, offset: int, end: int | None = None) -> SegmentRecord:
+    """The frame at `offset` of a .data view; CorruptionError (with the reason) on any
+    failed check, so a damaged sealed record is reported, never served."""
+    end = len(view) if end is None else end
+    if offset + DATA_HEADER_BYTES > end:
+        raise CorruptionError(f"frame at offset {offset} is cut short")
+    (frame_len, flags, seq, ts, node_len, tag_len,
+     data_len) = DATA_HEADER.unpack_from(view, offset)
+    if frame_len < DATA_FRAME_LEN_MIN or offset + 4 + frame_len > end:
+        raise CorruptionError(f"frame at offset {offset}: bad frame_len {frame_len}")
+    if DATA_FRAME_LEN_MIN + node_len + tag_len + data_len != frame_len:
+        raise CorruptionError(f"frame at offset {offset}: section lengths do not add up")
+    check_at = offset + 4 + frame_len - 9
+    if _digest(memoryview(view)[offset + 4:check_at]) != _CHECKSUM.unpack_from(view, check_at)[0]:
+        raise CorruptionError(f"frame at offset {offset}: checksum mismatch")
+    pos = offset + DATA_HEADER_BYTES
+    try:
+        node = bytes(view[pos:pos + node_len]).decode() if node_len else None
+        pos += node_len
+        tag = bytes(view[pos:pos + tag_len]).decode() if tag_len else None
+    except UnicodeDecodeError:
+        raise CorruptionError(f"frame at offset {offset}: node or tag is not UTF-8") from None
+    pos += tag_len
+    envelope = bytes(view[pos:pos + data_len])
+    return SegmentRecord(seq, ts, flags, node, tag, envelope, view[check_at + 8] == DEL_DELETED)
+
+
+def read_record(data_view, idx_view, first_seq: int, seq: int) -> SegmentRecord:
+    offset, length, _, _ = idx_entry(idx_view, first_seq, seq)
+    if offset + length > len(data_view):
+        raise CorruptionError(f"seq {seq}: .idx entry points past the end of .data")
+    record = decode_frame(data_view, offset, offset + length)
+    if record.seq != seq:
+        raise CorruptionError(f"seq {seq}: the frame at offset {offset} holds seq {record.seq}")
+    return record
+
+
+# --- writing (the compactor) ------------------------------------------------------------------
+
+class OpenSegment:
+    """The compactor's append handle on a topic's newest segment.
+
+    Opening cuts both files back to the lengths the last snapshot vouches for; add() buffers;
+    flush() writes the buffers at the ends and fdatasyncs both files (.data first, so an .idx
+    entry never points at bytes that are not durable)."""
+
+    def __init__(self, fs: RealFs, topic_dir: str, first_seq: int, data_len: int = 0,
+                 count: int = 0):
+        self.fs = fs
+        self.topic_dir = topic_dir
+        self.first_seq = first_seq
+        self.data_len = data_len          # durable bytes of .data
+        self.count = count                # durable entries of .idx
+        self.data_buf = bytearray()
+        self.idx_buf = bytearray()
+        self.first_ts = 0
+        self._data: File | None = None
+        self._idx: File | None = None
+
+    def open(self) -> None:
+        """Open both files and cut them to the durable lengths; all or nothing, so a failed
+        open is simply tried again by the next flush."""
+        opened = []
+        try:
+            for path, length in ((data_path(self.topic_dir, self.first_seq), self.data_len),
+                                 (idx_path(self.topic_dir, self.first_seq),
+                                  self.count * IDX_ENTRY_BYTES)):
+                handle = self.fs.open(path, create=True)
+                opened.append(handle)
+                if handle.size() != length:
+                    handle.set_len(length)
+        except BaseException:
+            for handle in opened:
+                handle.close()
+            raise
+        self._data, self._idx = opened
+
+    @property
+    def pending_count(self) -> int:
+        return self.count + len(self.idx_buf) // IDX_ENTRY_BYTES
+
+    @property
+    def pending_bytes(self) -> int:
+        return self.data_len + len(self.data_buf)
+
+    @property
+    def next_seq(self) -> int:
+        return self.first_seq + self.pending_count
+
+    def add_from_wal(self, wal_view, wal_offset: int, ts: int) -> None:
+        if not self.pending_count:
+            self.first_ts = ts
+        append_from_wal(self.data_buf, self.idx_buf, self.data_len, wal_view, wal_offset)
+
+    def flush(self) -> None:
+        if self._data is None:
+            self.open()
+        if self.data_buf:
+            self._data.write_all_at(self.data_buf, self.data_len)
+            self._data.sync_data()
+            self._idx.write_all_at(self.idx_buf, self.count * IDX_ENTRY_BYTES)
+            self._idx.sync_data()
+            self.data_len += len(self.data_buf)
+            self.count += len(self.idx_buf) // IDX_ENTRY_BYTES
+            self.data_buf.clear()
+            self.idx_buf.clear()
+
+    def close(self) -> None:
+        for handle in (self._data, self._idx):
+            if handle is not None:
+                handle.close()
+        self._data = self._idx = None
+
+
+# --- reading (the shards) ---------------------------------------------------------------------
+
+class SegmentReader:
+    """Maps segment files on demand and keeps the most recently used ones mapped."""
+
+    def __init__(self, fs: RealFs, max_open: int = 256):
+        self.fs = fs
+        self.max_open = max_open
+        self._views: OrderedDict[tuple[str, int], tuple] = OrderedDict()
+
+    def _pair(self, topic_dir: str, first_seq: int, seq: int):
+        key = (topic_dir, first_seq)
+        pair = self._views.get(key)
+        need = (seq - first_seq + 1) * IDX_ENTRY_BYTES
+        if pair is None or len(pair[1]) < need:
+            self.forget(topic_dir, first_seq)
+            try:
+                pair = (self.fs.map_read(data_path(topic_dir, first_seq)),
+                        self.fs.map_read(idx_path(topic_dir, first_seq)))
+            except FileNotFoundError:
+                raise CorruptionError(
+                    f"segment {segment_stem(first_seq)} of {topic_dir} is missing") from None
+            self._views[key] = pair
+            while len(self._views) > self.max_open:
+                _close(self._views.popitem(last=False)[1])
+        else:
+            self._views.move_to_end(key)
+        return pair
+
+    def read(self, topic_dir: str, first_seq: int, seq: int) -> SegmentRecord:
+        data_view, idx_view = self._pair(topic_dir, first_seq, seq)
+        if (len(data_view) < _end_of(idx_view, first_seq, seq)):
+            self.forget(topic_dir, first_seq)   # the open segment grew since it was mapped
+            data_view, idx_view = self._pair(topic_dir, first_seq, seq)
+        try:
+            return read_record(data_view, idx_view, first_seq, seq)
+        except CorruptionError as error:
+            raise CorruptionError(f"{topic_dir}/{segment_stem(first_seq)}: {error.message}",
+                                  detail={"seq": seq}) from None
+
+    def forget(self, topic_dir: str, first_seq: int) -> None:
+        pair = self._views.pop((topic_dir, first_seq), None)
+        if pair is not None:
+            _close(pair)
+
+    def forget_dir(self, topic_dir: str) -> None:
+        for key in [k for k in self._views if k[0] == topic_dir]:
+            _close(self._views.pop(key))
+
+    def close(self) -> None:
+        while self._views:
+            _close(self._views.popitem()[1])
+
+
+def _end_of(idx_view, first_seq: int, seq: int) -> int:
+    offset, length, _, _ = idx_entry(idx_view, first_seq, seq)
+    return offset + length
+
+
+def _close(pair) -> None:
+    for view in pair:
+        close = getattr(view, "close", None)
+        if close is not None:
+            close()
