@@ -177,9 +177,6 @@ def test_checksum_valid_body_that_is_not_a_map_is_corruption(raw_body, data_dir)
     assert loaded(RealFs(), data_dir) == frozen((1, OLD))
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="decode_snapshot catches ValueError and "
-                   "UnpackException only; msgpack raises TypeError (unhashable dict) for a map "
-                   "key that is or holds a map, and load_newest lets it escape")
 @pytest.mark.parametrize("raw_body", [b"\x81\x80\x01", b"\x81\x91\x80\x01"],
                          ids=["map key", "array key holding a map"])
 def test_checksum_valid_body_with_an_unhashable_key_is_corruption(raw_body, data_dir):

@@ -43,6 +43,9 @@ class Checkpointer:
         self.positions: dict[str, list[int]] = {}
         self.retired_done: set[str] = set()
         self.ledger = SegmentLedger(fs, data_dir, limits, self.clock())
+        self.previous_keep: dict[str, set[int]] = {}
+        self.previous_retired_done: set[str] = set()   # as of the previous snapshot
+        self.snapshot_retired_done: set[str] = set()   # as of the newest snapshot
         self.load()
 
     def load(self) -> None:
@@ -50,6 +53,7 @@ class Checkpointer:
         self.ledger.close()
         self.ledger = SegmentLedger(self.fs, self.data_dir, self.limits, self.clock())
         self.snapshot_id, self.positions, self.retired_done = 0, {}, set()
+        self.previous_retired_done, self.snapshot_retired_done = set(), set()
         found = snapshot.load_newest(self.fs, self.data_dir)
         if found is None:
             return
@@ -59,6 +63,8 @@ class Checkpointer:
         self.ledger.next_dir = body["next_dir"]
         for entry in body["topics"]:
             self.ledger.restore(entry)
+        self.previous_keep = self._keep()
+        self.snapshot_retired_done = set(self.retired_done)
 
     # --- absorbing the WAL ------------------------------------------------------------------
 
@@ -124,19 +130,21 @@ class Checkpointer:
                 "retired_done": sorted(self.retired_done), "next_dir": self.ledger.next_dir,
                 "topics": self.ledger.entries(now)}
         snapshot.write_snapshot(self.fs, self.data_dir, body["id"], body)
-        self.snapshot_id = body["id"]
-        snapshot.prune(self.fs, self.data_dir, self.snapshot_id)
-        self.sweep()
+        previous, self.snapshot_id = self.snapshot_id, body["id"]
+        # The previous snapshot stays loadable (with the WAL and segments it needs), so a
+        # newest snapshot that rots can still fall back to it without losing anything.
+        snapshot.prune(self.fs, self.data_dir, previous or self.snapshot_id)
+        keep = self._keep()
+        self.sweep(keep)
+        self.previous_keep = keep
+        self.previous_retired_done = self.snapshot_retired_done
+        self.snapshot_retired_done = set(self.retired_done)
         return self.snapshot_id
 
     # --- cleaning up ----------------------------------------------------------------------------
 
-    def sweep(self) -> int:
-        """Remove segment files and topic directories the newest snapshot does not list
-        (deleted topics, a crashed run's leftovers). Returns the number of files removed."""
-        root = os.path.join(self.data_dir, "topics")
-        if not self.fs.is_dir(root):
-            return 0
+    def _keep(self) -> dict[str, set[int]]:
+        """Topic directory name -> first seqs of its segments, in the current state."""
         keep: dict[str, set[int]] = {}
         for tid, relative in self.ledger.dirs.items():
             firsts = {s[0] for s in self.ledger.sealed.get(tid, [])}
@@ -144,6 +152,19 @@ class Checkpointer:
             if segment is not None:
                 firsts.add(segment.first_seq)
             keep[os.path.basename(relative)] = firsts
+        return keep
+
+    def sweep(self, keep: dict[str, set[int]]) -> int:
+        """Remove segment files and topic directories neither the newest snapshot nor the
+        previous one lists (deleted topics, a crashed run's leftovers). Returns the number
+        of files removed."""
+        root = os.path.join(self.data_dir, "topics")
+        if not self.fs.is_dir(root):
+            return 0
+        keep = {name: firsts | self.previous_keep.get(name, set())
+                for name, firsts in keep.items()} | {
+                    name: firsts for name, firsts in self.previous_keep.items()
+                    if name not in keep}
         removed = 0
         for name in self.fs.listdir(root):
             directory = os.path.join(root, name)
@@ -170,11 +191,11 @@ class Checkpointer:
         self.fs.rmdir(directory)
 
     def remove_retired(self) -> int:
-        """Delete retired WAL groups that are absorbed (every shard has taken in a snapshot
-        past them). Returns the number of groups removed."""
+        """Delete retired WAL groups that both kept snapshots have absorbed (call once every
+        shard has taken in the newest). Returns the number of groups removed."""
         removed = 0
         for key, directory in retired_groups(self.fs, self.data_dir):
-            if key in self.retired_done:
+            if key in self.previous_retired_done:
                 for _, path in list_wal_files(self.fs, directory):
                     self.fs.remove(path)
                 for name in self.fs.listdir(directory):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from topics_actors.shard.file_table import OFFSET_BITS
 from topics_actors.storage.snapshot import decode_snapshot, read_file, snapshot_path
+from topics_actors.storage.wal_layout import list_wal_files
 
 if TYPE_CHECKING:
     from topics_actors.shard.shard_core import ShardCore
@@ -38,7 +39,8 @@ def absorb_snapshot(core: ShardCore, snap_id: int) -> dict:
                      [s[0] for s in segments], [s[1] for s in segments])
         topics += 1
     core.snapshot_id = snap_id
-    removed = _remove_absorbed_files(core, checkpoint[0])
+    removed = _remove_absorbed_files(core, checkpoint[0], core.kept_checkpoint_idx)
+    core.kept_checkpoint_idx = checkpoint[0]
     log.info("event=snapshot_absorbed shard=%d snapshot=%d topics=%d removed_files=%d",
              core.options.shard, snap_id, topics, removed)
     return {"snapshot_id": snap_id, "topics": topics, "removed_files": removed}
@@ -56,23 +58,27 @@ def _lowest_referenced(core: ShardCore, wal_file_nos: set[int]) -> int:
     return lowest
 
 
-def _remove_absorbed_files(core: ShardCore, checkpoint_idx: int) -> int:
+def _remove_absorbed_files(core: ShardCore, checkpoint_idx: int, unlink_below_idx: int) -> int:
+    """Forget WAL files below `checkpoint_idx`; delete those below `unlink_below_idx` (the
+    previous snapshot's checkpoint, which must stay replayable should the newest rot)."""
     wal_file_nos = set(core._own_files.values()) | set(core.retired_files)
     lowest = _lowest_referenced(core, wal_file_nos)
     for file_no in [n for n in core.retired_files if n < lowest]:
         core.files.remove(file_no)       # the compactor removes retired groups
         del core.retired_files[file_no]
-    removed = 0
     for idx, file_no in sorted(core._own_files.items()):
         if idx >= checkpoint_idx:
             break
         if file_no >= lowest:
             log.error("event=absorbed_file_still_referenced shard=%d idx=%d",
                       core.options.shard, idx)
-            break
-        path = core.files.path(file_no)
+            return 0
         core.files.remove(file_no)
         del core._own_files[idx]
+    removed = 0
+    for idx, path in list_wal_files(core.fs, core.wal_dir):
+        if idx >= min(unlink_below_idx, checkpoint_idx):
+            break
         try:
             core.fs.remove(path)
             removed += 1

@@ -7,7 +7,8 @@ reads every group the shard must read from that group's checkpoint position: ret
 generations oldest first, then its own group, file order, frame order, all through the
 TopicLedger. A file's log ends at its first invalid frame; later files are still read, but
 an Append whose seq is not head + 1 is ignored, so a corruption loses a suffix of a topic,
-never a middle. Own WAL files below the checkpoint are absorbed and are removed.
+never a middle. Own WAL files below the checkpoint are absorbed and skipped; they are
+deleted when the next snapshot is taken in (one snapshot back stays replayable).
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ class Replay:
         self.snapshot_id, body = found
         core.snapshot_id = self.snapshot_id
         self.positions = body["positions"]
+        own = f"{core.generation:04d}/shard-{core.options.shard:02d}"
+        core.kept_checkpoint_idx = self.positions.get(own, (0, 0))[0]
         for entry in body["topics"]:
             if core.owns(entry["tid"]):
                 self.ledger.restore_entry(entry, core.segment_dir(entry["dir"]))
@@ -130,17 +133,11 @@ class Replay:
             files = list_wal_files(core.fs, directory)
             for i, (idx, path) in enumerate(files):
                 if idx < start_idx:
-                    if own:
-                        self._remove_absorbed(path)
-                    continue
+                    continue   # absorbed; deleted once a newer snapshot is taken in
                 start = start_offset if idx == start_idx else 0
                 plan.append((key, own, idx, path, i == len(files) - 1, start,
                              core.fs.file_size(path)))
         return plan
-
-    def _remove_absorbed(self, path: str) -> None:
-        log.info("event=wal_file_absorbed path=%s", path)
-        self.core.fs.remove(path)
 
     def _finish_own(self, path: str, file_no: int, idx: int, valid_len: int,
                     size: int) -> tuple[int, int]:

@@ -104,6 +104,7 @@ class ShardCore:
         self.segments = SegmentReader(fs)
         self.generation = 1           # WAL layout generation (set by recovery)
         self.snapshot_id = 0          # the newest snapshot whose records we read from segments
+        self.kept_checkpoint_idx = 0  # WAL files below this one may be deleted
         self.wal_dir = group_dir(options.data_dir, options.shard)
         self.writer = WalWriter(fs, self.wal_dir, options.wal_file_bytes,
                                 options.background_prealloc)

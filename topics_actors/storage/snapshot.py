@@ -70,7 +70,7 @@ def decode_snapshot(data: bytes) -> dict:
         raise CorruptionError("checksum mismatch")
     try:
         decoded = msgpack.unpackb(body, raw=False, strict_map_key=False, use_list=False)
-    except (ValueError, msgpack.UnpackException) as exc:
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise CorruptionError(f"body does not decode: {exc}") from None
     if not isinstance(decoded, dict):
         raise CorruptionError("body is not a map")
