@@ -120,6 +120,24 @@ class Supervisor:
                     "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms))
             self.table.add(Child("shard", index, argv_for))
 
+    def _add_compactor(self) -> None:
+        cfg = self.config
+        front_host = "127.0.0.1" if cfg.host in ("0.0.0.0", "::", "") else cfg.host
+
+        def argv_for(_port: int) -> list[str]:
+            return python_module_argv(
+                "topics_actors.compactor", "--data-dir", cfg.data_dir,
+                "--front", f"tcp://{front_host}:{self.zmq_port}",
+                "--control", self.control_endpoint, "--parent-pid", str(os.getpid()),
+                "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
+                "--wal-file-bytes", str(cfg.wal_file_bytes),
+                "--checkpoint-wal-bytes", str(cfg.checkpoint_wal_bytes),
+                "--checkpoint-interval-ms", str(cfg.checkpoint_interval_ms),
+                "--segment-max-events", str(cfg.segment_max_events),
+                "--segment-max-bytes", str(cfg.segment_max_bytes),
+                "--segment-max-age-ms", str(cfg.segment_max_age_ms))
+        self.table.add(Child("compactor", 0, argv_for))
+
     def run(self) -> int:
         cfg = self.config
         cfg.validate()
@@ -139,11 +157,13 @@ class Supervisor:
             if cfg.port_file:
                 write_port_file(cfg.port_file, {"http": self.http_port, "zmq": self.zmq_port})
             self._add_shards()
+            self._add_compactor()
             for child in self.table.children:
                 self.table.spawn(child)
             self._install_signal_handlers()
             while not self.stopping:
                 self._turn()
+            self._stop_compactor()
             self.table.stop_all(cfg.stop_grace_ms)
             return 0
         finally:
@@ -168,15 +188,29 @@ class Supervisor:
     # --- the loop ---------------------------------------------------------------------------
 
     def _turn(self) -> None:
+        self._answer(POLL_MS)
+        self._supervise()
+
+    def _answer(self, timeout_ms: int) -> None:
         poller = zmq.Poller()
         poller.register(self.control, zmq.POLLIN)
         poller.register(self.front, zmq.POLLIN)
-        ready = dict(poller.poll(POLL_MS))
+        ready = dict(poller.poll(timeout_ms))
         if self.control in ready:
             self._drain(self.control, self._on_control)
         if self.front in ready:
             self._drain(self.front, self._on_front)
-        self._supervise()
+
+    def _stop_compactor(self) -> None:
+        """Stop the compactor first, still answering the front: its final checkpoint needs
+        the shard map and the shards."""
+        compactor = [c for c in self.table.children if c.role == "compactor"]
+        self.table.signal_stop(compactor)
+        deadline = time.monotonic() + self.config.stop_grace_ms / 1000
+        while (time.monotonic() < deadline
+               and any(c.proc is not None and c.proc.poll() is None for c in compactor)):
+            self._answer(POLL_MS)
+        self.table.stop_all(0, roles=("compactor",))
 
     def _drain(self, sock: zmq.Socket, handler) -> None:
         for _ in range(1000):
@@ -224,6 +258,9 @@ class Supervisor:
         return {"node_ready": all(c.state == "ready" for c in shards),
                 "replay_progress": progress / max(1, len(shards)),
                 "shard_count": len(shards), "shards": [c.describe() for c in shards],
+                "processes": [{"role": c.role, "index": c.index, "state": c.state,
+                               "pid": c.pid, "incarnation": c.incarnation}
+                              for c in self.table.children if c.role != "shard"],
                 "pid": os.getpid(), "zmq_port": self.zmq_port, "http_port": self.http_port}
 
     def _supervise(self) -> None:

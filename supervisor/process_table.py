@@ -108,11 +108,19 @@ class ProcessTable:
                         child.pid, reason, status)
             child.proc.send_signal(signal.SIGKILL)
 
-    def stop_all(self, grace_ms: int) -> None:
-        live = [c for c in self.children if c.proc is not None and c.proc.poll() is None]
+    def signal_stop(self, children: list[Child]) -> list[Child]:
+        """SIGTERM the live ones among `children` (once); returns them."""
+        live = [c for c in children if c.proc is not None and c.proc.poll() is None]
         for child in live:
-            self.set_state(child, "stopping", pid=child.pid)
-            child.proc.send_signal(signal.SIGTERM)
+            if child.state != "stopping":
+                self.set_state(child, "stopping", pid=child.pid)
+                child.proc.send_signal(signal.SIGTERM)
+        return live
+
+    def stop_all(self, grace_ms: int, roles: tuple[str, ...] | None = None) -> None:
+        """SIGTERM the live children (of `roles`, or all), wait out the grace, SIGKILL."""
+        targets = [c for c in self.children if roles is None or c.role in roles]
+        live = self.signal_stop(targets)
         deadline = time.monotonic() + grace_ms / 1000
         for child in live:
             try:
@@ -120,7 +128,9 @@ class ProcessTable:
             except subprocess.TimeoutExpired:
                 self.kill(child, "stop grace period expired")
                 child.proc.wait()
-            self.set_state(child, "down", exit_code=child.proc.returncode)
+        for child in targets:
+            if child.proc is not None and child.proc.poll() is not None:
+                self.set_state(child, "down", exit_code=child.proc.returncode)
 
 
 def _process_status(pid: int) -> str:

@@ -101,6 +101,10 @@ class Node:
     def shard_pid(self, shard: int) -> int:
         return self.status()["shards"][shard]["pid"]
 
+    def process_pid(self, role: str) -> int:
+        """The pid of the node's non-shard process `role` (compactor, ...); 0 if down."""
+        return next(p["pid"] for p in self.status()["processes"] if p["role"] == role)
+
     def children(self) -> list[psutil.Process]:
         try:
             return psutil.Process(self.proc.pid).children(recursive=True)

@@ -20,6 +20,10 @@ def default_shards() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
+_STORAGE_INTS = ("checkpoint_wal_bytes", "checkpoint_interval_ms", "segment_max_events",
+                 "segment_max_bytes", "segment_max_age_ms")
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeConfig:
     data_dir: str = "./topics-data"
@@ -33,6 +37,11 @@ class NodeConfig:
     heartbeat_interval_ms: int = 500
     heartbeat_timeout_ms: int = 10_000
     stop_grace_ms: int = 10_000
+    checkpoint_wal_bytes: int = 64 * 1024 * 1024
+    checkpoint_interval_ms: int = 60_000
+    segment_max_events: int = 10_000
+    segment_max_bytes: int = 64 * 1024 * 1024
+    segment_max_age_ms: int = 3_600_000
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "NodeConfig":
@@ -52,6 +61,8 @@ class NodeConfig:
             heartbeat_timeout_ms=_int_env(env, "TOPICS_HEARTBEAT_TIMEOUT_MS",
                                           cls.heartbeat_timeout_ms),
             stop_grace_ms=_int_env(env, "TOPICS_STOP_GRACE_MS", cls.stop_grace_ms),
+            **{name: _int_env(env, f"TOPICS_{name.upper()}", getattr(cls, name))
+               for name in _STORAGE_INTS},
         )
 
     def validate(self) -> None:
@@ -59,6 +70,14 @@ class NodeConfig:
             raise SystemExit(f"TOPICS_WAL_SHARDS must be in 1..64, got {self.wal_shards}")
         if self.wal_file_bytes < 1024 * 1024:
             raise SystemExit("TOPICS_WAL_FILE_BYTES must be at least 1 MiB")
+        for name in ("checkpoint_wal_bytes", "checkpoint_interval_ms", "segment_max_events",
+                     "segment_max_bytes"):
+            if getattr(self, name) < 1:
+                raise SystemExit(f"TOPICS_{name.upper()} must be at least 1")
+        if not 0 <= self.segment_max_age_ms:
+            raise SystemExit("TOPICS_SEGMENT_MAX_AGE_MS must not be negative (0 disables)")
+        if self.segment_max_bytes >= 1 << 32:
+            raise SystemExit("TOPICS_SEGMENT_MAX_BYTES must be below 4 GiB (.idx offsets are u32)")
         for name in ("http_port", "zmq_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise SystemExit(f"{name} must be a TCP port (0 = pick a free one)")

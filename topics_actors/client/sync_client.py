@@ -109,7 +109,8 @@ class Client:
 
     def _request(self, topic: str | None, msg, shard: int | None = None,
                  wait_ms: int = 0) -> dict:
-        budget = RetryBudget(self.retry_deadline_ms, f"the shard owning {topic!r}")
+        what = f"shard {shard}" if shard is not None else f"the shard owning {topic!r}"
+        budget = RetryBudget(self.retry_deadline_ms, what)
         while True:
             try:
                 if self._map is None:
@@ -132,6 +133,12 @@ class Client:
         return [self._request(None, msg, shard) for shard in range(self._map.shard_count)]
 
     # --- the API ----------------------------------------------------------------------------
+
+    def call_shard(self, shard: int, msg) -> dict:
+        """Send any request kind to one shard (node processes: checkpoints, absorbed)."""
+        if self._map is None:
+            self.status()
+        return self._request(None, msg, shard)
 
     def shard_statuses(self) -> list[dict]:
         """Each shard's own status: readiness, topic count and `statistics` (batches, syncs,

@@ -1,0 +1,69 @@
+"""Entry point of the compactor process: `python -m topics_actors.compactor ...` (spawned by
+the supervisor)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import zmq
+
+from topics_actors.client.sync_client import Client
+from topics_actors.compactor.checkpointer import Checkpointer
+from topics_actors.compactor.compactor_server import Cadence, CompactorServer
+from topics_actors.compactor.segment_ledger import SegmentLimits
+from topics_actors.storage.fs import RealFs
+from topics_actors.storage.wal_layout import layout_generation
+from topics_actors.supervisor_link import SupervisorLink, die_with_parent
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="topics-compactor")
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--front", required=True, help="the node's front endpoint")
+    parser.add_argument("--control", default=None)
+    parser.add_argument("--parent-pid", type=int, default=0)
+    parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
+    parser.add_argument("--wal-file-bytes", type=int, default=64 * 1024 * 1024)
+    parser.add_argument("--checkpoint-wal-bytes", type=int, default=64 * 1024 * 1024)
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=60_000)
+    parser.add_argument("--segment-max-events", type=int, default=10_000)
+    parser.add_argument("--segment-max-bytes", type=int, default=64 * 1024 * 1024)
+    parser.add_argument("--segment-max-age-ms", type=int, default=3_600_000)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s compactor %(levelname)s %(message)s")
+    if args.parent_pid:
+        die_with_parent(args.parent_pid)
+    fs = RealFs()
+    limits = SegmentLimits(args.segment_max_events, args.segment_max_bytes,
+                           args.segment_max_age_ms)
+    cadence = Cadence(args.checkpoint_wal_bytes, args.checkpoint_interval_ms,
+                      wal_file_bytes=args.wal_file_bytes)
+    ctx = zmq.Context(io_threads=1)
+    link = None
+    if args.control:
+        link = SupervisorLink(ctx, args.control, "compactor", 0, args.parent_pid,
+                              args.heartbeat_interval_ms)
+        link.hello("", "")
+    client = Client(args.front, request_timeout_ms=5_000, retry_deadline_ms=3_000, ctx=ctx)
+    server = CompactorServer(Checkpointer(fs, args.data_dir, limits), client, cadence, link,
+                             layout_generation(fs, args.data_dir))
+    server.install_signal_handlers()
+    try:
+        server.serve()
+    finally:
+        client.close()
+        if link:
+            link.close()
+        ctx.term()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""The compactor process's shell: when to checkpoint, and the talk with the shards.
+
+Every `check_interval_ms` it asks each shard for its WAL position; a checkpoint is due when
+any shard has written `checkpoint_wal_bytes` since its last barrier, or when
+`checkpoint_interval_ms` has passed and anything at all was written. A checkpoint: a barrier
+from every shard (any failure aborts it), the Checkpointer's work, then `absorbed` to every
+shard; retired WAL groups go once every shard has taken the snapshot in. On SIGTERM it
+writes a final checkpoint (the supervisor stops the compactor before the shards), so a clean
+restart replays only what was written after it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import time
+
+from topics_actors.client.sync_client import Client
+from topics_actors.compactor.checkpointer import Checkpointer
+from topics_actors.errors import TopicsError
+from topics_actors.protocol.messages import Absorbed, Checkpoint, Status
+from topics_actors.supervisor_link import SupervisorLink
+
+log = logging.getLogger(__name__)
+
+SLICE_S = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class Cadence:
+    checkpoint_wal_bytes: int = 64 * 1024 * 1024
+    checkpoint_interval_ms: int = 60_000
+    check_interval_ms: int = 1_000
+    wal_file_bytes: int = 64 * 1024 * 1024
+
+    def wal_bytes(self, position: tuple[int, int], since: tuple[int, int]) -> int:
+        """Bytes written between two WAL positions of one group (files are this long)."""
+        return (position[0] - since[0]) * self.wal_file_bytes + position[1] - since[1]
+
+    def due(self, positions: dict[str, tuple[int, int]], since: dict[str, tuple[int, int]],
+            idle_ms: float) -> bool:
+        grown = [self.wal_bytes(p, tuple(since.get(k, (1, 0)))) for k, p in positions.items()]
+        if any(g >= self.checkpoint_wal_bytes for g in grown):
+            return True
+        return idle_ms >= self.checkpoint_interval_ms and any(g > 0 for g in grown)
+
+
+class CompactorServer:
+    def __init__(self, checkpointer: Checkpointer, client: Client, cadence: Cadence,
+                 link: SupervisorLink | None, generation: int):
+        self.checkpointer = checkpointer
+        self.client = client
+        self.cadence = cadence
+        self.link = link
+        self.generation = generation
+        self.stopping = False
+        self.last_ns = time.monotonic_ns()
+        self.checkpoints = 0
+
+    def install_signal_handlers(self) -> None:
+        def stop(signum, _frame):
+            self.stopping = True
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+
+    def serve(self) -> None:
+        self._beat("ready", force=True)
+        log.info("event=ready snapshot=%d", self.checkpointer.snapshot_id)
+        next_check = time.monotonic()
+        while not self.stopping:
+            time.sleep(SLICE_S)
+            self._beat()
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + self.cadence.check_interval_ms / 1000
+                if self._due():
+                    self._try_checkpoint()
+        self._beat("stopping", force=True)
+        if self.link is None or self.link.parent_alive():
+            self._try_checkpoint()        # without a supervisor the shards are going too
+        self.checkpointer.close()
+        log.info("event=stopped checkpoints=%d", self.checkpoints)
+
+    def _beat(self, state: str | None = None, force: bool = False) -> None:
+        if self.link:
+            self.link.beat(state, 1.0, force)
+            if not self.link.parent_alive():
+                self.stopping = True
+
+    def _key(self, shard: int) -> str:
+        return f"{self.generation:04d}/shard-{shard:02d}"
+
+    def _due(self) -> bool:
+        try:
+            count = self.client.status()["shard_count"]
+            positions = {self._key(s): tuple(self.client.call_shard(s, Status())["wal_position"])
+                         for s in range(count)}
+        except TopicsError as error:
+            log.info("event=checkpoint_check_skipped reason=%r", error.message)
+            return False
+        idle_ms = (time.monotonic_ns() - self.last_ns) / 1e6
+        return self.cadence.due(positions, self.checkpointer.positions, idle_ms)
+
+    def _try_checkpoint(self) -> None:
+        try:
+            self.checkpoint()
+        except (TopicsError, OSError) as error:
+            log.error("event=checkpoint_failed error=%r", error)
+        self.last_ns = time.monotonic_ns()
+
+    def checkpoint(self) -> int:
+        t0 = time.monotonic()
+        count = self.client.status()["shard_count"]
+        barriers = {}
+        for shard in range(count):
+            reply = self.client.call_shard(shard, Checkpoint())
+            barriers[reply["group"]] = (reply["idx"], reply["offset"])
+        snap_id = self.checkpointer.checkpoint(barriers, tick=self._beat)
+        taken = 0
+        for shard in range(count):
+            try:
+                self.client.call_shard(shard, Absorbed(snap_id))
+                taken += 1
+            except TopicsError as error:   # it takes in a later snapshot, or recovers from it
+                log.warning("event=absorbed_not_taken shard=%d error=%r", shard, error.message)
+        retired = self.checkpointer.remove_retired() if taken == count else 0
+        self.checkpoints += 1
+        log.info("event=checkpoint snapshot=%d shards=%d taken=%d retired_groups_removed=%d "
+                 "seconds=%.3f", snap_id, count, taken, retired, time.monotonic() - t0)
+        return snap_id
