@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from topics_actors.compactor.segment_ledger import SegmentLedger, SegmentLimits
 from topics_actors.errors import CorruptionError
-from topics_actors.storage import snapshot
+from topics_actors.storage import failpoint, snapshot
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import list_segment_files, segment_stem
 from topics_actors.storage.wal_layout import (
@@ -123,6 +123,7 @@ class Checkpointer:
             raise
 
     def _write(self) -> int:
+        failpoint.hit("checkpoint::before_flush")
         now = self.clock()
         self.ledger.seal_idle(now)
         self.ledger.flush_all()
@@ -133,6 +134,7 @@ class Checkpointer:
         previous, self.snapshot_id = self.snapshot_id, body["id"]
         # The previous snapshot stays loadable (with the WAL and segments it needs), so a
         # newest snapshot that rots can still fall back to it without losing anything.
+        failpoint.hit("checkpoint::before_prune")
         snapshot.prune(self.fs, self.data_dir, previous or self.snapshot_id)
         keep = self._keep()
         self.sweep(keep)

@@ -13,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from topics_actors.shard.file_table import OFFSET_BITS
+from topics_actors.storage import failpoint
 from topics_actors.storage.snapshot import decode_snapshot, read_file, snapshot_path
 from topics_actors.storage.wal_layout import list_wal_files
 
@@ -75,6 +76,7 @@ def _remove_absorbed_files(core: ShardCore, checkpoint_idx: int, unlink_below_id
             return 0
         core.files.remove(file_no)
         del core._own_files[idx]
+    failpoint.hit("absorb::before_wal_remove")
     removed = 0
     for idx, path in list_wal_files(core.fs, core.wal_dir):
         if idx >= min(unlink_below_idx, checkpoint_idx):

@@ -35,6 +35,7 @@ from typing import NamedTuple
 import xxhash
 
 from topics_actors.errors import CorruptionError
+from topics_actors.storage import failpoint
 from topics_actors.storage.frame import FLAG_META, FLAG_NODE, FLAG_TAG, HEADER
 from topics_actors.storage.fs import File, RealFs
 
@@ -228,6 +229,7 @@ class OpenSegment:
         if self.data_buf:
             self._data.write_all_at(self.data_buf, self.data_len)
             self._data.sync_data()
+            failpoint.hit("segput::after_data_before_idx")
             self._idx.write_all_at(self.idx_buf, self.count * IDX_ENTRY_BYTES)
             self._idx.sync_data()
             self.data_len += len(self.data_buf)
