@@ -6,6 +6,7 @@ check their parent pid every loop turn, so no child outlives a killed supervisor
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import logging
@@ -73,3 +74,27 @@ class SupervisorLink:
 
     def close(self) -> None:
         self.sock.close(0)
+
+
+def stop_on_signals(server) -> None:
+    """SIGTERM and SIGINT set `server.stopping`; the server's loop ends its turn and stops."""
+    def stop(_signum, _frame):
+        server.stopping = True
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
+@contextlib.contextmanager
+def child_context(control: str | None, role: str, index: int, parent_pid: int,
+                  interval_ms: int):
+    """A child's ZeroMQ context and supervisor link (None without a control endpoint),
+    both closed on the way out."""
+    ctx = zmq.Context(io_threads=1)
+    link = (SupervisorLink(ctx, control, role, index, parent_pid, interval_ms)
+            if control else None)
+    try:
+        yield ctx, link
+    finally:
+        if link:
+            link.close()
+        ctx.term()

@@ -7,15 +7,13 @@ import argparse
 import logging
 import sys
 
-import zmq
-
 from topics_actors.client.sync_client import Client
 from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.compactor.compactor_server import Cadence, CompactorServer
 from topics_actors.compactor.segment_ledger import SegmentLimits
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import layout_generation
-from topics_actors.supervisor_link import SupervisorLink, die_with_parent
+from topics_actors.supervisor_link import child_context, die_with_parent, stop_on_signals
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,23 +43,19 @@ def main(argv: list[str] | None = None) -> int:
                            args.segment_max_age_ms)
     cadence = Cadence(args.checkpoint_wal_bytes, args.checkpoint_interval_ms,
                       wal_file_bytes=args.wal_file_bytes)
-    ctx = zmq.Context(io_threads=1)
-    link = None
-    if args.control:
-        link = SupervisorLink(ctx, args.control, "compactor", 0, args.parent_pid,
-                              args.heartbeat_interval_ms)
-        link.hello("", "")
-    client = Client(args.front, request_timeout_ms=5_000, retry_deadline_ms=3_000, ctx=ctx)
-    server = CompactorServer(Checkpointer(fs, args.data_dir, limits), client, cadence, link,
-                             layout_generation(fs, args.data_dir))
-    server.install_signal_handlers()
-    try:
-        server.serve()
-    finally:
-        client.close()
+    with child_context(args.control, "compactor", 0, args.parent_pid,
+                       args.heartbeat_interval_ms) as (ctx, link):
         if link:
-            link.close()
-        ctx.term()
+            link.hello("", "")
+        client = Client(args.front, request_timeout_ms=5_000, retry_deadline_ms=3_000,
+                        ctx=ctx)
+        server = CompactorServer(Checkpointer(fs, args.data_dir, limits), client, cadence,
+                                 link, layout_generation(fs, args.data_dir))
+        stop_on_signals(server)
+        try:
+            server.serve()
+        finally:
+            client.close()
     return 0
 
 

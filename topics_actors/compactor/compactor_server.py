@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import signal
 import time
 
 from topics_actors.client.sync_client import Client
@@ -57,12 +56,6 @@ class CompactorServer:
         self.stopping = False
         self.last_ns = time.monotonic_ns()
         self.checkpoints = 0
-
-    def install_signal_handlers(self) -> None:
-        def stop(signum, _frame):
-            self.stopping = True
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
 
     def serve(self) -> None:
         self._beat("ready", force=True)

@@ -7,12 +7,10 @@ import argparse
 import logging
 import sys
 
-import zmq
-
 from topics_actors.shard.shard_core import ShardCore, ShardOptions
 from topics_actors.shard.shard_server import ShardServer
 from topics_actors.storage.fs import RealFs
-from topics_actors.supervisor_link import SupervisorLink, die_with_parent
+from topics_actors.supervisor_link import child_context, die_with_parent, stop_on_signals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,20 +33,12 @@ def main(argv: list[str] | None = None) -> int:
         die_with_parent(args.parent_pid)
     options = ShardOptions(args.data_dir, args.shard, args.shards, args.wal_file_bytes,
                            args.disk_flush_interval_ms)
-    ctx = zmq.Context(io_threads=1)
-    link = None
-    if args.control:
-        link = SupervisorLink(ctx, args.control, "shard", args.shard, args.parent_pid,
-                              args.heartbeat_interval_ms)
-    server = ShardServer(ShardCore(RealFs(), options), ctx, link, args.host, args.port,
-                         args.ipc)
-    server.install_signal_handlers()
-    try:
+    with child_context(args.control, "shard", args.shard, args.parent_pid,
+                       args.heartbeat_interval_ms) as (ctx, link):
+        server = ShardServer(ShardCore(RealFs(), options), ctx, link, args.host, args.port,
+                             args.ipc)
+        stop_on_signals(server)
         server.serve()
-    finally:
-        if link:
-            link.close()
-        ctx.term()
     return 0
 
 

@@ -9,7 +9,6 @@ in fdatasync, so the next turn's batch shares the next fsync.
 from __future__ import annotations
 
 import logging
-import signal
 import time
 
 import zmq
@@ -60,12 +59,6 @@ class ShardServer:
             log.warning("event=port_taken shard=%d port=%d", self.core.options.shard, port)
             self.sock.bind(f"tcp://{host}:0")
         return self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
-
-    def install_signal_handlers(self) -> None:
-        def stop(signum, _frame):
-            self.stopping = True
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
 
     # --- lifecycle --------------------------------------------------------------------------
 
