@@ -554,7 +554,7 @@ class _Checker:
             suffix = parts[0] if len(parts) == 1 else "{" + ",".join(sorted(parts)) + "}"
             self.problem(WARNING, f"{self.rel(stem)}.{suffix}",
                          "orphan segment: listed by neither the newest nor the previous "
-                         "valid snapshot")
+                         "valid snapshot (a crashed or a running compactor's)")
             self.progress.set(self.progress.done + sum(
                 self.segment_sizes[f"{stem}.{part}"] for part in parts))
 
