@@ -49,22 +49,26 @@ class Checkpointer:
         self.load()
 
     def load(self) -> None:
-        """(Re)build the state of the newest valid snapshot."""
+        """(Re)build the state of the newest valid snapshot. All or nothing: until a load
+        succeeds the Checkpointer is `broken` and every checkpoint first retries the load,
+        so a state that does not match its positions is never written."""
+        self.broken = True
+        found = snapshot.load_newest(self.fs, self.data_dir, snapshot.BODY_KEYS)
+        ledger = SegmentLedger(self.fs, self.data_dir, self.limits, self.clock())
+        snapshot_id, positions, retired_done = 0, {}, set()
+        if found is not None:
+            snapshot_id, body = found
+            positions = {k: list(v) for k, v in body["positions"].items()}
+            retired_done = set(body["retired_done"])
+            ledger.next_dir = body["next_dir"]
+            for entry in body["topics"]:
+                ledger.restore(entry)
         self.ledger.close()
-        self.ledger = SegmentLedger(self.fs, self.data_dir, self.limits, self.clock())
-        self.snapshot_id, self.positions, self.retired_done = 0, {}, set()
-        self.previous_retired_done, self.snapshot_retired_done = set(), set()
-        found = snapshot.load_newest(self.fs, self.data_dir)
-        if found is None:
-            return
-        self.snapshot_id, body = found
-        self.positions = {k: list(v) for k, v in body["positions"].items()}
-        self.retired_done = set(body["retired_done"])
-        self.ledger.next_dir = body["next_dir"]
-        for entry in body["topics"]:
-            self.ledger.restore(entry)
+        self.ledger, self.snapshot_id = ledger, snapshot_id
+        self.positions, self.retired_done = positions, retired_done
         self.previous_keep = self._keep()
-        self.snapshot_retired_done = set(self.retired_done)
+        self.previous_retired_done, self.snapshot_retired_done = set(), set(retired_done)
+        self.broken = False
 
     # --- absorbing the WAL ------------------------------------------------------------------
 
@@ -104,6 +108,8 @@ class Checkpointer:
                    tick: Callable[[], None] = lambda: None) -> int:
         """Absorb up to `barriers` (group key -> position) and write a snapshot; returns its
         id. On any failure the state is reloaded from the last snapshot and the error raised."""
+        if self.broken:
+            self.load()
         try:
             self.ledger.now = self.clock()
             generation = layout_generation(self.fs, self.data_dir)
@@ -119,6 +125,7 @@ class Checkpointer:
                 self.absorb_group(key, group_dir(self.data_dir, shard), tuple(target), tick)
             return self._write()
         except BaseException:
+            self.broken = True
             self.load()
             raise
 

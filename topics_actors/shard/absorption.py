@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from topics_actors.errors import StorageError
 from topics_actors.shard.file_table import OFFSET_BITS
 from topics_actors.storage import failpoint
 from topics_actors.storage.snapshot import decode_snapshot, read_file, snapshot_path
@@ -26,7 +27,11 @@ log = logging.getLogger(__name__)
 def absorb_snapshot(core: ShardCore, snap_id: int) -> dict:
     if snap_id <= core.snapshot_id:
         return {"snapshot_id": core.snapshot_id, "topics": 0, "removed_files": 0}
-    body = decode_snapshot(read_file(core.fs, snapshot_path(core.options.data_dir, snap_id)))
+    try:
+        body = decode_snapshot(read_file(core.fs, snapshot_path(core.options.data_dir,
+                                                                snap_id)))
+    except OSError as exc:
+        raise StorageError(f"cannot read snapshot {snap_id}: {exc}") from None
     key = f"{core.generation:04d}/shard-{core.options.shard:02d}"
     checkpoint = tuple(body["positions"].get(key, (0, 0)))
     barrier = (core.generation, *checkpoint)
@@ -86,4 +91,7 @@ def _remove_absorbed_files(core: ShardCore, checkpoint_idx: int, unlink_below_id
             removed += 1
         except FileNotFoundError:
             pass
+        except OSError as exc:   # the next snapshot taken in tries again
+            log.error("event=wal_remove_failed path=%s error=%r", path, exc)
+            break
     return removed

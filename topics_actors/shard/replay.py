@@ -24,7 +24,7 @@ from topics_actors.shard.topic_ledger import TopicLedger
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import failpoint
 from topics_actors.storage.frame import FLAG_META
-from topics_actors.storage.snapshot import load_newest
+from topics_actors.storage.snapshot import BODY_KEYS, load_newest
 from topics_actors.storage.wal_layout import layout_generation, list_wal_files, replay_groups
 from topics_actors.storage.wal_scan import describe_end
 
@@ -110,7 +110,7 @@ class Replay:
 
     def _load_snapshot(self) -> None:
         core = self.core
-        found = load_newest(core.fs, core.options.data_dir)
+        found = load_newest(core.fs, core.options.data_dir, BODY_KEYS)
         if found is None:
             return
         self.snapshot_id, body = found

@@ -332,7 +332,8 @@ class ShardCore:
             return self.files.read(loc) if loc else None
         i = topic.segment_of(seq)
         if i < 0:
-            return None
+            loc = topic.ram_past.get(seq) if topic.ram_past else None
+            return self.files.read(loc) if loc else None
         rec = self.segments.read(topic.seg_dir, topic.seg_firsts[i], seq)
         if rec.deleted:
             return None
@@ -502,6 +503,9 @@ class ShardCore:
             body = fn(info)
         except TopicsError as error:
             return peer, encode_error(corr, error)
+        except OSError as exc:   # an I/O error of a read: answer it, keep serving
+            log.error("event=read_failed shard=%d error=%r", self.options.shard, exc)
+            return peer, encode_error(corr, StorageError(f"I/O error: {exc}"))
         if body is None:   # a parked read: answered later
             return None
         body["performance"] = {"server_total_ms": (time.perf_counter_ns() - t0_ns) / 1e6,

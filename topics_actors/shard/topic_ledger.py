@@ -61,8 +61,14 @@ class TopicLedger:
     def scan(self, view, offset: int, end: int, max_frames: int) -> tuple[int, bool]:
         """Apply up to `max_frames` valid frames from `offset`. Returns (offset after the
         last valid frame, whether the log ended: an invalid frame or the end of the data)."""
-        unpack, unpack_sum, digest = HEADER.unpack_from, _CHECKSUM.unpack_from, _digest
         mv = memoryview(view)
+        try:
+            return self._scan(view, mv, offset, end, max_frames)
+        finally:
+            mv.release()   # an exception must not leave the mapping exported
+
+    def _scan(self, view, mv, offset: int, end: int, max_frames: int) -> tuple[int, bool]:
+        unpack, unpack_sum, digest = HEADER.unpack_from, _CHECKSUM.unpack_from, _digest
         by_tid, owns = self.by_tid, self.owns
         for _ in range(max_frames):
             if end - offset < 4 + FRAME_LEN_MIN:

@@ -13,6 +13,7 @@ import bisect
 from array import array
 
 from topics_actors.shard.dedupe_index import DedupeIndex
+from topics_actors.shard.file_table import OFFSET_BITS
 from topics_actors.topic_config import TopicConfig
 from topics_actors.topic_identity import topic_id
 
@@ -26,7 +27,7 @@ class TopicState:
                  "locs", "front", "count", "bytes", "last_write_ts", "last_read_ts",
                  "evict_floor", "expiry_floor", "delete_floor", "source_trim_floor",
                  "dedupe", "ram_file", "ram", "indexed", "absorbed", "seg_dir",
-                 "seg_firsts", "seg_counts", "created_at")
+                 "seg_firsts", "seg_counts", "created_at", "ram_past")
 
     def __init__(self, name: str, config: TopicConfig, tid: int | None = None,
                  indexed: bool = True):
@@ -56,6 +57,7 @@ class TopicState:
         self.seg_firsts: list[int] = []
         self.seg_counts: list[int] = []
         self.created_at = (0, 0, 0)   # WAL position (generation, file idx, offset) of creation
+        self.ram_past: dict[int, int] = {}   # absorbed seqs whose record is in the RAM buffer
 
     # --- publishing -------------------------------------------------------------------
 
@@ -108,6 +110,10 @@ class TopicState:
         if absorbed > self.absorbed:
             drop = min(len(self.locs), absorbed + 1 - self.wal_base)
             if drop > 0:
+                if self.ram_file:   # records of an ephemeral past are in no segment: keep them
+                    self.ram_past.update(
+                        (self.wal_base + i, loc) for i, loc in enumerate(self.locs[:drop])
+                        if loc >> OFFSET_BITS == self.ram_file)
                 del self.locs[:drop]
             self.front = max(0, self.front - max(drop, 0))
             self.wal_base = absorbed + 1
@@ -129,8 +135,10 @@ class TopicState:
             i = bisect.bisect_right(self.seg_firsts, seq) - 1
             if i >= 0 and seq < self.seg_firsts[i] + self.seg_counts[i]:
                 return seq
-            if i + 1 < len(self.seg_firsts):
-                return self.seg_firsts[i + 1]
+            found = [self.seg_firsts[i + 1]] if i + 1 < len(self.seg_firsts) else []
+            found += [s for s in self.ram_past if s >= seq]
+            if found:
+                return min(found)
             seq = self.absorbed + 1
         locs, base = self.locs, self.wal_base
         index = max(seq - base, self.front)

@@ -37,6 +37,7 @@ SNAPSHOT_VERSION = 4
 HEADER = struct.Struct("<4sIIQ")
 HEADER_BYTES = HEADER.size     # 20
 BODY_BYTES_MAX = 1 << 31
+BODY_KEYS = ("id", "positions", "retired_done", "next_dir", "topics")   # what recovery reads
 _NAME_RE = re.compile(r"snapshot-(\d{16})\.bin")
 
 
@@ -96,11 +97,17 @@ def read_file(fs: RealFs, path: str) -> bytes:
         handle.close()
 
 
-def load_newest(fs: RealFs, data_dir: str) -> tuple[int, dict] | None:
-    """(id, body) of the newest snapshot that passes every check, or None."""
+def load_newest(fs: RealFs, data_dir: str,
+                required: tuple[str, ...] = ()) -> tuple[int, dict] | None:
+    """(id, body) of the newest snapshot that passes every check, or None. A body lacking
+    one of the `required` keys counts as bad: recovery could not use it."""
     for snap_id, path in list_snapshots(fs, data_dir):
         try:
-            return snap_id, decode_snapshot(read_file(fs, path))
+            body = decode_snapshot(read_file(fs, path))
+            missing = [key for key in required if key not in body]
+            if missing:
+                raise CorruptionError(f"body lacks {', '.join(missing)}")
+            return snap_id, body
         except CorruptionError as error:
             log.warning("event=snapshot_skipped path=%s reason=%r", path, error.message)
     return None
