@@ -237,7 +237,8 @@ class Supervisor:
             child.port = int(msg.endpoint.rsplit(":", 1)[1]) if msg.endpoint else 0
         elif isinstance(msg, Heartbeat):
             child.progress = msg.replay_progress
-            self.table.set_state(child, msg.state, pid=child.pid)
+            if child.state != "stopping":   # once told to stop, only its exit counts
+                self.table.set_state(child, msg.state, pid=child.pid)
 
     def _on_front(self, peer: bytes, raw: bytes) -> None:
         try:

@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
                        args.heartbeat_interval_ms) as (ctx, link):
         if link:
             link.hello("", "")
-        client = Client(args.front, request_timeout_ms=5_000, retry_deadline_ms=3_000,
+        # Short timeouts: the compactor heartbeats between calls, so no call may block for
+        # long; a shard that does not answer aborts this checkpoint, a later one retries.
+        client = Client(args.front, request_timeout_ms=2_000, retry_deadline_ms=2_000,
                         ctx=ctx)
         server = CompactorServer(Checkpointer(fs, args.data_dir, limits), client, cadence,
                                  link, layout_generation(fs, args.data_dir))

@@ -123,20 +123,25 @@ class Checkpointer:
                                           f"{generation}")
                 shard = int(key.rsplit("-", 1)[1])
                 self.absorb_group(key, group_dir(self.data_dir, shard), tuple(target), tick)
-            return self._write()
+            return self._write(tick)
         except BaseException:
             self.broken = True
             self.load()
             raise
 
-    def _write(self) -> int:
+    def _write(self, tick: Callable[[], None]) -> int:
         failpoint.hit("checkpoint::before_flush")
         now = self.clock()
         self.ledger.seal_idle(now)
-        self.ledger.flush_all()
-        body = {"id": self.snapshot_id + 1, "ts": now, "positions": self.positions,
-                "retired_done": sorted(self.retired_done), "next_dir": self.ledger.next_dir,
-                "topics": self.ledger.entries(now)}
+        self.ledger.flush_all(tick)
+        tick()
+        # After a fallback past a bad newest file, a new id must still be above every id
+        # on disk: shards ignore ids at or below the one they took in.
+        on_disk = snapshot.list_snapshots(self.fs, self.data_dir)
+        newest_on_disk = on_disk[0][0] if on_disk else 0
+        body = {"id": max(self.snapshot_id, newest_on_disk) + 1, "ts": now,
+                "positions": self.positions, "retired_done": sorted(self.retired_done),
+                "next_dir": self.ledger.next_dir, "topics": self.ledger.entries(now)}
         snapshot.write_snapshot(self.fs, self.data_dir, body["id"], body)
         previous, self.snapshot_id = self.snapshot_id, body["id"]
         # The previous snapshot stays loadable (with the WAL and segments it needs), so a

@@ -108,6 +108,7 @@ class CompactorServer:
         for shard in range(count):
             reply = self.client.call_shard(shard, Checkpoint())
             barriers[reply["group"]] = (reply["idx"], reply["offset"])
+            self._beat()
         snap_id = self.checkpointer.checkpoint(barriers, tick=self._beat)
         taken = 0
         for shard in range(count):
@@ -116,6 +117,7 @@ class CompactorServer:
                 taken += 1
             except TopicsError as error:   # it takes in a later snapshot, or recovers from it
                 log.warning("event=absorbed_not_taken shard=%d error=%r", shard, error.message)
+            self._beat()
         retired = self.checkpointer.remove_retired() if taken == count else 0
         self.checkpoints += 1
         log.info("event=checkpoint snapshot=%d shards=%d taken=%d retired_groups_removed=%d "

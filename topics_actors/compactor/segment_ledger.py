@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 
 from topics_actors.shard.topic_ledger import TopicLedger, snapshot_entry
 from topics_actors.shard.topic_state import TopicState
@@ -43,6 +44,7 @@ class SegmentLedger(TopicLedger):
         self.open: dict[int, OpenSegment] = {}
         self.next_dir = 1
         self.new_dirs: list[str] = []                   # created since the last flush_all
+        self.new_files_in: set[str] = set()             # dirs that got a new segment file
 
     # --- ledger hooks -------------------------------------------------------------------------
 
@@ -81,6 +83,10 @@ class SegmentLedger(TopicLedger):
             relative = self.dirs[tid] = f"topics/{tid:016x}-{self.next_dir:06d}"
             self.next_dir += 1
             path = os.path.join(self.data_dir, relative)
+            root = os.path.join(self.data_dir, "topics")
+            if not self.fs.is_dir(root):
+                self.fs.makedirs(root)
+                self.fs.sync_dir(self.data_dir)
             self.fs.makedirs(path)
             self.new_dirs.append(path)
         return relative
@@ -90,6 +96,7 @@ class SegmentLedger(TopicLedger):
         relative = self._dir_of(topic.tid)
         segment = OpenSegment(self.fs, os.path.join(self.data_dir, relative), seq)
         self.open[topic.tid] = segment
+        self.new_files_in.add(segment.topic_dir)
         return segment
 
     def seal(self, tid: int) -> None:
@@ -110,16 +117,18 @@ class SegmentLedger(TopicLedger):
                     if s.pending_count and now_ms - s.first_ts >= self.limits.max_age_ms]:
             self.seal(tid)
 
-    def flush_all(self) -> None:
-        """Make every absorbed record durable: open segments, then new directory entries."""
+    def flush_all(self, tick: Callable[[], None] = lambda: None) -> None:
+        """Make every absorbed record durable: open segments, then the directory entries of
+        new segment files and new topic directories."""
         for segment in self.open.values():
             segment.flush()
-        topics_root = os.path.join(self.data_dir, "topics")
-        for path in self.new_dirs:
+            tick()
+        for path in sorted(self.new_files_in):
             self.fs.sync_dir(path)
         if self.new_dirs:
-            self.fs.sync_dir(topics_root)
+            self.fs.sync_dir(os.path.join(self.data_dir, "topics"))
         self.new_dirs.clear()
+        self.new_files_in.clear()
 
     def close(self) -> None:
         for segment in self.open.values():

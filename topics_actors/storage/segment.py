@@ -21,7 +21,9 @@
 
 Only the compactor writes segments. A segment is appended to until it is sealed; the
 snapshot records how many entries of each segment are valid, so bytes past that count (a
-crashed compactor's tail) are never read and are cut off when the compactor reopens it.
+crashed compactor's tail) are never read, and the next flush overwrites them. A segment
+file never shrinks: a shard may have it mapped, and touching a mapped page past the end of
+a file kills the process (SIGBUS).
 """
 
 from __future__ import annotations
@@ -171,9 +173,10 @@ def read_record(data_view, idx_view, first_seq: int, seq: int) -> SegmentRecord:
 class OpenSegment:
     """The compactor's append handle on a topic's newest segment.
 
-    Opening cuts both files back to the lengths the last snapshot vouches for; add() buffers;
-    flush() writes the buffers at the ends and fdatasyncs both files (.data first, so an .idx
-    entry never points at bytes that are not durable)."""
+    add() buffers; flush() opens both files, writes the buffers at the lengths the last
+    snapshot vouches for (over whatever a crashed run left there), fdatasyncs both (.data
+    first, so an .idx entry never points at bytes that are not durable) and closes them, so
+    the compactor holds no descriptor per topic between checkpoints."""
 
     def __init__(self, fs: RealFs, topic_dir: str, first_seq: int, data_len: int = 0,
                  count: int = 0):
@@ -189,17 +192,13 @@ class OpenSegment:
         self._idx: File | None = None
 
     def open(self) -> None:
-        """Open both files and cut them to the durable lengths; all or nothing, so a failed
-        open is simply tried again by the next flush."""
+        """Open (create) both files; all or nothing, so a failed open is simply tried again
+        by the next flush."""
         opened = []
         try:
-            for path, length in ((data_path(self.topic_dir, self.first_seq), self.data_len),
-                                 (idx_path(self.topic_dir, self.first_seq),
-                                  self.count * IDX_ENTRY_BYTES)):
-                handle = self.fs.open(path, create=True)
-                opened.append(handle)
-                if handle.size() != length:
-                    handle.set_len(length)
+            for path in (data_path(self.topic_dir, self.first_seq),
+                         idx_path(self.topic_dir, self.first_seq)):
+                opened.append(self.fs.open(path, create=True))
         except BaseException:
             for handle in opened:
                 handle.close()
@@ -236,6 +235,7 @@ class OpenSegment:
             self.count += len(self.idx_buf) // IDX_ENTRY_BYTES
             self.data_buf.clear()
             self.idx_buf.clear()
+        self.close()
 
     def close(self) -> None:
         for handle in (self._data, self._idx):

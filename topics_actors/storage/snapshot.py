@@ -117,7 +117,9 @@ def write_snapshot(fs: RealFs, data_dir: str, snap_id: int, body: dict) -> str:
     """Write snapshot `snap_id` atomically: tmp, fsync, rename, fsync meta/. When this
     returns the snapshot is durable; a crash before that leaves the previous one in force."""
     directory = meta_dir(data_dir)
-    fs.makedirs(directory)
+    if not fs.is_dir(directory):
+        fs.makedirs(directory)
+        fs.sync_dir(data_dir)
     path = snapshot_path(data_dir, snap_id)
     tmp = path + ".tmp"
     handle = fs.open(tmp, create=True, truncate=True)

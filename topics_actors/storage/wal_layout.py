@@ -87,7 +87,9 @@ def prepare_layout(fs: RealFs, data_dir: str, shards: int) -> int:
     Returns the layout generation now in force.
     """
     root = wal_root(data_dir)
-    fs.makedirs(root)
+    if not fs.is_dir(root):
+        fs.makedirs(root)
+        fs.sync_dir(data_dir)
     layout = read_layout(fs, data_dir)
     retired = [int(m.group(1)) for m in map(_RETIRED_RE.match, fs.listdir(root)) if m]
     # A crash midway through a retirement leaves LAYOUT at the retiring generation: finish
