@@ -183,3 +183,60 @@ def _signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except ProcessLookupError:
         pass
+
+
+def kill_group(proc: subprocess.Popen, timeout_s: float = STOP_GRACE_S) -> None:
+    """SIGKILL a node's whole process group at once, as a crash would (no SIGTERM, so no
+    clean stop and no final checkpoint), and wait until every member is gone: a restart on
+    the same data dir must not meet a dying shard still holding its files."""
+    try:
+        members = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        members = []
+    _signal_group(proc.pid, signal.SIGKILL)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        log.error("node pid %d survived SIGKILL", proc.pid)
+    _, alive = psutil.wait_procs(members, timeout=timeout_s)
+    for member in alive:
+        log.error("node child pid %d survived SIGKILL", member.pid)
+
+
+def _proc_status_kb(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def process_memory(pids: list[int]) -> dict:
+    """RSS, USS, anonymous RSS (the heap: no file-backed or shmem pages) and file-backed
+    RSS (mmapped files, shared libraries) summed over processes, in bytes (Linux)."""
+    out = {"rss": 0, "uss": 0, "anon": 0, "file": 0}
+    for pid in pids:
+        info = psutil.Process(pid).memory_full_info()
+        out["rss"] += info.rss
+        out["uss"] += info.uss
+        out["anon"] += _proc_status_kb(pid, "RssAnon") * 1024
+        out["file"] += _proc_status_kb(pid, "RssFile") * 1024
+    return out
+
+
+def machine_busy_s() -> float:
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+def group_cpu_s(pid: int) -> float:
+    """CPU seconds used so far by a process and all its descendants."""
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            times = proc.cpu_times()
+            total += times.user + times.system
+    except psutil.Error:
+        pass
+    return total
