@@ -285,6 +285,9 @@ def test_io_error_during_recovery_aborts_startup(shard, op):
     """Invariant 66: never an empty start over an unreadable or uncuttable WAL."""
     populate(shard)
     shard.crash()
+    if op in ("set_len", "sync_all"):   # a torn tail: recovery must cut it off
+        _, scan = frames_of(shard, last_file(shard))
+        patch(last_file(shard), scan.valid_len, b"\xab" * 16)
     before = shard.fs.count(op)
     shard.fs.fail(op)
     with pytest.raises(OSError):
@@ -512,3 +515,15 @@ def test_shard_count_change_loses_nothing(env, counts):
         assert seqs == sorted(seqs)
     for h in cluster:
         h.crash()
+
+
+def test_a_zero_tail_is_kept_so_writing_goes_on_in_the_same_file(shard):
+    """Only zeros after the log: nothing is cut, no new file is started after a restart."""
+    shard.put("z", durable=True)
+    shard.append("z", rec(b"1"))
+    files, size = shard.wal_files(), os.path.getsize(last_file(shard))
+    for crash in (True, False):
+        shard.restart(crash=crash)
+        shard.append("z", rec(b"2"))
+        assert shard.wal_files() == files and os.path.getsize(last_file(shard)) == size
+    assert [r[2] for r in shard.records("z")] == [b'{"d":1}', b'{"d":2}', b'{"d":2}']

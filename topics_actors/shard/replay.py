@@ -34,6 +34,18 @@ CHUNK_FRAMES = 4096                   # frames between looks at the clock
 PROGRESS_INTERVAL_NS = 50_000_000     # a yield at least this often: beats, not_ready, stop
 
 
+_ZEROS = bytes(1 << 20)
+
+
+def _zeros_from(view, start: int) -> bool:
+    """Whether every byte of `view` from `start` on is zero."""
+    for offset in range(start, len(view), len(_ZEROS)):
+        chunk = view[offset:offset + len(_ZEROS)]
+        if chunk != _ZEROS[:len(chunk)]:
+            return False
+    return True
+
+
 class ShardLedger(TopicLedger):
     """The ledger of a recovering shard: topics register with the core, records get WAL
     locations."""
@@ -143,7 +155,9 @@ class Replay:
 
     def _finish_own(self, path: str, file_no: int, idx: int, valid_len: int,
                     size: int) -> tuple[int, int]:
-        if valid_len < size:
+        # Only zeros after the log (the preallocation) are kept, so the writer goes on in
+        # place; anything else is cut off, lest a later scan read stale frames past new ones.
+        if valid_len < size and not _zeros_from(self.core.files.view(file_no), valid_len):
             self._truncate(path, file_no, valid_len)
         return idx, valid_len
 
