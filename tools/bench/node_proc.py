@@ -27,6 +27,18 @@ STOP_GRACE_S = 5.0
 POLL_S = 0.05
 
 
+def wait_port_file(path: str, deadline: float, check_alive, poll_s: float) -> dict:
+    """The ports a starting node wrote to `path`; check_alive() raises if it died."""
+    while time.monotonic() < deadline:
+        check_alive()
+        try:
+            with open(path, "rb") as handle:
+                return json.loads(handle.read())
+        except (FileNotFoundError, ValueError):
+            time.sleep(poll_s)
+    raise TimeoutError(f"no port file {path} by the deadline")
+
+
 class NodeProcess:
     """A node started with `start()` and stopped with `stop()` (also as a context manager)."""
 
@@ -79,15 +91,8 @@ class NodeProcess:
                                f"see {self.tmp}/node.log")
 
     def _wait_port_file(self, deadline: float) -> dict:
-        path = os.path.join(self.tmp, "ports.json")
-        while time.monotonic() < deadline:
-            self._check_alive()
-            try:
-                with open(path, "rb") as handle:
-                    return json.loads(handle.read())
-            except (FileNotFoundError, ValueError):
-                time.sleep(POLL_S)
-        raise TimeoutError(f"no port file after {START_DEADLINE_S:.0f} s")
+        return wait_port_file(os.path.join(self.tmp, "ports.json"), deadline,
+                              self._check_alive, POLL_S)
 
     def _wait_ready(self, deadline: float) -> dict:
         while time.monotonic() < deadline:

@@ -41,7 +41,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_stats import spread  # noqa: E402  (sibling modules of this script)
-from node_proc import group_cpu_s, kill_group, machine_busy_s, process_memory  # noqa: E402
+from node_proc import (  # noqa: E402
+    group_cpu_s, kill_group, machine_busy_s, process_memory, wait_port_file,
+)
 from report import engine_commit  # noqa: E402
 
 from topics_actors.client import Client, TopicsError  # noqa: E402
@@ -119,7 +121,7 @@ class RecoveryNode:
         self.proc = subprocess.Popen([sys.executable, "-m", "supervisor.cli", "serve"],
                                      env=full_env, stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
-        ports = self._wait_port_file(port_file, t0 + START_DEADLINE_S)
+        ports = wait_port_file(port_file, t0 + START_DEADLINE_S, self._check_alive, 0.005)
         t_ports = time.monotonic()
         self.client = Client(f"tcp://127.0.0.1:{ports['zmq']}", request_timeout_ms=1_000,
                              retry_deadline_ms=30_000)
@@ -143,16 +145,6 @@ class RecoveryNode:
         if self.proc.poll() is not None:
             raise RuntimeError(f"topics serve exited with {self.proc.returncode}; "
                                f"see {self.log_path}")
-
-    def _wait_port_file(self, path: str, deadline: float) -> dict:
-        while time.monotonic() < deadline:
-            self._check_alive()
-            try:
-                with open(path, "rb") as handle:
-                    return json.loads(handle.read())
-            except (FileNotFoundError, ValueError):
-                time.sleep(0.005)
-        raise TimeoutError("no port file")
 
     def kill(self) -> None:
         """SIGKILL the whole group (a crash); safe to call when nothing runs."""
