@@ -154,11 +154,12 @@ class ShardEnv:
         """One compactor checkpoint over live harnesses: barriers, snapshot, absorbed."""
         own = checkpointer or self.checkpointer()
         try:
-            barriers = {}
+            barriers, accounting = {}, []
             for h in harnesses:
                 reply = h.call(Checkpoint())
                 barriers[reply["group"]] = (reply["idx"], reply["offset"])
-            snap_id = own.checkpoint(barriers)
+                accounting += reply["accounting"]
+            snap_id = own.checkpoint(barriers, accounting=accounting)
         finally:
             if checkpointer is None:
                 own.close()

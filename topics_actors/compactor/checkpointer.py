@@ -105,9 +105,12 @@ class Checkpointer:
         return read
 
     def checkpoint(self, barriers: dict[str, tuple[int, int]],
-                   tick: Callable[[], None] = lambda: None) -> int:
+                   tick: Callable[[], None] = lambda: None,
+                   accounting: list | None = None) -> int:
         """Absorb up to `barriers` (group key -> position) and write a snapshot; returns its
-        id. On any failure the state is reloaded from the last snapshot and the error raised."""
+        id. `accounting`: the shards' rows sent with their barriers (floors and counters
+        only the owner knows exactly). On any failure the state is reloaded from the last
+        snapshot and the error raised."""
         if self.broken:
             self.load()
         try:
@@ -123,6 +126,7 @@ class Checkpointer:
                                           f"{generation}")
                 shard = int(key.rsplit("-", 1)[1])
                 self.absorb_group(key, group_dir(self.data_dir, shard), tuple(target), tick)
+            self.ledger.account(accounting or [])
             return self._write(tick)
         except BaseException:
             self.broken = True
@@ -133,6 +137,7 @@ class Checkpointer:
         failpoint.hit("checkpoint::before_flush")
         now = self.clock()
         self.ledger.seal_idle(now)
+        self.ledger.drop_dead()
         self.ledger.flush_all(tick)
         tick()
         # After a fallback past a bad newest file, a new id must still be above every id

@@ -104,12 +104,13 @@ class CompactorServer:
     def checkpoint(self) -> int:
         t0 = time.monotonic()
         count = self.client.status()["shard_count"]
-        barriers = {}
+        barriers, accounting = {}, []
         for shard in range(count):
             reply = self.client.call_shard(shard, Checkpoint())
             barriers[reply["group"]] = (reply["idx"], reply["offset"])
+            accounting += reply["accounting"]
             self._beat()
-        snap_id = self.checkpointer.checkpoint(barriers, tick=self._beat)
+        snap_id = self.checkpointer.checkpoint(barriers, self._beat, accounting)
         taken = 0
         for shard in range(count):
             try:

@@ -117,6 +117,20 @@ class SegmentLedger(TopicLedger):
                     if s.pending_count and now_ms - s.first_ts >= self.limits.max_age_ms]:
             self.seal(tid)
 
+    def drop_dead(self) -> int:
+        """Forget sealed segments wholly below their topic's floors (evicted or deleted):
+        the next snapshot does not list them and the sweep after it removes the files."""
+        dropped = 0
+        for tid, sealed in self.sealed.items():
+            topic = self.by_tid.get(tid)
+            if topic is None:
+                continue
+            earliest = max(topic.evict_floor, topic.expiry_floor, topic.delete_floor) + 1
+            live = [s for s in sealed if s[0] + s[1] > earliest]
+            dropped += len(sealed) - len(live)
+            sealed[:] = live
+        return dropped
+
     def flush_all(self, tick: Callable[[], None] = lambda: None) -> None:
         """Make every absorbed record durable: open segments, then the directory entries of
         new segment files and new topic directories."""

@@ -121,3 +121,12 @@ class Absorbed(Message):
     position for its group. Reply: {snapshot_id, topics, removed_files, performance}."""
     KIND = "absorbed"
     snapshot_id: int
+
+
+@message
+class Retain(Message):
+    """reclaimer -> shard. Apply cap and TTL retention to every topic of the shard now (it
+    is otherwise applied lazily when a topic is written or read): floors that a TTL or the
+    byte cap moves are logged as an fsynced EvictWatermark before they take effect.
+    Reply: {topics, performance} (topics = how many had floors to raise)."""
+    KIND = "retain"

@@ -25,6 +25,16 @@ class DedupeEntry:
         self.head_seq = head_seq
         self.created_ms = created_ms
 
+    def reply(self, topic: str, return_seqs: bool) -> dict:
+        """The answer to a retried append: the original write's seqs."""
+        reply = {"topic": topic, "first_seq": self.first_seq, "last_seq": self.last_seq,
+                 "head_seq": self.head_seq or self.last_seq,
+                 "count": self.last_seq - self.first_seq + 1, "created": False,
+                 "deduped": True}
+        if return_seqs:
+            reply["seqs"] = list(range(self.first_seq, self.last_seq + 1))
+        return reply
+
 
 class DedupeIndex:
     __slots__ = ("user", "sessions")

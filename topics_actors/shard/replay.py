@@ -14,10 +14,10 @@ deleted when the next snapshot is taken in (one snapshot back stays replayable).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterator
 
+from topics_actors.shard import head_marks, retention
 from topics_actors.shard.file_table import make_loc
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.shard.topic_ledger import TopicLedger
@@ -118,7 +118,9 @@ class Replay:
                  core.options.shard, self.snapshot_id, self.ledger.applied,
                  dict(self.ledger.ignored), len(core.topics))
         self._open_writer(resume)
-        core.seal_reservations(pad=True)
+        head_marks.seal_reservations(core, pad=True)
+        for topic in core.topics.values():   # records cap floors and the drop accounting
+            retention.settle(topic, core.read_record)
 
     def _load_snapshot(self) -> None:
         core = self.core

@@ -20,14 +20,17 @@ from topics_actors.errors import ErrorCode, StorageError, TopicsError, invalid, 
 from topics_actors.limits import INBOX_BYTES_MAX, INBOX_REQUESTS_MAX
 from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.messages import (
-    Absorbed, Append, Checkpoint, DeleteTopic, Diff, GetTopic, ListTopics, PutTopic, Status,
+    Absorbed, Append, Checkpoint, DeleteTopic, Diff, GetTopic, ListTopics, PutTopic, Retain,
+    Status,
 )
 from topics_actors.record_batch import PAYLOAD_BYTES, StagedRecord, stage_batch
+from topics_actors.shard import head_marks, retention
 from topics_actors.shard.absorption import absorb_snapshot
 from topics_actors.shard.diff_read import diff, validate_diff
 from topics_actors.shard.file_table import FileTable, StoredRecord, make_loc
 from topics_actors.shard.long_poll import LongPolls, Waiter
 from topics_actors.shard.dedupe_index import DedupeEntry
+from topics_actors.shard.topic_ledger import accounting_rows
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame import FLAG_DURABLE, FrameType, encode, encode_appends
@@ -84,6 +87,7 @@ class Batch:
         self.undo: dict[str, tuple] = {}
         self.dedupe_added: list[tuple[TopicState, str]] = []
         self.created: list[TopicState] = []
+        self.retention: dict[str, tuple[TopicState, retention.Floors]] = {}
 
 
 def _raise(error: TopicsError) -> Callable[[CommitInfo], dict]:
@@ -122,7 +126,7 @@ class ShardCore:
                           DeleteTopic: self._delete_topic, Diff: self._diff,
                           GetTopic: self._get_topic, ListTopics: self._list_topics,
                           Status: self._status, Checkpoint: self._checkpoint,
-                          Absorbed: self._absorbed}
+                          Absorbed: self._absorbed, Retain: self._retain}
 
     # --- topic registry -------------------------------------------------------------------
 
@@ -276,6 +280,8 @@ class ShardCore:
         self._write_op(peer, corr, t0_ns, publish)
 
     def _get_topic(self, peer, corr, msg: GetTopic, t0_ns) -> None:
+        self._retain_named(msg.topic)
+
         def read(_info: CommitInfo) -> dict:
             topic = self.topics.get(msg.topic)
             if topic is None:
@@ -308,6 +314,7 @@ class ShardCore:
 
     def _diff(self, peer, corr, msg: Diff, t0_ns) -> None:
         validate_diff(msg)
+        self._retain_named(msg.topic)
 
         def read(_info: CommitInfo) -> dict | None:
             result = self._diff_now(msg)
@@ -355,13 +362,25 @@ class ShardCore:
         """Answer parked reads whose wait is over (an empty, caught-up page)."""
         return self._answer_waiters(self.polls.expire(time.monotonic_ns()))
 
+    def _retain_named(self, name: str) -> None:
+        topic = self.topics.get(name)
+        if topic is not None and not self._inbox_full():
+            retention.stage(self, topic)
+
+    def _retain(self, peer, corr, msg: Retain, t0_ns) -> None:
+        self._throttle()
+        for topic in self.topics.values():
+            retention.stage(self, topic)
+        staged = len(self.batch.retention)
+        self._write_op(peer, corr, t0_ns, lambda info: {"topics": staged})
+
     def _checkpoint(self, peer, corr, msg: Checkpoint, t0_ns) -> None:
         self._throttle()
         self._frame(FrameType.CHECKPOINT_MARK, None, frame_body.encode_u64(0))
         key = f"{self.generation:04d}/shard-{self.options.shard:02d}"
         self._write_op(peer, corr, t0_ns, lambda info: {
             "generation": self.generation, "group": key, "idx": info.idx,
-            "offset": info.end})
+            "offset": info.end, "accounting": accounting_rows(self.topics.values())})
 
     def _absorbed(self, peer, corr, msg: Absorbed, t0_ns) -> None:
         self._read_op(peer, corr, t0_ns, lambda info: absorb_snapshot(self, msg.snapshot_id))
@@ -400,8 +419,12 @@ class ShardCore:
         if key is not None:
             entry = topic.dedupe.lookup(key, now, topic.config.idempotency_window_ms)
             if entry is not None:
-                self._write_op(peer, corr, t0_ns, lambda info: _dedupe_reply(topic, entry, msg))
+                self._write_op(peer, corr, t0_ns,
+                               lambda info: entry.reply(topic.name, msg.return_seqs))
                 return
+        if not created:
+            retention.stage(self, topic)
+            retention.admit(self, topic, records)
         first = topic.next_seq
         offsets = self._stage_records(topic, records, first, now, key)
         if key is not None:
@@ -452,6 +475,8 @@ class ShardCore:
         else:
             locs = self._publish_ephemeral(topic, records, first, now)
         topic.publish(first, locs, sum(r[PAYLOAD_BYTES] for r in records), now)
+        if topic.config.cap_records:
+            retention.settle(topic, self.read_record)
         self.stats["records"] += len(records)
         self._woken.add(topic.name)
 
@@ -485,6 +510,9 @@ class ShardCore:
             else:
                 for topic in batch.created:
                     topic.created_at = (self.generation, info.idx, info.offset)
+        if failure is None:   # floors rise only once their watermark is durable
+            for topic, floors in batch.retention.values():
+                retention.apply(topic, self.read_record, floors)
         replies = []
         for op in batch.ops:
             if failure is not None and op.is_write:
@@ -559,41 +587,12 @@ class ShardCore:
             self.writer.latched = f"background fdatasync failed: {exc}"
         return True
 
-    def seal_reservations(self, pad: bool) -> None:
-        """Log an exact head mark for every topic holding a reservation above its head.
-
-        After a crash (pad=True) a reserved seq may have been acked and lost, so the head
-        jumps to the reservation and the skipped seqs stay holes. At a clean shutdown
-        (pad=False) everything acked is synced, so the reservation is simply released.
-        """
-        buf, now = bytearray(), self.clock()
-        for topic in self.topics.values():
-            if topic.reserved_head > topic.head:
-                if pad:
-                    topic.pad_to(topic.reserved_head)
-                if topic.head:
-                    encode(buf, FrameType.HEAD_WATERMARK, FLAG_DURABLE, topic.tid, topic.head,
-                           now, frame_body.encode_u64(topic.head))
-                topic.reserved_head = topic.head
-        if buf:
-            self.writer.write(buf)
-            self.writer.sync()
-
     def close(self) -> None:
         """Clean shutdown: everything accepted is committed; then sync and release."""
         if self.batch.ops:
             self.commit()
         if not self.writer.latched and self.writer.handle is not None:
-            self.seal_reservations(pad=False)
+            head_marks.seal_reservations(self, pad=False)
         self.writer.close()
         self.files.close()
         self.segments.close()
-
-
-def _dedupe_reply(topic: TopicState, entry: DedupeEntry, msg: Append) -> dict:
-    reply = {"topic": topic.name, "first_seq": entry.first_seq, "last_seq": entry.last_seq,
-             "head_seq": entry.head_seq or entry.last_seq,
-             "count": entry.last_seq - entry.first_seq + 1, "created": False, "deduped": True}
-    if msg.return_seqs:
-        reply["seqs"] = list(range(entry.first_seq, entry.last_seq + 1))
-    return reply

@@ -146,6 +146,21 @@ class TopicLedger:
         if topic is not None:
             self.drop_topic(topic)
 
+    def _evict_watermark(self, frame: Frame, view) -> None:
+        topic = self._topic(frame, "evict")
+        if topic is not None:   # floors only rise, whatever order the marks come in
+            body = frame_body.decode_body(frame.type, frame.data)
+            topic.evict_floor = max(topic.evict_floor, body.evict_floor)
+            topic.expiry_floor = max(topic.expiry_floor, body.expiry_floor)
+
+    def account(self, rows: list) -> None:
+        """Take a shard's accounting ([tid, *ACCOUNTING] rows, exact at its barrier)."""
+        for tid, *values in rows:
+            topic = self.by_tid.get(tid)
+            if topic is not None:
+                for name, value in zip(ACCOUNTING, values):
+                    setattr(topic, name, value)
+
     def _head_watermark(self, frame: Frame, view) -> None:
         topic = self._topic(frame, "watermark")
         if topic is None:
@@ -176,7 +191,7 @@ class TopicLedger:
         topic = self.new_topic(entry["name"], TopicConfig.from_bytes(entry["config"]),
                                entry["tid"])
         for name in _COUNTERS:
-            setattr(topic, name, entry[name])
+            setattr(topic, name, entry[name] if name != "gone_through" else entry.get(name, 0))
         topic.next_seq = topic.head + 1
         topic.wal_base = topic.head + 1
         if topic.indexed:
@@ -195,7 +210,10 @@ class TopicLedger:
 
 
 _COUNTERS = ("head", "reserved_head", "count", "bytes", "last_write_ts", "evict_floor",
-             "expiry_floor", "delete_floor", "source_trim_floor")
+             "expiry_floor", "delete_floor", "source_trim_floor", "gone_through")
+# What only the owning shard knows exactly (the records cap floor and the drop accounting):
+# sent with every checkpoint barrier, applied by the compactor (see account()).
+ACCOUNTING = ("gone_through", "count", "bytes", "evict_floor", "expiry_floor")
 
 
 def snapshot_entry(topic: TopicState, seg_dir: str, segments: list[list[int]],
@@ -216,12 +234,19 @@ def snapshot_entry(topic: TopicState, seg_dir: str, segments: list[list[int]],
     return entry
 
 
+def accounting_rows(topics) -> list[list[int]]:
+    """[tid, *ACCOUNTING] for every topic with floors (sent with a checkpoint barrier)."""
+    return [[t.tid, *(getattr(t, name) for name in ACCOUNTING)] for t in topics
+            if t.gone_through or t.evict_floor or t.expiry_floor]
+
+
 _HANDLERS = {
     FrameType.APPEND: TopicLedger._append,
     FrameType.TOPIC_CREATE: TopicLedger._topic_create,
     FrameType.CONFIG_UPDATE: TopicLedger._topic_create,
     FrameType.TOPIC_DELETE: TopicLedger._topic_delete,
     FrameType.HEAD_WATERMARK: TopicLedger._head_watermark,
+    FrameType.EVICT_WATERMARK: TopicLedger._evict_watermark,
     FrameType.IDEM_KEY: TopicLedger._idem_key,
     FrameType.CHECKPOINT_MARK: lambda self, frame, view: None,
 }

@@ -27,7 +27,7 @@ class TopicState:
                  "locs", "front", "count", "bytes", "last_write_ts", "last_read_ts",
                  "evict_floor", "expiry_floor", "delete_floor", "source_trim_floor",
                  "dedupe", "ram_file", "ram", "indexed", "absorbed", "seg_dir",
-                 "seg_firsts", "seg_counts", "created_at", "ram_past")
+                 "seg_firsts", "seg_counts", "created_at", "ram_past", "gone_through")
 
     def __init__(self, name: str, config: TopicConfig, tid: int | None = None,
                  indexed: bool = True):
@@ -58,6 +58,7 @@ class TopicState:
         self.seg_counts: list[int] = []
         self.created_at = (0, 0, 0)   # WAL position (generation, file idx, offset) of creation
         self.ram_past: dict[int, int] = {}   # absorbed seqs whose record is in the RAM buffer
+        self.gone_through = 0         # records up to here are out of count and bytes
 
     # --- publishing -------------------------------------------------------------------
 

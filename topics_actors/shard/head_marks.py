@@ -1,0 +1,38 @@
+"""Exact head marks: how a shard settles its disk-class head reservations.
+
+A disk-class topic's HeadWatermark reserves seqs ahead of the head (spec/storage.md 2.3), so
+a crash can never reissue an acked seq. Settling the reservations writes one exact mark per
+topic (HeadWatermark with seq == ceiling), which replay takes as "nothing above this head
+was acked".
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from topics_actors.storage import frame_body
+from topics_actors.storage.frame import FLAG_DURABLE, FrameType, encode
+
+if TYPE_CHECKING:
+    from topics_actors.shard.shard_core import ShardCore
+
+
+def seal_reservations(core: ShardCore, pad: bool) -> None:
+    """Log an exact head mark for every topic holding a reservation above its head.
+
+    After a crash (pad=True) a reserved seq may have been acked and lost, so the head
+    jumps to the reservation and the skipped seqs stay holes. At a clean shutdown
+    (pad=False) everything acked is synced, so the reservation is simply released.
+    """
+    buf, now = bytearray(), core.clock()
+    for topic in core.topics.values():
+        if topic.reserved_head > topic.head:
+            if pad:
+                topic.pad_to(topic.reserved_head)
+            if topic.head:
+                encode(buf, FrameType.HEAD_WATERMARK, FLAG_DURABLE, topic.tid, topic.head,
+                       now, frame_body.encode_u64(topic.head))
+            topic.reserved_head = topic.head
+    if buf:
+        core.writer.write(buf)
+        core.writer.sync()
