@@ -122,12 +122,11 @@ class Supervisor:
 
     def _add_compactor(self) -> None:
         cfg = self.config
-        front_host = "127.0.0.1" if cfg.host in ("0.0.0.0", "::", "") else cfg.host
 
         def argv_for(_port: int) -> list[str]:
             return python_module_argv(
                 "topics_actors.compactor", "--data-dir", cfg.data_dir,
-                "--front", f"tcp://{front_host}:{self.zmq_port}",
+                "--front", self._front_endpoint(),
                 "--control", self.control_endpoint, "--parent-pid", str(os.getpid()),
                 "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
                 "--wal-file-bytes", str(cfg.wal_file_bytes),
@@ -137,6 +136,22 @@ class Supervisor:
                 "--segment-max-bytes", str(cfg.segment_max_bytes),
                 "--segment-max-age-ms", str(cfg.segment_max_age_ms))
         self.table.add(Child("compactor", 0, argv_for))
+
+    def _add_reclaimer(self) -> None:
+        cfg = self.config
+
+        def argv_for(_port: int) -> list[str]:
+            return python_module_argv(
+                "topics_actors.reclaimer", "--front", self._front_endpoint(),
+                "--control", self.control_endpoint, "--parent-pid", str(os.getpid()),
+                "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
+                "--reclaim-interval-ms", str(cfg.reclaim_interval_ms))
+        self.table.add(Child("reclaimer", 0, argv_for))
+
+    def _front_endpoint(self) -> str:
+        """How children reach the front: loopback when it listens on a wildcard."""
+        host = self.config.host
+        return f"tcp://{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{self.zmq_port}"
 
     def run(self) -> int:
         cfg = self.config
@@ -158,6 +173,7 @@ class Supervisor:
                 write_port_file(cfg.port_file, {"http": self.http_port, "zmq": self.zmq_port})
             self._add_shards()
             self._add_compactor()
+            self._add_reclaimer()
             for child in self.table.children:
                 self.table.spawn(child)
             self._install_signal_handlers()

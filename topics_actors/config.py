@@ -21,7 +21,7 @@ def default_shards() -> int:
 
 
 _STORAGE_INTS = ("checkpoint_wal_bytes", "checkpoint_interval_ms", "segment_max_events",
-                 "segment_max_bytes", "segment_max_age_ms")
+                 "segment_max_bytes", "segment_max_age_ms", "reclaim_interval_ms")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +42,7 @@ class NodeConfig:
     segment_max_events: int = 10_000
     segment_max_bytes: int = 64 * 1024 * 1024
     segment_max_age_ms: int = 3_600_000
+    reclaim_interval_ms: int = 5_000
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "NodeConfig":
@@ -71,7 +72,7 @@ class NodeConfig:
         if self.wal_file_bytes < 1024 * 1024:
             raise SystemExit("TOPICS_WAL_FILE_BYTES must be at least 1 MiB")
         for name in ("checkpoint_wal_bytes", "checkpoint_interval_ms", "segment_max_events",
-                     "segment_max_bytes"):
+                     "segment_max_bytes", "reclaim_interval_ms"):
             if getattr(self, name) < 1:
                 raise SystemExit(f"TOPICS_{name.upper()} must be at least 1")
         if not 0 <= self.segment_max_age_ms:

@@ -16,6 +16,7 @@ import time
 
 import zmq
 
+from topics_actors.client.sync_client import Client
 from topics_actors.protocol import encode
 from topics_actors.protocol.control import Heartbeat, Hello
 
@@ -69,6 +70,11 @@ class SupervisorLink:
             self._next_beat_ns = now + self.interval_ns
             self._send(Heartbeat(self.role, self.index, os.getpid(), self.state, self.progress))
 
+    def keep_alive(self, state: str | None = None, force: bool = False) -> bool:
+        """Beat (progress 1.0); False once the supervisor is gone."""
+        self.beat(state, 1.0, force)
+        return self.parent_alive()
+
     def ms_until_beat(self) -> float:
         return max(0.0, (self._next_beat_ns - time.monotonic_ns()) / 1e6)
 
@@ -98,3 +104,21 @@ def child_context(control: str | None, role: str, index: int, parent_pid: int,
         if link:
             link.close()
         ctx.term()
+
+
+def serve_through_front(args, role: str, make_server) -> None:
+    """Run a node process that reaches the shards through the front (compactor, reclaimer):
+    context, supervisor link, a Client with short timeouts (the process heartbeats between
+    calls, so no call may block for long), the server from make_server(client, link)."""
+    with child_context(args.control, role, 0, args.parent_pid,
+                       args.heartbeat_interval_ms) as (ctx, link):
+        if link:
+            link.hello("", "")
+        client = Client(args.front, request_timeout_ms=2_000, retry_deadline_ms=2_000,
+                        ctx=ctx)
+        try:
+            server = make_server(client, link)
+            stop_on_signals(server)
+            server.serve()
+        finally:
+            client.close()

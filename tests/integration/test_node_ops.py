@@ -234,3 +234,20 @@ def test_a_request_for_another_shards_topic_is_refused(node):
     assert (kind, corr, body["code"]) == ("error", 3, "not_ready")
     assert body["detail"]["reason"] == "wrong_shard"
     assert c.get_topic(theirs)["head_seq"] == 1
+
+
+@pytest.mark.timeout(60)
+def test_reclaimer_applies_ttl_to_an_idle_topic(make_node):
+    """No read or write touches the topic: only the reclaimer can move its TTL floor."""
+    node = make_node(shards=2, env={"TOPICS_RECLAIM_INTERVAL_MS": "200"})
+    c = node.client()
+    c.put_topic("idle-ttl", ttl_ms=300, durable=True)
+    c.append("idle-ttl", [{"data": i} for i in range(3)])
+
+    def count() -> int:   # list_topics reports state without applying retention itself
+        return next(t["count"] for t in c.list_topics(prefix="idle-ttl")["topics"])
+    assert count() == 3
+    wait_for(lambda: count() == 0, 20, "the reclaimer to expire the records")
+    reply = c.diff("idle-ttl")
+    assert reply["tombstone"]["reason"] == "ttl" and reply["tombstone"]["gap_to"] == 3
+    assert "event=reclaimed" in node.log()

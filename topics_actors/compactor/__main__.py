@@ -7,13 +7,12 @@ import argparse
 import logging
 import sys
 
-from topics_actors.client.sync_client import Client
 from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.compactor.compactor_server import Cadence, CompactorServer
 from topics_actors.compactor.segment_ledger import SegmentLimits
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import layout_generation
-from topics_actors.supervisor_link import child_context, die_with_parent, stop_on_signals
+from topics_actors.supervisor_link import die_with_parent, serve_through_front
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,21 +42,9 @@ def main(argv: list[str] | None = None) -> int:
                            args.segment_max_age_ms)
     cadence = Cadence(args.checkpoint_wal_bytes, args.checkpoint_interval_ms,
                       wal_file_bytes=args.wal_file_bytes)
-    with child_context(args.control, "compactor", 0, args.parent_pid,
-                       args.heartbeat_interval_ms) as (ctx, link):
-        if link:
-            link.hello("", "")
-        # Short timeouts: the compactor heartbeats between calls, so no call may block for
-        # long; a shard that does not answer aborts this checkpoint, a later one retries.
-        client = Client(args.front, request_timeout_ms=2_000, retry_deadline_ms=2_000,
-                        ctx=ctx)
-        server = CompactorServer(Checkpointer(fs, args.data_dir, limits), client, cadence,
-                                 link, layout_generation(fs, args.data_dir))
-        stop_on_signals(server)
-        try:
-            server.serve()
-        finally:
-            client.close()
+    serve_through_front(args, "compactor", lambda client, link: CompactorServer(
+        Checkpointer(fs, args.data_dir, limits), client, cadence, link,
+        layout_generation(fs, args.data_dir)))
     return 0
 
 

@@ -75,10 +75,8 @@ class CompactorServer:
         log.info("event=stopped checkpoints=%d", self.checkpoints)
 
     def _beat(self, state: str | None = None, force: bool = False) -> None:
-        if self.link:
-            self.link.beat(state, 1.0, force)
-            if not self.link.parent_alive():
-                self.stopping = True
+        if self.link and not self.link.keep_alive(state, force):
+            self.stopping = True
 
     def _key(self, shard: int) -> str:
         return f"{self.generation:04d}/shard-{shard:02d}"
