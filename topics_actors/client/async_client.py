@@ -19,7 +19,9 @@ from topics_actors.client.shard_map import ShardMap
 from topics_actors.client.sync_client import DEFAULT_ENDPOINT
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
-from topics_actors.protocol.messages import DeleteTopic, GetTopic, PutTopic, Status
+from topics_actors.protocol.messages import (
+    DeleteRecords, DeleteTopic, GetTopic, PutTopic, Status,
+)
 
 FRONT = -1
 
@@ -165,6 +167,10 @@ class AsyncClient:
 
     async def delete_topic(self, name: str, if_empty: bool = False) -> dict:
         return await self._request(name, DeleteTopic(name, if_empty))
+
+    async def delete_records(self, name: str, before_seq: int | None = None,
+                             match=None) -> dict:
+        return await self._request(name, DeleteRecords(name, before_seq, match))
 
     async def list_topics(self, prefix: str = "", page_size: int | None = None,
                           cursor: str | None = None, touch: bool = False) -> dict:

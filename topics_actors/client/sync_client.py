@@ -20,7 +20,9 @@ from topics_actors.client.retry_budget import RetryBudget, new_session, unavaila
 from topics_actors.client.shard_map import ShardMap
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
-from topics_actors.protocol.messages import DeleteTopic, GetTopic, PutTopic, Status
+from topics_actors.protocol.messages import (
+    DeleteRecords, DeleteTopic, GetTopic, PutTopic, Status,
+)
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:4001"
 
@@ -158,6 +160,11 @@ class Client:
                     cursor: str | None = None, touch: bool = False) -> dict:
         msg, size = shapes.list_request(prefix, page_size, cursor, touch)
         return shapes.merge_pages(self._all_shards(msg), size)
+
+    def delete_records(self, name: str, before_seq: int | None = None, match=None) -> dict:
+        """Permanently delete records below before_seq and/or whose tag matches `match`
+        (["tag", "Eq", v], ["tag", "Glob", "prefix*"] or a tag string)."""
+        return self._request(name, DeleteRecords(name, before_seq, match))
 
     def append(self, name: str, records: list[dict], **options) -> dict:
         """Append records ({"data", "tag"?, "node"?, "meta"?}) as one all-or-nothing batch.

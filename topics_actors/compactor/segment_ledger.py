@@ -20,7 +20,11 @@ from topics_actors.shard.topic_ledger import TopicLedger, snapshot_entry
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage.frame import envelope_payload_bytes
 from topics_actors.storage.fs import RealFs
-from topics_actors.storage.segment import OpenSegment
+from topics_actors.shard import record_delete
+from topics_actors.storage import failpoint
+from topics_actors.storage.segment import (
+    OpenSegment, SegmentReader, data_path, flip_deleted, sync_file,
+)
 from topics_actors.topic_config import TopicConfig
 
 BUFFER_BYTES_MAX = 8 * 1024 * 1024   # flush an open segment's buffer past this
@@ -45,6 +49,8 @@ class SegmentLedger(TopicLedger):
         self.next_dir = 1
         self.new_dirs: list[str] = []                   # created since the last flush_all
         self.new_files_in: set[str] = set()             # dirs that got a new segment file
+        self.flipped: set[str] = set()                  # .data files with new del bytes
+        self.reader = SegmentReader(fs, max_open=64)
 
     # --- ledger hooks -------------------------------------------------------------------------
 
@@ -58,6 +64,43 @@ class SegmentLedger(TopicLedger):
             segment.close()
         self.dirs.pop(topic.tid, None)
         self.sealed.pop(topic.tid, None)
+
+    def delete_records(self, topic: TopicState, body) -> None:
+        """Flip the del byte of every matching record (a before_seq delete only raises the
+        delete floor: whole segments below it are dropped, the rest is below earliest)."""
+        if body.match is not None:
+            self.flush_open(topic.tid)   # matching records may still be in its buffer
+        record_delete.apply(topic, self._read, body.before_seq, body.match,
+                            body.bound_head or topic.head + 1, self._flip, account=False)
+
+    def flush_open(self, tid: int) -> None:
+        segment = self.open.get(tid)
+        if segment is not None:
+            segment.flush()
+
+    def _locate(self, topic: TopicState, seq: int) -> tuple[str, int] | None:
+        """(topic dir, first seq) of the segment holding `seq`."""
+        segments = list(self.sealed.get(topic.tid, []))
+        segment = self.open.get(topic.tid)
+        if segment is not None:
+            segments.append([segment.first_seq, segment.count, segment.data_len])
+        for first, count, _ in segments:
+            if first <= seq < first + count:
+                return os.path.join(self.data_dir, self.dirs[topic.tid]), first
+        return None
+
+    def _read(self, topic: TopicState, seq: int):
+        where = self._locate(topic, seq)
+        if where is None:
+            return None
+        rec = self.reader.read(where[0], where[1], seq)
+        return None if rec.deleted else rec
+
+    def _flip(self, topic: TopicState, seq: int) -> None:
+        topic_dir, first = self._locate(topic, seq)
+        self.reader.forget(topic_dir, first)   # the mapping must not serve the old byte
+        flip_deleted(self.fs, topic_dir, first, seq)
+        self.flipped.add(data_path(topic_dir, first))
 
     def store_append(self, topic, view, offset, seq, ts, flags, data_len) -> None:
         segment = self.open.get(topic.tid)
@@ -137,6 +180,11 @@ class SegmentLedger(TopicLedger):
         for segment in self.open.values():
             segment.flush()
             tick()
+        if self.flipped:
+            failpoint.hit("segdel::after_write_before_fsync")
+        for path in sorted(self.flipped):   # a flipped del byte is durable before a snapshot
+            sync_file(self.fs, path)
+        self.flipped.clear()
         for path in sorted(self.new_files_in):
             self.fs.sync_dir(path)
         if self.new_dirs:
@@ -148,6 +196,7 @@ class SegmentLedger(TopicLedger):
         for segment in self.open.values():
             segment.close()
         self.open.clear()
+        self.reader.close()
 
     # --- snapshot form ---------------------------------------------------------------------------
 

@@ -130,3 +130,17 @@ class Retain(Message):
     byte cap moves are logged as an fsynced EvictWatermark before they take effect.
     Reply: {topics, performance} (topics = how many had floors to raise)."""
     KIND = "retain"
+
+
+@message
+class DeleteRecords(Message):
+    """client -> shard. Permanently delete records of `topic` (spec/api.md 5.7): those with
+    seq < before_seq, and/or those whose tag matches `match` (["tag", "Eq", v],
+    ["tag", "Glob", "prefix*"] or a bare tag string; a trailing "*" makes it a Glob). At
+    least one of the two is required. Bounded by the head at call time; silent (deletes
+    never produce a tombstone). Reply: {topic, deleted, earliest_seq, head_seq, count,
+    bytes, performance}."""
+    KIND = "delete_records"
+    topic: str
+    before_seq: int | None = None
+    match: Any = None

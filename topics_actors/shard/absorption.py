@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 
 from topics_actors.errors import StorageError
 from topics_actors.shard.file_table import OFFSET_BITS
-from topics_actors.storage import failpoint
+from topics_actors.shard.topic_ledger import accounting_rows
+from topics_actors.storage import failpoint, frame_body
+from topics_actors.storage.frame import FrameType
 from topics_actors.storage.snapshot import decode_snapshot, read_file, snapshot_path
 from topics_actors.storage.wal_layout import list_wal_files
 
@@ -22,6 +24,15 @@ if TYPE_CHECKING:
     from topics_actors.shard.shard_core import ShardCore
 
 log = logging.getLogger(__name__)
+
+
+def stage_barrier(core: ShardCore):
+    """A checkpoint barrier: a fsync-class CheckpointMark in the core's batch; once durable,
+    the reply is the WAL position after it and the shard's exact accounting."""
+    core._frame(FrameType.CHECKPOINT_MARK, None, frame_body.encode_u64(0))
+    key = f"{core.generation:04d}/shard-{core.options.shard:02d}"
+    return lambda info: {"generation": core.generation, "group": key, "idx": info.idx,
+                         "offset": info.end, "accounting": accounting_rows(core.topics.values())}
 
 
 def absorb_snapshot(core: ShardCore, snap_id: int) -> dict:

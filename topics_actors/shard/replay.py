@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Iterator
 
-from topics_actors.shard import head_marks, retention
+from topics_actors.shard import head_marks, record_delete, retention
 from topics_actors.shard.file_table import make_loc
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.shard.topic_ledger import TopicLedger
@@ -61,6 +61,10 @@ class ShardLedger(TopicLedger):
 
     def drop_topic(self, topic: TopicState) -> None:
         self.core.unregister(topic)
+
+    def delete_records(self, topic: TopicState, body) -> None:
+        record_delete.apply(topic, self.core.read_record, body.before_seq, body.match,
+                            body.bound_head or topic.head + 1, TopicState.delete_one)
 
     def store_append(self, topic, view, offset, seq, ts, flags, data_len) -> None:
         # The hottest call of a recovery: the location and size arithmetic is inlined.

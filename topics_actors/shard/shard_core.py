@@ -20,17 +20,16 @@ from topics_actors.errors import ErrorCode, StorageError, TopicsError, invalid, 
 from topics_actors.limits import INBOX_BYTES_MAX, INBOX_REQUESTS_MAX
 from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.messages import (
-    Absorbed, Append, Checkpoint, DeleteTopic, Diff, GetTopic, ListTopics, PutTopic, Retain,
-    Status,
+    Absorbed, Append, Checkpoint, DeleteRecords, DeleteTopic, Diff, GetTopic, ListTopics,
+    PutTopic, Retain, Status,
 )
 from topics_actors.record_batch import PAYLOAD_BYTES, StagedRecord, stage_batch
-from topics_actors.shard import head_marks, retention
-from topics_actors.shard.absorption import absorb_snapshot
+from topics_actors.shard import head_marks, record_delete, retention
+from topics_actors.shard.absorption import absorb_snapshot, stage_barrier
 from topics_actors.shard.diff_read import diff, validate_diff
 from topics_actors.shard.file_table import FileTable, StoredRecord, make_loc
 from topics_actors.shard.long_poll import LongPolls, Waiter
 from topics_actors.shard.dedupe_index import DedupeEntry
-from topics_actors.shard.topic_ledger import accounting_rows
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame import FLAG_DURABLE, FrameType, encode, encode_appends
@@ -126,7 +125,8 @@ class ShardCore:
                           DeleteTopic: self._delete_topic, Diff: self._diff,
                           GetTopic: self._get_topic, ListTopics: self._list_topics,
                           Status: self._status, Checkpoint: self._checkpoint,
-                          Absorbed: self._absorbed, Retain: self._retain}
+                          Absorbed: self._absorbed, Retain: self._retain,
+                          DeleteRecords: self._delete_records}
 
     # --- topic registry -------------------------------------------------------------------
 
@@ -279,6 +279,10 @@ class ShardCore:
             return {"topic": msg.topic, "deleted": True, "routers_removed": []}
         self._write_op(peer, corr, t0_ns, publish)
 
+    def _delete_records(self, peer, corr, msg: DeleteRecords, t0_ns) -> None:
+        self._throttle()
+        self._write_op(peer, corr, t0_ns, record_delete.stage(self, msg))
+
     def _get_topic(self, peer, corr, msg: GetTopic, t0_ns) -> None:
         self._retain_named(msg.topic)
 
@@ -338,6 +342,8 @@ class ShardCore:
             loc = topic.loc(seq)
             return self.files.read(loc) if loc else None
         i = topic.segment_of(seq)
+        if seq in topic.deleted:
+            return None
         if i < 0:
             loc = topic.ram_past.get(seq) if topic.ram_past else None
             return self.files.read(loc) if loc else None
@@ -376,11 +382,7 @@ class ShardCore:
 
     def _checkpoint(self, peer, corr, msg: Checkpoint, t0_ns) -> None:
         self._throttle()
-        self._frame(FrameType.CHECKPOINT_MARK, None, frame_body.encode_u64(0))
-        key = f"{self.generation:04d}/shard-{self.options.shard:02d}"
-        self._write_op(peer, corr, t0_ns, lambda info: {
-            "generation": self.generation, "group": key, "idx": info.idx,
-            "offset": info.end, "accounting": accounting_rows(self.topics.values())})
+        self._write_op(peer, corr, t0_ns, stage_barrier(self))
 
     def _absorbed(self, peer, corr, msg: Absorbed, t0_ns) -> None:
         self._read_op(peer, corr, t0_ns, lambda info: absorb_snapshot(self, msg.snapshot_id))

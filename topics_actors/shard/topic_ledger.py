@@ -56,6 +56,9 @@ class TopicLedger:
     def new_topic(self, name: str, config: TopicConfig, tid: int) -> TopicState:
         return TopicState(name, config, tid)
 
+    def delete_records(self, topic: TopicState, body: frame_body.DeleteBody) -> None:
+        """A logged record delete (the shard's recovery; the compactor flips del bytes)."""
+
     # --- the scan ----------------------------------------------------------------------------
 
     def scan(self, view, offset: int, end: int, max_frames: int) -> tuple[int, bool]:
@@ -145,6 +148,11 @@ class TopicLedger:
         topic = self._topic(frame, "delete")
         if topic is not None:
             self.drop_topic(topic)
+
+    def _delete(self, frame: Frame, view) -> None:
+        topic = self._topic(frame, "delete_records")
+        if topic is not None:
+            self.delete_records(topic, frame_body.decode_body(frame.type, frame.data))
 
     def _evict_watermark(self, frame: Frame, view) -> None:
         topic = self._topic(frame, "evict")
@@ -237,7 +245,7 @@ def snapshot_entry(topic: TopicState, seg_dir: str, segments: list[list[int]],
 def accounting_rows(topics) -> list[list[int]]:
     """[tid, *ACCOUNTING] for every topic with floors (sent with a checkpoint barrier)."""
     return [[t.tid, *(getattr(t, name) for name in ACCOUNTING)] for t in topics
-            if t.gone_through or t.evict_floor or t.expiry_floor]
+            if t.gone_through or t.evict_floor or t.expiry_floor or t.deletions]
 
 
 _HANDLERS = {
@@ -247,6 +255,7 @@ _HANDLERS = {
     FrameType.TOPIC_DELETE: TopicLedger._topic_delete,
     FrameType.HEAD_WATERMARK: TopicLedger._head_watermark,
     FrameType.EVICT_WATERMARK: TopicLedger._evict_watermark,
+    FrameType.DELETE: TopicLedger._delete,
     FrameType.IDEM_KEY: TopicLedger._idem_key,
     FrameType.CHECKPOINT_MARK: lambda self, frame, view: None,
 }

@@ -27,7 +27,8 @@ class TopicState:
                  "locs", "front", "count", "bytes", "last_write_ts", "last_read_ts",
                  "evict_floor", "expiry_floor", "delete_floor", "source_trim_floor",
                  "dedupe", "ram_file", "ram", "indexed", "absorbed", "seg_dir",
-                 "seg_firsts", "seg_counts", "created_at", "ram_past", "gone_through")
+                 "seg_firsts", "seg_counts", "created_at", "ram_past", "gone_through",
+                 "deleted", "deletions")
 
     def __init__(self, name: str, config: TopicConfig, tid: int | None = None,
                  indexed: bool = True):
@@ -59,6 +60,8 @@ class TopicState:
         self.created_at = (0, 0, 0)   # WAL position (generation, file idx, offset) of creation
         self.ram_past: dict[int, int] = {}   # absorbed seqs whose record is in the RAM buffer
         self.gone_through = 0         # records up to here are out of count and bytes
+        self.deleted: set[int] = set()   # absorbed seqs deleted by a match (segments kept)
+        self.deletions = 0            # records deleted so far (for the checkpoint accounting)
 
     # --- publishing -------------------------------------------------------------------
 
@@ -98,6 +101,15 @@ class TopicState:
         index = seq - self.wal_base
         return self.locs[index] if 0 <= index < len(self.locs) else 0
 
+    def delete_one(self, seq: int) -> None:
+        """Make `seq` a hole: in the WAL index, or noted for a record inside a segment."""
+        if seq > self.absorbed:
+            index = seq - self.wal_base
+            if 0 <= index < len(self.locs):
+                self.locs[index] = 0
+        else:
+            self.deleted.add(seq)
+
     def segment_of(self, seq: int) -> int:
         """Index of the segment holding `seq` (<= absorbed), or -1 for a hole."""
         i = bisect.bisect_right(self.seg_firsts, seq) - 1
@@ -132,15 +144,22 @@ class TopicState:
         floor = max(self.evict_floor, self.expiry_floor, self.delete_floor,
                     self.source_trim_floor)
         seq = min(max(floor + 1, 1), self.head + 1)
-        if seq <= self.absorbed:
+        while seq <= self.absorbed:
             i = bisect.bisect_right(self.seg_firsts, seq) - 1
             if i >= 0 and seq < self.seg_firsts[i] + self.seg_counts[i]:
-                return seq
+                if seq not in self.deleted:
+                    return seq
+                seq += 1
+                continue
             found = [self.seg_firsts[i + 1]] if i + 1 < len(self.seg_firsts) else []
             found += [s for s in self.ram_past if s >= seq]
-            if found:
-                return min(found)
-            seq = self.absorbed + 1
+            if not found:
+                seq = self.absorbed + 1
+                break
+            seq = min(found)
+            if seq not in self.deleted:
+                return seq
+            seq += 1
         locs, base = self.locs, self.wal_base
         index = max(seq - base, self.front)
         while index < len(locs) and locs[index] == 0:

@@ -244,6 +244,32 @@ class OpenSegment:
         self._data = self._idx = None
 
 
+def flip_deleted(fs: RealFs, topic_dir: str, first_seq: int, seq: int) -> None:
+    """Mark `seq` deleted in place: its del byte (outside the checksum) becomes 0xD5. Not
+    synced here: the caller syncs each touched file once (sync_file)."""
+    idx = fs.open_read(idx_path(topic_dir, first_seq))
+    try:
+        raw = idx.read_at(IDX_ENTRY_BYTES, (seq - first_seq) * IDX_ENTRY_BYTES)
+    finally:
+        idx.close()
+    if len(raw) != IDX_ENTRY_BYTES:
+        raise CorruptionError(f"seq {seq} has no .idx entry (segment {first_seq})")
+    offset, length, _, _ = IDX_ENTRY.unpack(raw)
+    handle = fs.open(data_path(topic_dir, first_seq))
+    try:
+        handle.write_all_at(bytes((DEL_DELETED,)), offset + length - 1)
+    finally:
+        handle.close()
+
+
+def sync_file(fs: RealFs, path: str) -> None:
+    handle = fs.open(path)
+    try:
+        handle.sync_data()
+    finally:
+        handle.close()
+
+
 # --- reading (the shards) ---------------------------------------------------------------------
 
 class SegmentReader:

@@ -1,0 +1,79 @@
+"""Permanent record deletes (spec/api.md 5.7, spec/storage.md 3.3 and invariants 37-41):
+point in time, silent, never resurrected through restarts and checkpoints."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.conftest import rec
+from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.protocol.messages import Append, DeleteRecords, Diff
+from topics_actors.shard.record_delete import parse_match
+from topics_actors.storage.frame_body import MATCH_EQ, MATCH_GLOB
+
+
+def seqs(h, topic: str, from_seq: int = 0) -> list[int]:
+    return [r[0] for r in h.records(topic, from_seq)]
+
+
+def fill(h, topic: str, n: int, **config) -> None:
+    h.put(topic, durable=True, **config)
+    for i in range(1, n + 1):
+        h.append(topic, rec(b"%d" % i, tag=("even" if i % 2 == 0 else f"odd-{i}")))
+
+
+def test_parse_match_forms():
+    assert parse_match(["tag", "Eq", "a"]) == (MATCH_EQ, "a")
+    assert parse_match(["tag", "Glob", "ab*"]) == (MATCH_GLOB, "ab")
+    assert parse_match("a") == (MATCH_EQ, "a") and parse_match("a*") == (MATCH_GLOB, "a")
+    for bad in (["tag", "Glob", "ab"], ["tag", "Ne", "a"], ["node", "Eq", "a"], ["tag", "Eq"],
+                [1, 2, 3], 5, {"tag": "a"}):
+        with pytest.raises(TopicsError):
+            parse_match(bad)
+
+
+def test_before_seq_delete_is_silent_and_moves_earliest(shard):
+    fill(shard, "d", 5)
+    reply = shard.call(DeleteRecords("d", before_seq=3))
+    assert (reply["deleted"], reply["earliest_seq"], reply["count"]) == (2, 3, 3)
+    diff = shard.call(Diff("d", 0))
+    assert diff["tombstone"] is None and [r[0] for r in diff["records"]] == [3, 4, 5]
+    assert shard.get("d")["earliest_seq"] == 3
+
+
+def test_tag_delete_is_point_in_time_and_leaves_holes(shard):
+    fill(shard, "t", 6)
+    replies = shard.batch(DeleteRecords("t", match="even"), Append("t", [rec(b"7", "even")]))
+    assert replies[0]["deleted"] == 3 and replies[0]["head_seq"] == 6
+    assert seqs(shard, "t") == [1, 3, 5, 7]          # the later append is untouched
+    assert shard.call(DeleteRecords("t", match="odd-*", before_seq=4))["deleted"] == 2
+    assert seqs(shard, "t") == [5, 7] and shard.get("t")["earliest_seq"] == 5
+
+
+def test_deletes_need_a_selector_and_a_topic(shard):
+    with pytest.raises(TopicsError) as none:
+        shard.call(DeleteRecords("missing"))
+    assert none.value.code == ErrorCode.INVALID_REQUEST
+    with pytest.raises(TopicsError) as missing:
+        shard.call(DeleteRecords("missing", before_seq=2))
+    assert missing.value.code == ErrorCode.TOPIC_NOT_FOUND
+
+
+@pytest.mark.parametrize("crash", [True, False])
+def test_deleted_records_never_come_back(env, crash):
+    h = env.single(file_bytes=4096)
+    cp = env.checkpointer(max_events=4)
+    fill(h, "x", 20)
+    h.call(DeleteRecords("x", match="even"))
+    env.checkpoint([h], cp)                          # del bytes flipped in segments
+    h.call(DeleteRecords("x", before_seq=5))
+    h.call(DeleteRecords("x", match="odd-9"))
+    want = [s for s in range(5, 21) if s % 2 and s != 9]
+    for _ in range(3):
+        h.restart(crash=crash)
+        assert seqs(h, "x") == want and h.get("x")["count"] == len(want)
+        env.checkpoint([h], cp)
+    h.restart(crash=crash)
+    assert seqs(h, "x") == want and h.call(Diff("x", 0))["tombstone"] is None
+    cp.close()
+    h.crash()

@@ -1,0 +1,103 @@
+"""Permanent record deletes (spec/api.md 5.7, spec/storage.md 3.3): voluntary, silent,
+point-in-time.
+
+A delete names `before_seq` and/or a tag `match`, and is bounded by the head at call time
+(`bound`: records appended later are never touched). A `before_seq`-only delete raises the
+topic's delete_floor; a match deletes each matching live record below the limit. Deletes
+never move the involuntary floors, so they never produce a tombstone. The same function
+applies a delete live, in a shard's recovery and in the compactor; only `mark` differs (a
+hole in the shard's index, or the segment's del byte).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from topics_actors.errors import invalid, topic_not_found
+from topics_actors.shard import retention
+from topics_actors.shard.topic_state import TopicState
+from topics_actors.storage import frame_body
+from topics_actors.storage.frame import FrameType
+from topics_actors.storage.frame_body import MATCH_EQ, MATCH_GLOB
+
+if TYPE_CHECKING:
+    from topics_actors.shard.shard_core import ShardCore
+
+Match = tuple[int, str]
+
+
+def parse_match(raw: Any) -> Match | None:
+    """`["tag", "Eq", "v"]`, `["tag", "Glob", "p*"]` or a bare string (Eq, or Glob when it
+    ends in `*`); None when absent. A Glob's value is the prefix before the final `*`."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        return (MATCH_GLOB, raw[:-1]) if raw.endswith("*") else (MATCH_EQ, raw)
+    if (not isinstance(raw, list) or len(raw) != 3 or not all(isinstance(p, str) for p in raw)
+            or raw[0] != "tag" or raw[1] not in ("Eq", "Glob")):
+        raise invalid('match must be ["tag", "Eq"|"Glob", value] or a tag string')
+    if raw[1] == "Eq":
+        return MATCH_EQ, raw[2]
+    if not raw[2].endswith("*"):
+        raise invalid("a Glob match must end in '*'")
+    return MATCH_GLOB, raw[2][:-1]
+
+
+def stage(core: ShardCore, msg) -> Callable[[object], dict]:
+    """Validate a delete_records request, log its Delete frame (the topic's class) in the
+    core's batch, and return what applies it once the batch is durable."""
+    if msg.before_seq is None and msg.match is None:
+        raise invalid("a delete needs before_seq and/or match")
+    if msg.before_seq is not None and msg.before_seq < 0:
+        raise invalid("before_seq must not be negative")
+    match = parse_match(msg.match)
+    topic = core.topics.get(msg.topic)
+    if topic is None:
+        raise topic_not_found(msg.topic)
+    retention.stage(core, topic)
+    bound = topic.head + 1          # point in time: later appends are never touched
+    if topic.config.logged:
+        core._frame(FrameType.DELETE, topic, frame_body.encode_delete(
+            frame_body.DeleteBody(msg.before_seq, match, (), bound)),
+            sync=topic.config.durability == "fsync")
+
+    def publish(_info) -> dict:
+        gone = apply(topic, core.read_record, msg.before_seq, match, bound,
+                     TopicState.delete_one)
+        return {"topic": topic.name, "deleted": gone, "earliest_seq": topic.earliest_seq(),
+                "head_seq": topic.head, "count": topic.count, "bytes": topic.bytes}
+    return publish
+
+
+def matches(match: Match, tag: str | None) -> bool:
+    if tag is None:   # untagged records never match
+        return False
+    op, value = match
+    return tag == value if op == MATCH_EQ else tag.startswith(value)
+
+
+def apply(topic: TopicState, read: retention.Reader, before_seq: int | None,
+          match: Match | None, bound: int, mark: Callable[[TopicState, int], None],
+          account: bool = True) -> int:
+    """Delete what the selector names below min(before_seq, bound); returns how many live
+    records went. `read(topic, seq)` gives a record or None; `mark` removes one record.
+    Without `account` (the compactor) count and bytes are left alone."""
+    limit = min(before_seq if before_seq is not None else bound, bound)
+    if match is None:
+        topic.delete_floor = max(topic.delete_floor, limit - 1)
+        gone = retention.drop_below(topic, read, topic.earliest_seq()) if account else 0
+    else:
+        gone = 0
+        floor = max(topic.evict_floor, topic.expiry_floor, topic.delete_floor,
+                    topic.source_trim_floor)
+        for seq in range(floor + 1, min(limit, topic.head + 1)):
+            rec = read(topic, seq)
+            if rec is not None and matches(match, rec.tag):
+                if account:
+                    topic.count -= 1
+                    topic.bytes -= retention.record_size(rec)
+                mark(topic, seq)
+                gone += 1
+    topic.deletions += gone
+    return gone
