@@ -129,6 +129,7 @@ def stage(core: ShardCore, topic: TopicState) -> None:
             frame_body.EvictBody(floors.evict, floors.earliest, floors.expiry)))
     core.batch.retention[topic.name] = (topic, floors)
 
+
 def admit(core: ShardCore, topic: TopicState, records: list) -> None:
     """discard "reject": refuse a batch the caps cannot hold, before any seq exists."""
     config = topic.config
