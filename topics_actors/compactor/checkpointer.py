@@ -24,7 +24,7 @@ from topics_actors.storage import failpoint, snapshot
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import list_segment_files, segment_stem
 from topics_actors.storage.wal_layout import (
-    group_dir, layout_generation, list_wal_files, retired_groups,
+    group_dir, key_generation, key_shard, layout_generation, list_wal_files, retired_groups,
 )
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,6 @@ class Checkpointer:
         Returns the bytes read."""
         start_idx, start_offset = self.positions.get(key, (0, 0))
         position, ledger, read = (start_idx, start_offset), self.ledger, 0
-        ledger.position = (int(key[:4]), 0)
         for idx, path in list_wal_files(self.fs, directory):
             if idx < start_idx or (target is not None and idx > target[0]):
                 continue
@@ -87,7 +86,7 @@ class Checkpointer:
                 begin = start_offset if idx == start_idx else 0
                 end = target[1] if target is not None and idx == target[0] else len(view)
                 offset, ended = begin, begin >= end
-                ledger.position = (int(key[:4]), idx)
+                ledger.position = (key_generation(key), idx)
                 while not ended:
                     offset, ended = ledger.scan(view, offset, end, CHUNK_FRAMES)
                     tick()
@@ -121,11 +120,11 @@ class Checkpointer:
                     self.absorb_group(key, directory, None, tick)
                     self.retired_done.add(key)
             for key, target in sorted(barriers.items()):
-                if int(key[:4]) != generation:
+                if key_generation(key) != generation:
                     raise CorruptionError(f"barrier for {key} but the layout generation is "
                                           f"{generation}")
-                shard = int(key.rsplit("-", 1)[1])
-                self.absorb_group(key, group_dir(self.data_dir, shard), tuple(target), tick)
+                self.absorb_group(key, group_dir(self.data_dir, key_shard(key)), tuple(target),
+                                  tick)
             self.ledger.account(accounting or [])
             return self._write(tick)
         except BaseException:
@@ -180,19 +179,18 @@ class Checkpointer:
         root = os.path.join(self.data_dir, "topics")
         if not self.fs.is_dir(root):
             return 0
-        keep = {name: firsts | self.previous_keep.get(name, set())
-                for name, firsts in keep.items()} | {
-                    name: firsts for name, firsts in self.previous_keep.items()
-                    if name not in keep}
+        merged = {name: set(firsts) for name, firsts in self.previous_keep.items()}
+        for name, firsts in keep.items():
+            merged.setdefault(name, set()).update(firsts)
         removed = 0
         for name in self.fs.listdir(root):
             directory = os.path.join(root, name)
-            wanted = keep.get(name)
+            wanted = merged.get(name)
             for first, parts in list_segment_files(self.fs, directory).items():
                 if wanted is None or first not in wanted:
                     removed += self._remove_parts(directory, first, parts)
             if wanted is None:
-                self._remove_leftovers(directory)
+                self._remove_dir(directory)
         return removed
 
     def _remove_parts(self, directory: str, first: int, parts: set[str]) -> int:
@@ -204,7 +202,7 @@ class Checkpointer:
         log.info("event=segment_swept dir=%s first_seq=%d", directory, first)
         return len(parts)
 
-    def _remove_leftovers(self, directory: str) -> None:
+    def _remove_dir(self, directory: str) -> None:
         for name in self.fs.listdir(directory):
             self.fs.remove(os.path.join(directory, name))
         self.fs.rmdir(directory)
@@ -215,11 +213,7 @@ class Checkpointer:
         removed = 0
         for key, directory in retired_groups(self.fs, self.data_dir):
             if key in self.previous_retired_done:
-                for _, path in list_wal_files(self.fs, directory):
-                    self.fs.remove(path)
-                for name in self.fs.listdir(directory):
-                    self.fs.remove(os.path.join(directory, name))
-                self.fs.rmdir(directory)
+                self._remove_dir(directory)
                 parent = os.path.dirname(directory)
                 if not self.fs.listdir(parent):
                     self.fs.rmdir(parent)

@@ -19,6 +19,7 @@ from topics_actors.client.sync_client import Client
 from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import Absorbed, Checkpoint, Status
+from topics_actors.storage.wal_layout import shard_key
 from topics_actors.supervisor_link import SupervisorLink
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class CompactorServer:
             self.stopping = True
 
     def _key(self, shard: int) -> str:
-        return f"{self.generation:04d}/shard-{shard:02d}"
+        return shard_key(self.generation, shard)
 
     def _due(self) -> bool:
         try:

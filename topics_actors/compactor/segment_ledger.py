@@ -12,6 +12,7 @@ and created again never shares files with its previous incarnation.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from topics_actors.storage.fs import RealFs
 from topics_actors.shard import record_delete
 from topics_actors.storage import failpoint
 from topics_actors.storage.segment import (
-    OpenSegment, SegmentReader, data_path, flip_deleted, sync_file,
+    OpenSegment, SegmentReader, data_path, flip_deleted, sync_file, topic_dir,
 )
 from topics_actors.topic_config import TopicConfig
 
@@ -79,15 +80,17 @@ class SegmentLedger(TopicLedger):
             segment.flush()
 
     def _locate(self, topic: TopicState, seq: int) -> tuple[str, int] | None:
-        """(topic dir, first seq) of the segment holding `seq`."""
-        segments = list(self.sealed.get(topic.tid, []))
+        """(topic dir, first seq) of the segment holding `seq` (flushed records only)."""
         segment = self.open.get(topic.tid)
-        if segment is not None:
-            segments.append([segment.first_seq, segment.count, segment.data_len])
-        for first, count, _ in segments:
-            if first <= seq < first + count:
-                return os.path.join(self.data_dir, self.dirs[topic.tid]), first
-        return None
+        if segment is not None and segment.first_seq <= seq < segment.next_seq:
+            first = segment.first_seq
+        else:
+            sealed = self.sealed.get(topic.tid, [])
+            i = bisect.bisect_right(sealed, seq, key=lambda s: s[0]) - 1
+            if i < 0 or seq >= sealed[i][0] + sealed[i][1]:
+                return None
+            first = sealed[i][0]
+        return os.path.join(self.data_dir, self.dirs[topic.tid]), first
 
     def _read(self, topic: TopicState, seq: int):
         where = self._locate(topic, seq)
@@ -98,7 +101,6 @@ class SegmentLedger(TopicLedger):
 
     def _flip(self, topic: TopicState, seq: int) -> None:
         topic_dir, first = self._locate(topic, seq)
-        self.reader.forget(topic_dir, first)   # the mapping must not serve the old byte
         flip_deleted(self.fs, topic_dir, first, seq)
         self.flipped.add(data_path(topic_dir, first))
 
@@ -216,15 +218,14 @@ class SegmentLedger(TopicLedger):
 
     def restore(self, entry: dict) -> None:
         relative = entry["dir"]
-        topic = self.restore_entry(entry, os.path.join(self.data_dir, relative)
-                                   if relative else "")
+        path = topic_dir(self.data_dir, relative)
+        topic = self.restore_entry(entry, path)
         segments = [list(s) for s in entry["segments"]]
         if relative:
             self.dirs[topic.tid] = relative
         if segments and entry["open"]:
             first, count, data_len = segments.pop()
-            segment = OpenSegment(self.fs, os.path.join(self.data_dir, relative), first,
-                                  data_len, count)
+            segment = OpenSegment(self.fs, path, first, data_len, count)
             segment.first_ts = entry["open_first_ts"]
             self.open[topic.tid] = segment
         if segments:

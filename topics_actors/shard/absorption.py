@@ -17,6 +17,7 @@ from topics_actors.shard.file_table import OFFSET_BITS
 from topics_actors.shard.topic_ledger import accounting_rows
 from topics_actors.storage import failpoint, frame_body
 from topics_actors.storage.frame import FrameType
+from topics_actors.storage.segment import topic_dir
 from topics_actors.storage.snapshot import decode_snapshot, read_file, snapshot_path
 from topics_actors.storage.wal_layout import list_wal_files
 
@@ -30,7 +31,7 @@ def stage_barrier(core: ShardCore):
     """A checkpoint barrier: a fsync-class CheckpointMark in the core's batch; once durable,
     the reply is the WAL position after it and the shard's exact accounting."""
     core._frame(FrameType.CHECKPOINT_MARK, None, frame_body.encode_u64(0))
-    key = f"{core.generation:04d}/shard-{core.options.shard:02d}"
+    key = core.group_key
     return lambda info: {"generation": core.generation, "group": key, "idx": info.idx,
                          "offset": info.end, "accounting": accounting_rows(core.topics.values())}
 
@@ -43,8 +44,7 @@ def absorb_snapshot(core: ShardCore, snap_id: int) -> dict:
                                                                 snap_id)))
     except OSError as exc:
         raise StorageError(f"cannot read snapshot {snap_id}: {exc}") from None
-    key = f"{core.generation:04d}/shard-{core.options.shard:02d}"
-    checkpoint = tuple(body["positions"].get(key, (0, 0)))
+    checkpoint = tuple(body["positions"].get(core.group_key, (0, 0)))
     barrier = (core.generation, *checkpoint)
     topics = 0
     for entry in body["topics"]:
@@ -52,7 +52,7 @@ def absorb_snapshot(core: ShardCore, snap_id: int) -> dict:
         if topic is None or topic.name != entry["name"] or topic.created_at >= barrier:
             continue
         segments = entry["segments"]
-        topic.absorb(entry["absorbed"], core.segment_dir(entry["dir"]),
+        topic.absorb(entry["absorbed"], topic_dir(core.options.data_dir, entry["dir"]),
                      [s[0] for s in segments], [s[1] for s in segments])
         topics += 1
     core.snapshot_id = snap_id

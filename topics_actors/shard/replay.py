@@ -24,26 +24,17 @@ from topics_actors.shard.topic_ledger import TopicLedger
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import failpoint
 from topics_actors.storage.frame import FLAG_META
+from topics_actors.storage.segment import topic_dir
 from topics_actors.storage.snapshot import BODY_KEYS, load_newest
-from topics_actors.storage.wal_layout import layout_generation, list_wal_files, replay_groups
-from topics_actors.storage.wal_scan import describe_end
+from topics_actors.storage.wal_layout import (
+    key_generation, layout_generation, list_wal_files, replay_groups,
+)
+from topics_actors.storage.wal_scan import describe_end, zeros_from
 
 log = logging.getLogger(__name__)
 
 CHUNK_FRAMES = 4096                   # frames between looks at the clock
 PROGRESS_INTERVAL_NS = 50_000_000     # a yield at least this often: beats, not_ready, stop
-
-
-_ZEROS = bytes(1 << 20)
-
-
-def _zeros_from(view, start: int) -> bool:
-    """Whether every byte of `view` from `start` on is zero."""
-    for offset in range(start, len(view), len(_ZEROS)):
-        chunk = view[offset:offset + len(_ZEROS)]
-        if chunk != _ZEROS[:len(chunk)]:
-            return False
-    return True
 
 
 class ShardLedger(TopicLedger):
@@ -105,7 +96,7 @@ class Replay:
             else:
                 core.retired_files[file_no] = path
             self.ledger.loc_base = make_loc(file_no, 0)
-            self.ledger.position = (int(key[:4]), idx)
+            self.ledger.position = (key_generation(key), idx)
             offset, ended = start, start >= end
             while not ended:
                 reached, ended = self.ledger.scan(view, offset, end, CHUNK_FRAMES)
@@ -134,12 +125,12 @@ class Replay:
         self.snapshot_id, body = found
         core.snapshot_id = self.snapshot_id
         self.positions = body["positions"]
-        own = f"{core.generation:04d}/shard-{core.options.shard:02d}"
-        core.kept_checkpoint_idx = self.positions.get(own, (0, 0))[0]
+        core.kept_checkpoint_idx = self.positions.get(core.group_key, (0, 0))[0]
         for entry in body["topics"]:
             if core.owns(entry["tid"]):
-                self.ledger.restore_entry(entry, core.segment_dir(entry["dir"]))
-        self.done_groups = set(body.get("retired_done", ()))
+                self.ledger.restore_entry(entry, topic_dir(core.options.data_dir,
+                                                           entry["dir"]))
+        self.done_groups = set(body["retired_done"])
 
     def _plan(self) -> list[tuple]:
         """(key, own, idx, path, last in group, start offset, end offset) per file to read."""
@@ -163,14 +154,13 @@ class Replay:
                     size: int) -> tuple[int, int]:
         # Only zeros after the log (the preallocation) are kept, so the writer goes on in
         # place; anything else is cut off, lest a later scan read stale frames past new ones.
-        if valid_len < size and not _zeros_from(self.core.files.view(file_no), valid_len):
+        if valid_len < size and not zeros_from(self.core.files.view(file_no), valid_len):
             self._truncate(path, file_no, valid_len)
         return idx, valid_len
 
     def _open_writer(self, resume: tuple[int, int] | None) -> None:
         core = self.core
-        key = f"{core.generation:04d}/shard-{core.options.shard:02d}"
-        checkpoint = tuple(self.positions.get(key, (0, 0)))
+        checkpoint = tuple(self.positions.get(core.group_key, (0, 0)))
         if resume is not None and resume >= checkpoint:
             core.writer.open(*resume)
             return

@@ -40,9 +40,8 @@ def record_size(rec) -> int:
 def plan(topic: TopicState, read: Reader, now_ms: int) -> Floors:
     """The floors the topic's config asks for now (never below the current ones)."""
     config, head = topic.config, topic.head
-    evict, expiry = topic.evict_floor, topic.expiry_floor
-    if config.cap_records and head > config.cap_records:
-        evict = max(evict, head - config.cap_records)
+    evict = max(topic.evict_floor, records_cap_floor(topic))
+    expiry = topic.expiry_floor
     if config.ttl_ms:
         seq = max(topic.earliest_seq(), evict + 1)
         while seq <= head:
@@ -128,6 +127,15 @@ def stage(core: ShardCore, topic: TopicState) -> None:
         core._frame(FrameType.EVICT_WATERMARK, topic, frame_body.encode_evict(
             frame_body.EvictBody(floors.evict, floors.earliest, floors.expiry)))
     core.batch.retention[topic.name] = (topic, floors)
+
+
+def stage_all(core: ShardCore) -> Callable[[object], dict]:
+    """The reclaimer's pass: stage retention for every topic of the shard."""
+    before = len(core.batch.retention)
+    for topic in core.topics.values():
+        stage(core, topic)
+    staged = len(core.batch.retention) - before
+    return lambda _info: {"topics": staged}
 
 
 def admit(core: ShardCore, topic: TopicState, records: list) -> None:

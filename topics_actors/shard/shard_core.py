@@ -35,7 +35,7 @@ from topics_actors.storage import frame_body
 from topics_actors.storage.frame import FLAG_DURABLE, FrameType, encode, encode_appends
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import SegmentReader
-from topics_actors.storage.wal_layout import group_dir, wal_file_name
+from topics_actors.storage.wal_layout import group_dir, shard_key, wal_file_name
 from topics_actors.storage.wal_writer import WAL_FILE_BYTES_DEFAULT, WalWriter
 from topics_actors.topic_config import TopicConfig, parse_config
 from topics_actors.topic_identity import shard_of, topic_id, valid_topic_name
@@ -341,9 +341,9 @@ class ShardCore:
         if seq > topic.absorbed:
             loc = topic.loc(seq)
             return self.files.read(loc) if loc else None
-        i = topic.segment_of(seq)
         if seq in topic.deleted:
             return None
+        i = topic.segment_of(seq)
         if i < 0:
             loc = topic.ram_past.get(seq) if topic.ram_past else None
             return self.files.read(loc) if loc else None
@@ -352,8 +352,10 @@ class ShardCore:
             return None
         return StoredRecord(rec.seq, rec.ts, rec.envelope, rec.tag, rec.node, rec.flags)
 
-    def segment_dir(self, relative: str) -> str:
-        return os.path.join(self.options.data_dir, relative) if relative else ""
+    @property
+    def group_key(self) -> str:
+        """The canonical key of this shard's own WAL group."""
+        return shard_key(self.generation, self.options.shard)
 
     def _answer_waiters(self, waiters: list[Waiter]) -> list[tuple[bytes, bytes]]:
         return [self._reply(w.peer, w.corr, w.t0_ns, lambda _info, w=w: self._diff_now(w.msg),
@@ -375,10 +377,7 @@ class ShardCore:
 
     def _retain(self, peer, corr, msg: Retain, t0_ns) -> None:
         self._throttle()
-        for topic in self.topics.values():
-            retention.stage(self, topic)
-        staged = len(self.batch.retention)
-        self._write_op(peer, corr, t0_ns, lambda info: {"topics": staged})
+        self._write_op(peer, corr, t0_ns, retention.stage_all(self))
 
     def _checkpoint(self, peer, corr, msg: Checkpoint, t0_ns) -> None:
         self._throttle()

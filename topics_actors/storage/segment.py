@@ -65,6 +65,11 @@ class SegmentRecord(NamedTuple):
     deleted: bool
 
 
+def topic_dir(data_dir: str, relative: str) -> str:
+    """The absolute segment directory of a snapshot's `dir` entry ("" when it has none)."""
+    return os.path.join(data_dir, relative) if relative else ""
+
+
 def segment_stem(first_seq: int) -> str:
     return f"seg-{first_seq:016d}"
 

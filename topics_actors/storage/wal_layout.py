@@ -126,6 +126,19 @@ def group_key(generation: int, shard_dir_name: str) -> str:
     return f"{generation:04d}/{shard_dir_name}"
 
 
+def shard_key(generation: int, shard: int) -> str:
+    """The canonical key of shard `shard`'s group in layout `generation`."""
+    return group_key(generation, f"shard-{shard:02d}")
+
+
+def key_generation(key: str) -> int:
+    return int(key[:4])
+
+
+def key_shard(key: str) -> int:
+    return int(key.rsplit("-", 1)[1])
+
+
 def retired_groups(fs: RealFs, data_dir: str) -> list[tuple[str, str]]:
     """(key, dir) of every retired group, oldest generation first."""
     root = wal_root(data_dir)
@@ -148,12 +161,5 @@ def retired_groups(fs: RealFs, data_dir: str) -> list[tuple[str, str]]:
 def replay_groups(fs: RealFs, data_dir: str, shard: int) -> list[tuple[str, str]]:
     """(key, dir) of every group a shard must read, in replay order: retired generations
     oldest first (every group of each, since topics moved), then its own current group."""
-    own = (group_key(layout_generation(fs, data_dir), f"shard-{shard:02d}"),
-           group_dir(data_dir, shard))
+    own = (shard_key(layout_generation(fs, data_dir), shard), group_dir(data_dir, shard))
     return retired_groups(fs, data_dir) + [own]
-
-
-def current_group_keys(fs: RealFs, data_dir: str, shards: int) -> list[tuple[str, str]]:
-    generation = layout_generation(fs, data_dir)
-    return [(group_key(generation, f"shard-{s:02d}"), group_dir(data_dir, s))
-            for s in range(shards)]

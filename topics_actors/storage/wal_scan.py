@@ -57,3 +57,15 @@ def describe_end(view, offset: int, size: int) -> str:
     if 42 + fields[6] + fields[7] + fields[8] != frame_len:
         return "torn: section lengths do not match frame_len"
     return "torn: checksum mismatch, unknown type, bad UTF-8 or bad body"
+
+
+_ZEROS = bytes(1 << 20)
+
+
+def zeros_from(view, start: int) -> bool:
+    """Whether every byte of `view` from `start` on is zero (a clean preallocated end)."""
+    for offset in range(start, len(view), len(_ZEROS)):
+        chunk = view[offset:offset + len(_ZEROS)]
+        if chunk != _ZEROS[:len(chunk)]:
+            return False
+    return True
