@@ -26,6 +26,7 @@ from topics_actors.protocol import decode, encode_error, encode_reply
 from topics_actors.protocol.control import Heartbeat, Hello
 from topics_actors.protocol.envelope import encode_event
 from topics_actors.protocol.messages import Status
+from topics_actors.shard import byte_quota
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import prepare_layout
 from supervisor.data_lock import DataDirLock
@@ -95,6 +96,7 @@ class Supervisor:
         self.control = self.ctx.socket(zmq.ROUTER)
         self.control.setsockopt(zmq.LINGER, 0)
         self.control_endpoint = f"ipc://{self.run_dir}/control.sock"
+        self.quota_file = os.path.join(self.run_dir, "live-bytes")
         self.control.bind(self.control_endpoint)
         self.events = self.ctx.socket(zmq.PUB)
         self.events.setsockopt(zmq.LINGER, 0)
@@ -117,8 +119,16 @@ class Supervisor:
                     "--control", self.control_endpoint, "--parent-pid", str(os.getpid()),
                     "--wal-file-bytes", str(cfg.wal_file_bytes),
                     "--disk-flush-interval-ms", str(cfg.disk_flush_interval_ms),
-                    "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms))
+                    "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
+                    *self._quota_args())
             self.table.add(Child("shard", index, argv_for))
+
+    def _quota_args(self) -> list[str]:
+        """The live-bytes quota shared by the shards: a slot file zeroed at every start."""
+        if not self.config.max_total_bytes:
+            return []
+        return ["--quota-file", self.quota_file,
+                "--max-total-bytes", str(self.config.max_total_bytes)]
 
     def _add_compactor(self) -> None:
         cfg = self.config
@@ -171,6 +181,8 @@ class Supervisor:
                      cfg.wal_shards, cfg.data_dir, generation)
             if cfg.port_file:
                 write_port_file(cfg.port_file, {"http": self.http_port, "zmq": self.zmq_port})
+            if cfg.max_total_bytes:
+                byte_quota.create_file(self.quota_file)
             self._add_shards()
             self._add_compactor()
             self._add_reclaimer()

@@ -29,8 +29,10 @@ class RetryBudget:
         self.backoff = BACKOFF_MIN_S
 
     def absorb(self, error: TopicsError) -> bool:
-        """Re-raise a final error; for a retryable one, whether the map should be refreshed."""
-        if not error.retryable:
+        """Re-raise a final error; for a retryable one, whether the map should be refreshed.
+        A configured limit (429 with detail `limit`, e.g. the node's byte quota) is final
+        too: it frees up only when data goes, which retrying for seconds will not bring."""
+        if not error.retryable or (error.detail or {}).get("limit"):
             raise error
         return error.code == ErrorCode.NOT_READY
 

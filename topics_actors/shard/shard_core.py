@@ -26,11 +26,13 @@ from topics_actors.protocol.messages import (
 from topics_actors.record_batch import PAYLOAD_BYTES, StagedRecord, stage_batch
 from topics_actors.shard import head_marks, record_delete, retention
 from topics_actors.shard.absorption import absorb_snapshot, stage_barrier
+from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.diff_read import diff, validate_diff
 from topics_actors.shard.file_table import FileTable, StoredRecord, make_loc
 from topics_actors.shard.long_poll import LongPolls, Waiter
 from topics_actors.shard.dedupe_index import DedupeEntry
 from topics_actors.shard.topic_state import TopicState
+from topics_actors.shard.write_batch import Batch, CommitInfo, Op, fail_with
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame import FLAG_DURABLE, FrameType, encode, encode_appends
 from topics_actors.storage.fs import RealFs
@@ -57,42 +59,8 @@ class ShardOptions:
     wal_file_bytes: int = WAL_FILE_BYTES_DEFAULT
     disk_flush_interval_ms: int = 10
     background_prealloc: bool = True
-
-
-@dataclass
-class CommitInfo:
-    file_no: int = 0
-    idx: int = 0                 # WAL file of the batch
-    offset: int = 0              # where the batch starts in it
-    end: int = 0                 # where it ends
-    wal_ms: float = 0.0
-    fsync_ms: float = 0.0
-
-
-class Op:
-    __slots__ = ("peer", "corr", "t0_ns", "is_write", "fn")
-
-    def __init__(self, peer: bytes, corr: int, t0_ns: int, is_write: bool,
-                 fn: Callable[[CommitInfo], dict]):
-        self.peer, self.corr, self.t0_ns, self.is_write, self.fn = peer, corr, t0_ns, is_write, fn
-
-
-class Batch:
-    def __init__(self):
-        self.buf = bytearray()
-        self.needs_sync = False
-        self.ops: list[Op] = []
-        self.writes = 0
-        self.undo: dict[str, tuple] = {}
-        self.dedupe_added: list[tuple[TopicState, str]] = []
-        self.created: list[TopicState] = []
-        self.retention: dict[str, tuple[TopicState, retention.Floors]] = {}
-
-
-def _raise(error: TopicsError) -> Callable[[CommitInfo], dict]:
-    def fail(_info: CommitInfo) -> dict:
-        raise error
-    return fail
+    quota_file: str | None = None   # the node's live-bytes slot file (byte_quota.py)
+    max_total_bytes: int = 0
 
 
 class ShardCore:
@@ -105,6 +73,7 @@ class ShardCore:
         self.names: list[str] = []
         self.files = FileTable(fs)
         self.segments = SegmentReader(fs)
+        self.quota = ByteQuota(options.quota_file, options.shard, options.max_total_bytes)
         self.generation = 1           # WAL layout generation (set by recovery)
         self.snapshot_id = 0          # the newest snapshot whose records we read from segments
         self.kept_checkpoint_idx = 0  # WAL files below this one may be deleted
@@ -173,10 +142,10 @@ class ShardCore:
                                   {"reason": "wrong_shard", "shard": self.options.shard})
             self._handlers[type(msg)](peer, corr, msg, t0_ns)
         except TopicsError as error:
-            self.batch.ops.append(Op(peer, corr, t0_ns, False, _raise(error)))
+            self.batch.ops.append(Op(peer, corr, t0_ns, False, fail_with(error)))
 
     def submit_error(self, peer: bytes, corr: int, error: TopicsError, t0_ns: int) -> None:
-        self.batch.ops.append(Op(peer, corr, t0_ns, False, _raise(error)))
+        self.batch.ops.append(Op(peer, corr, t0_ns, False, fail_with(error)))
 
     def _inbox_full(self) -> bool:
         batch = self.batch
@@ -389,6 +358,9 @@ class ShardCore:
     def _status(self, peer, corr, msg: Status, t0_ns) -> None:
         self._read_op(peer, corr, t0_ns, lambda info: self.status())
 
+    def live_bytes(self) -> int:
+        return sum(topic.bytes for topic in self.topics.values())
+
     def status(self) -> dict:
         return {"shard": self.options.shard, "shard_count": self.options.shard_count,
                 "ready": self.ready, "replay_progress": self.replay_progress,
@@ -426,6 +398,8 @@ class ShardCore:
         if not created:
             retention.stage(self, topic)
             retention.admit(self, topic, records)
+        if self.quota.max_total_bytes:
+            self.quota.admit(self.live_bytes(), sum(r[PAYLOAD_BYTES] for r in records))
         first = topic.next_seq
         offsets = self._stage_records(topic, records, first, now, key)
         if key is not None:
@@ -522,6 +496,8 @@ class ShardCore:
             reply = self._reply(op.peer, op.corr, op.t0_ns, op.fn, info)
             if reply is not None:
                 replies.append(reply)
+        if self.quota.max_total_bytes:
+            self.quota.publish(self.live_bytes())
         woken, self._woken = self._woken, set()
         for name in woken:
             replies += self._answer_waiters(self.polls.wake(name))
