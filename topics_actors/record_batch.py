@@ -23,6 +23,7 @@ from topics_actors.storage.frame import FLAG_META, append_envelope
 # (b"" when absent); flags = FLAG_META or 0; payload_bytes = len(data) + len(meta), the
 # API's byte accounting.
 StagedRecord = tuple[bytes, bytes, bytes, int, int]
+TAG = 1
 PAYLOAD_BYTES = 4
 
 

@@ -77,3 +77,32 @@ def test_deleted_records_never_come_back(env, crash):
     assert seqs(h, "x") == want and h.call(Diff("x", 0))["tombstone"] is None
     cp.close()
     h.crash()
+
+
+def test_tag_index_is_built_once_and_kept_current(shard):
+    """The first delete by tag builds the index; appends after it are indexed, so a later
+    delete finds them, and a delete reads only the records its tag names."""
+    fill(shard, "ix", 6)
+    topic = shard.core.topics["ix"]
+    assert topic.tags is None
+    assert shard.call(DeleteRecords("ix", match="odd-1"))["deleted"] == 1
+    assert topic.tags is not None
+    shard.call(Append("ix", [rec(b"7", "odd-7"), rec(b"8", "even"), rec(b"9", "late")]))
+    reads = []
+    real = shard.core.read_record
+    shard.core.read_record = lambda t, s: reads.append(s) or real(t, s)
+    try:
+        assert shard.call(DeleteRecords("ix", match="even"))["deleted"] == 4
+    finally:
+        del shard.core.read_record
+    assert reads == [2, 4, 6, 8]                       # no scan of the other records
+    assert shard.call(DeleteRecords("ix", match=["tag", "Glob", "odd-*"]))["deleted"] == 3
+    assert seqs(shard, "ix") == [9]
+
+
+def test_tag_index_skips_records_below_the_floors(shard):
+    fill(shard, "fl", 6)
+    shard.call(DeleteRecords("fl", match="odd-5"))              # index built
+    shard.call(DeleteRecords("fl", before_seq=5))               # 1..4 gone silently
+    reply = shard.call(DeleteRecords("fl", match="even"))
+    assert reply["deleted"] == 1 and seqs(shard, "fl") == []    # only 6 was still live

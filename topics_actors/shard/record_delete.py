@@ -11,11 +11,12 @@ hole in the shard's index, or the segment's del byte).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from topics_actors.errors import invalid, topic_not_found
 from topics_actors.shard import retention
+from topics_actors.shard.tag_index import TagIndex
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame import FrameType
@@ -64,7 +65,7 @@ def stage(core: ShardCore, msg) -> Callable[[object], dict]:
 
     def publish(_info) -> dict:
         gone = apply(topic, core.read_record, msg.before_seq, match, bound,
-                     TopicState.delete_one)
+                     TopicState.delete_one, indexed=True)
         return {"topic": topic.name, "deleted": gone, "earliest_seq": topic.earliest_seq(),
                 "head_seq": topic.head, "count": topic.count, "bytes": topic.bytes}
     return publish
@@ -79,19 +80,22 @@ def matches(match: Match, tag: str | None) -> bool:
 
 def apply(topic: TopicState, read: retention.Reader, before_seq: int | None,
           match: Match | None, bound: int, mark: Callable[[TopicState, int], None],
-          account: bool = True) -> int:
+          account: bool = True, indexed: bool = False) -> int:
     """Delete what the selector names below min(before_seq, bound); returns how many live
     records went. `read(topic, seq)` gives a record or None; `mark` removes one record.
-    Without `account` (the compactor) count and bytes are left alone."""
+    Without `account` (the compactor) count and bytes are left alone. `indexed` (the live
+    shard only: replay and the compactor do not keep the index current) finds matches
+    through the topic's tag index."""
     limit = min(before_seq if before_seq is not None else bound, bound)
     if match is None:
         topic.delete_floor = max(topic.delete_floor, limit - 1)
         gone = retention.drop_below(topic, read, topic.earliest_seq()) if account else 0
     else:
-        gone = 0
         floor = max(topic.evict_floor, topic.expiry_floor, topic.delete_floor,
                     topic.source_trim_floor)
-        for seq in range(floor + 1, min(limit, topic.head + 1)):
+        limit = min(limit, topic.head + 1)
+        gone = 0
+        for seq in _candidates(topic, read, match, floor, limit, indexed):
             rec = read(topic, seq)
             if rec is not None and matches(match, rec.tag):
                 if account:
@@ -101,3 +105,14 @@ def apply(topic: TopicState, read: retention.Reader, before_seq: int | None,
                 gone += 1
     topic.deletions += gone
     return gone
+
+
+def _candidates(topic: TopicState, read: retention.Reader, match: Match, floor: int,
+                limit: int, indexed: bool) -> Iterable[int]:
+    """The seqs a match may name: from the topic's tag index (built on first use), else
+    every seq of the range."""
+    if not indexed:
+        return range(floor + 1, limit)
+    if topic.tags is None:
+        topic.tags = TagIndex.build(floor + 1, topic.head, lambda seq: read(topic, seq))
+    return sorted(topic.tags.candidates(match[0], match[1], floor, limit))

@@ -23,7 +23,7 @@ from topics_actors.protocol.messages import (
     Absorbed, Append, Checkpoint, DeleteRecords, DeleteTopic, Diff, GetTopic, ListTopics,
     PutTopic, Retain, Status,
 )
-from topics_actors.record_batch import PAYLOAD_BYTES, StagedRecord, stage_batch
+from topics_actors.record_batch import PAYLOAD_BYTES, TAG, StagedRecord, stage_batch
 from topics_actors.shard import head_marks, record_delete, retention
 from topics_actors.shard.absorption import absorb_snapshot, stage_barrier
 from topics_actors.shard.byte_quota import ByteQuota
@@ -450,6 +450,10 @@ class ShardCore:
         else:
             locs = self._publish_ephemeral(topic, records, first, now)
         topic.publish(first, locs, sum(r[PAYLOAD_BYTES] for r in records), now)
+        if topic.tags is not None:
+            for seq, rec in enumerate(records, first):
+                if rec[TAG]:
+                    topic.tags.add(rec[TAG].decode(), seq)
         if topic.config.cap_records:
             retention.settle(topic, self.read_record)
         self.stats["records"] += len(records)

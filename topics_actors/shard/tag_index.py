@@ -1,0 +1,65 @@
+"""A topic's tag index: tag -> seqs, so a delete by tag visits only the records it names.
+
+Built on a topic's first delete by tag (one scan of its live records) and kept current on
+every append after that, so topics that never delete by tag pay nothing. It is not persisted:
+a restarted shard builds it again on first use. Entries are never removed one by one; a seq
+that was deleted or fell below a floor is skipped when the delete reads it, and the prefix
+below the floor is trimmed as queries pass over it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from collections.abc import Callable, Iterator
+
+from topics_actors.storage.frame_body import MATCH_EQ
+
+TRIM_MIN = 1024          # trim a tag's dead prefix once it is at least this long
+
+
+class TagIndex:
+    __slots__ = ("seqs", "tags")
+
+    def __init__(self):
+        self.seqs: dict[str, array] = {}
+        self.tags: list[str] = []          # sorted, for prefix matches
+
+    @classmethod
+    def build(cls, first: int, last: int, read: Callable[[int], object]) -> "TagIndex":
+        """Index the live records first..last; `read(seq)` gives a record or None."""
+        index = cls()
+        for seq in range(first, last + 1):
+            rec = read(seq)
+            if rec is not None and rec.tag is not None:
+                index.add(rec.tag, seq)
+        return index
+
+    def add(self, tag: str, seq: int) -> None:
+        seqs = self.seqs.get(tag)
+        if seqs is None:
+            seqs = self.seqs[tag] = array("Q")
+            bisect.insort(self.tags, tag)
+        seqs.append(seq)
+
+    def candidates(self, op: int, value: str, floor: int, limit: int) -> Iterator[int]:
+        """Seqs in (floor, limit) whose tag matches, ascending within each tag."""
+        for tag in self._tags(op, value):
+            seqs = self.seqs[tag]
+            start = bisect.bisect_right(seqs, floor)
+            if start >= TRIM_MIN:
+                del seqs[:start]
+                start = 0
+            end = bisect.bisect_left(seqs, limit, start)
+            yield from seqs[start:end]
+
+    def _tags(self, op: int, value: str) -> list[str]:
+        if op == MATCH_EQ:
+            return [value] if value in self.seqs else []
+        tags = self.tags
+        i = bisect.bisect_left(tags, value)
+        found = []
+        while i < len(tags) and tags[i].startswith(value):
+            found.append(tags[i])
+            i += 1
+        return found
