@@ -32,7 +32,7 @@ def _fsck(args: argparse.Namespace) -> int:
     show = args.progress if args.progress is not None else (
         sys.stderr.isatty() and not args.dump)   # a bar between dump lines would garble both
     # With --json, stdout carries only the JSON document, so dump lines go to stderr.
-    report = fsck.check(args.data_dir, dump=args.dump,
+    report = fsck.check(args.data_dir, dump=args.dump, cold_dir=args.cold_dir,
                         progress=_progress_bar(sys.stderr) if show else None,
                         out=sys.stderr if args.json else sys.stdout)
     if args.json:
@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--dump", action="store_true",
                        help="also print one line per WAL frame and segment record")
     check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--cold-dir", default=os.environ.get("TOPICS_COLD_DIR") or None,
+                       help="the cold tier (default: $TOPICS_COLD_DIR)")
     bar = check.add_mutually_exclusive_group()
     bar.add_argument("--progress", dest="progress", action="store_true", default=None,
                      help="draw a progress bar on stderr even when it is not a terminal")

@@ -120,8 +120,11 @@ class Supervisor:
                     "--wal-file-bytes", str(cfg.wal_file_bytes),
                     "--disk-flush-interval-ms", str(cfg.disk_flush_interval_ms),
                     "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
-                    *self._quota_args())
+                    *self._quota_args(), *self._cold_args())
             self.table.add(Child("shard", index, argv_for))
+
+    def _cold_args(self) -> list[str]:
+        return ["--cold-dir", self.config.cold_dir] if self.config.cold_dir else []
 
     def _quota_args(self) -> list[str]:
         """The live-bytes quota shared by the shards: a slot file zeroed at every start."""
@@ -144,7 +147,7 @@ class Supervisor:
                 "--checkpoint-interval-ms", str(cfg.checkpoint_interval_ms),
                 "--segment-max-events", str(cfg.segment_max_events),
                 "--segment-max-bytes", str(cfg.segment_max_bytes),
-                "--segment-max-age-ms", str(cfg.segment_max_age_ms))
+                "--segment-max-age-ms", str(cfg.segment_max_age_ms), *self._cold_args())
         self.table.add(Child("compactor", 0, argv_for))
 
     def _add_reclaimer(self) -> None:
@@ -155,7 +158,9 @@ class Supervisor:
                 "topics_actors.reclaimer", "--front", self._front_endpoint(),
                 "--control", self.control_endpoint, "--parent-pid", str(os.getpid()),
                 "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
-                "--reclaim-interval-ms", str(cfg.reclaim_interval_ms))
+                "--reclaim-interval-ms", str(cfg.reclaim_interval_ms),
+                "--data-dir", cfg.data_dir, "--hot-retain-segments",
+                str(cfg.hot_retain_segments), *self._cold_args())
         self.table.add(Child("reclaimer", 0, argv_for))
 
     def _front_endpoint(self) -> str:

@@ -22,7 +22,7 @@ def default_shards() -> int:
 
 _STORAGE_INTS = ("checkpoint_wal_bytes", "checkpoint_interval_ms", "segment_max_events",
                  "segment_max_bytes", "segment_max_age_ms", "reclaim_interval_ms",
-                 "max_total_bytes")
+                 "max_total_bytes", "hot_retain_segments")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +45,8 @@ class NodeConfig:
     segment_max_age_ms: int = 3_600_000
     reclaim_interval_ms: int = 5_000
     max_total_bytes: int = 0         # node-wide live-bytes quota; 0 = none
+    cold_dir: str | None = None      # the cold tier for old sealed segments
+    hot_retain_segments: int = 4     # sealed segments per topic kept in the hot tier
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "NodeConfig":
@@ -64,6 +66,7 @@ class NodeConfig:
             heartbeat_timeout_ms=_int_env(env, "TOPICS_HEARTBEAT_TIMEOUT_MS",
                                           cls.heartbeat_timeout_ms),
             stop_grace_ms=_int_env(env, "TOPICS_STOP_GRACE_MS", cls.stop_grace_ms),
+            cold_dir=env.get("TOPICS_COLD_DIR") or None,
             **{name: _int_env(env, f"TOPICS_{name.upper()}", getattr(cls, name))
                for name in _STORAGE_INTS},
         )
@@ -77,6 +80,10 @@ class NodeConfig:
                      "segment_max_bytes", "reclaim_interval_ms"):
             if getattr(self, name) < 1:
                 raise SystemExit(f"TOPICS_{name.upper()} must be at least 1")
+        if self.hot_retain_segments < 0:
+            raise SystemExit("TOPICS_HOT_RETAIN_SEGMENTS must not be negative")
+        if self.cold_dir and os.path.realpath(self.cold_dir) == os.path.realpath(self.data_dir):
+            raise SystemExit("TOPICS_COLD_DIR must not be the data directory")
         if self.max_total_bytes < 0:
             raise SystemExit("TOPICS_MAX_TOTAL_BYTES must not be negative (0 disables)")
         if not 0 <= self.segment_max_age_ms:

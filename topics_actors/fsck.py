@@ -21,19 +21,19 @@ import logging
 import os
 import re
 import sys
-import time
-from collections.abc import Callable
 from typing import TextIO
 
 import orjson
 
 from topics_actors.errors import CorruptionError
 from topics_actors.storage.frame import FRAME_LEN_MIN, FrameType, decode_at
+from topics_actors.progress_meter import Progress, ProgressMeter
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import (
     DEL_DELETED, DEL_LIVE, IDX_ENTRY, IDX_ENTRY_BYTES, decode_frame, list_segment_files,
     segment_stem,
 )
+from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.snapshot import decode_snapshot, list_snapshots
 from topics_actors.storage.wal_layout import (
     group_key, list_wal_files, retired_groups, wal_file_name, wal_root,
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 
 ERROR = "error"
 WARNING = "warning"
-PROGRESS_INTERVAL_S = 0.1         # the brief: at most ~10 updates a second
 PROGRESS_EVERY = 4096             # frames or records between looks at the clock
 READ_CHUNK = 16 * 1024 * 1024
 _SHARD_RE = re.compile(r"^shard-(\d{2})$")
@@ -52,7 +51,6 @@ _FRAME_AT_RE = re.compile(r"^frame at offset \d+: ")
 _TOPIC_KEYS = ("name", "tid", "dir", "segments", "absorbed")
 _TYPE_NAMES = {int(t): t.name for t in FrameType}
 
-Progress = Callable[[int, int], None]
 
 
 @dataclasses.dataclass
@@ -121,39 +119,16 @@ class Report:
 
 
 def check(data_dir: str, dump: bool = False, progress: Progress | None = None,
-          out: TextIO | None = None) -> Report:
+          out: TextIO | None = None, cold_dir: str | None = None) -> Report:
     """Verify `data_dir` without modifying it. With `dump`, one line per WAL frame and
     segment record goes to `out` (stdout). `progress(bytes_done, bytes_total)` is called at
     most ~10 times a second, with monotone values, and last with (total, total)."""
     if not os.path.isdir(data_dir):
         raise FileNotFoundError(f"not a directory: {data_dir}")
-    checker = _Checker(RealFs(), data_dir, (out or sys.stdout) if dump else None)
+    checker = _Checker(RealFs(), Tiers(data_dir, cold_dir), (out or sys.stdout) if dump else None)
     checker.run(progress)
     log.debug("event=fsck_done dir=%s errors=%d", data_dir, checker.report.errors)
     return checker.report
-
-
-class _Progress:
-    """Monotone, throttled progress over a total fixed up front."""
-
-    def __init__(self, total: int, callback: Progress | None):
-        self.total, self.callback = total, callback
-        self.done, self.shown, self.next_at = 0, -1, 0.0
-
-    def set(self, done: int) -> None:
-        self.done = max(self.done, min(self.total, done))
-        if self.callback is not None and time.monotonic() >= self.next_at:
-            self._show()
-
-    def _show(self) -> None:
-        self.next_at = time.monotonic() + PROGRESS_INTERVAL_S
-        self.shown = self.done
-        self.callback(self.done, self.total)
-
-    def finish(self) -> None:
-        self.done = self.total
-        if self.callback is not None and self.shown != self.total:
-            self._show()
 
 
 @dataclasses.dataclass
@@ -165,10 +140,11 @@ class _WalFile:
 
 
 class _Checker:
-    def __init__(self, fs: RealFs, data_dir: str, dump_out: TextIO | None):
-        self.fs, self.data_dir, self.dump_out = fs, data_dir, dump_out
+    def __init__(self, fs: RealFs, tiers: Tiers, dump_out: TextIO | None):
+        self.fs, self.tiers, self.dump_out = fs, tiers, dump_out
+        self.data_dir = data_dir = tiers.data_dir
         self.report = Report(data_dir)
-        self.progress = _Progress(0, None)
+        self.progress = ProgressMeter(0, None)
         self.groups: list[tuple[str, str, list[tuple[int, str, int]]]] = []
         self.snapshot_files: list[tuple[int, str, int]] = []
         self.segment_sizes: dict[str, int] = {}
@@ -217,7 +193,7 @@ class _Checker:
                  + sum(size for _, _, files in self.groups for _, _, size in files)
                  + sum(self.segment_sizes.values()))
         self.report.bytes_total = total
-        self.progress = _Progress(total, callback)
+        self.progress = ProgressMeter(total, callback)
         self.progress.set(0)
         self.check_snapshots()
         self.check_wal()
@@ -243,8 +219,8 @@ class _Checker:
             files = [(i, p, s) for i, p in list_wal_files(self.fs, directory)
                      if (s := self.size_of(p)) is not None]
             self.groups.append((key, directory, files))
-        topics = os.path.join(self.data_dir, "topics")
-        for name in self.fs.listdir(topics) if self.fs.is_dir(topics) else []:
+        for topics, name in [(root, name) for root in self.tiers.roots()
+                             if self.fs.is_dir(root) for name in self.fs.listdir(root)]:
             directory = os.path.join(topics, name)
             if not self.fs.is_dir(directory):
                 continue
@@ -439,8 +415,9 @@ class _Checker:
                                  "but no directory")
                     continue
                 for i, (first, count, data_len) in enumerate(segments):
-                    stem = os.path.join(directory, segment_stem(first))
-                    listed.update((stem + ".data", stem + ".idx"))
+                    stems = self.stems(directory, first)
+                    stem = stems[0]
+                    listed.update(s + part for s in stems for part in (".data", ".idx"))
                     if n == 0:
                         is_open = bool(entry.get("open")) and i == len(segments) - 1
                         self.check_segment(entry, stem, first, count, data_len, is_open)
@@ -449,6 +426,16 @@ class _Checker:
                 if n == 0:
                     self.check_segment_order(entry)
         self.check_orphans(listed)
+
+    def stems(self, directory: str, first: int) -> list[str]:
+        """A listed segment's path stem in each tier, the one readers use first."""
+        hot = os.path.join(directory, segment_stem(first))
+        cold_dir = self.tiers.cold_of(directory)
+        if cold_dir is None:
+            return [hot]
+        cold = os.path.join(cold_dir, segment_stem(first))
+        cold_only = hot + ".data" not in self.segment_sizes and cold + ".data" in self.segment_sizes
+        return [cold, hot] if cold_only else [hot, cold]
 
     def check_segment_order(self, entry: dict) -> None:
         end = 0
@@ -542,8 +529,8 @@ class _Checker:
                 self.progress.set(base + offset)
 
     def check_orphans(self, listed: set[str]) -> None:
-        """Segment files no decodable snapshot lists: a crashed compactor's leftovers (the
-        compactor sweeps them), or a segment being written right now by a live one."""
+        """Segment files no decodable snapshot lists: a crashed compactor's leftovers or a
+        dropped segment (the reclaimer sweeps them), or one a live compactor is writing."""
         stems: dict[str, list[str]] = {}
         for path in self.segment_sizes:
             if path not in listed:

@@ -20,7 +20,9 @@ from topics_actors.compactor.segment_ledger import SegmentLimits
 from topics_actors.protocol.messages import Absorbed, Append, Checkpoint, Diff, GetTopic, PutTopic
 from topics_actors.shard.replay import Replay
 from topics_actors.shard.shard_core import ShardCore, ShardOptions
+from topics_actors.storage import segment_sweep
 from topics_actors.storage.fault_fs import FaultFs
+from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.wal_layout import group_dir, list_wal_files, prepare_layout
 from topics_actors.topic_identity import shard_of_name
 
@@ -160,6 +162,7 @@ class ShardEnv:
                 barriers[reply["group"]] = (reply["idx"], reply["offset"])
                 accounting += reply["accounting"]
             snap_id = own.checkpoint(barriers, accounting=accounting)
+            self.sweep()
         finally:
             if checkpointer is None:
                 own.close()
@@ -167,6 +170,12 @@ class ShardEnv:
             for h in harnesses:
                 h.call(Absorbed(snap_id))
         return snap_id
+
+    def sweep(self) -> int:
+        """The reclaimer's sweep of segment files no kept snapshot lists (none while a
+        snapshot on disk cannot be read)."""
+        keep = segment_sweep.kept_segments(self.fs, self.data_dir)
+        return 0 if keep is None else segment_sweep.sweep(self.fs, Tiers(self.data_dir), keep)
 
     @staticmethod
     def owner(cluster: list[ShardHarness], topic: str) -> ShardHarness:

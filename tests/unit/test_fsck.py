@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from supervisor import cli
-from topics_actors import fsck
+from topics_actors import fsck, progress_meter
 from topics_actors.storage.frame import HEADER as WAL_HEADER
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import DEL_DELETED, IDX_ENTRY, IDX_ENTRY_BYTES
@@ -340,7 +340,7 @@ def test_subprocess_cli_and_tools_script(built):
 
 def test_progress_is_monotone_and_ends_at_the_total(env, monkeypatch):
     data_dir = build(env, file_bytes=4096, tail=20)
-    monkeypatch.setattr(fsck, "PROGRESS_INTERVAL_S", 0.0)
+    monkeypatch.setattr(progress_meter, "PROGRESS_INTERVAL_S", 0.0)
     monkeypatch.setattr(fsck, "PROGRESS_EVERY", 1)
     calls: list[tuple[int, int]] = []
     report = fsck.check(data_dir, progress=lambda done, total: calls.append((done, total)))

@@ -11,6 +11,8 @@ from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.compactor.compactor_server import Cadence, CompactorServer
 from topics_actors.compactor.segment_ledger import SegmentLimits
 from topics_actors.storage.fs import RealFs
+from topics_actors.storage.segment_lock import SegmentLock
+from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.wal_layout import layout_generation
 from topics_actors.supervisor_link import die_with_parent, serve_through_front
 
@@ -28,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--segment-max-events", type=int, default=10_000)
     parser.add_argument("--segment-max-bytes", type=int, default=64 * 1024 * 1024)
     parser.add_argument("--segment-max-age-ms", type=int, default=3_600_000)
+    parser.add_argument("--cold-dir", default=None)
     return parser
 
 
@@ -43,8 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     cadence = Cadence(args.checkpoint_wal_bytes, args.checkpoint_interval_ms,
                       wal_file_bytes=args.wal_file_bytes)
     serve_through_front(args, "compactor", lambda client, link: CompactorServer(
-        Checkpointer(fs, args.data_dir, limits), client, cadence, link,
-        layout_generation(fs, args.data_dir)))
+        Checkpointer(fs, args.data_dir, limits, tiers=Tiers(args.data_dir, args.cold_dir)),
+        client, cadence, link, layout_generation(fs, args.data_dir),
+        SegmentLock(args.data_dir)))
     return 0
 
 

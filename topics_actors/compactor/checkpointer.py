@@ -3,8 +3,8 @@
 Given each shard's barrier position (everything before it fsynced and published), absorb
 every WAL group up to its barrier (retired groups to their end) into segments, make the
 segments and their directories durable, write the snapshot atomically, and only then prune
-older snapshots and sweep segment files no snapshot refers to. WAL files are removed later,
-by their shard, when it is told the snapshot is durable.
+older snapshots. Segment files no kept snapshot lists are removed by the reclaimer's sweep;
+WAL files by their shard, when it is told the snapshot is durable.
 
 Any failure midway discards the in-memory state and reloads it from the last durable
 snapshot: re-reading frames is harmless (the ledger skips seqs it already has), but only
@@ -22,7 +22,8 @@ from topics_actors.compactor.segment_ledger import SegmentLedger, SegmentLimits
 from topics_actors.errors import CorruptionError
 from topics_actors.storage import failpoint, snapshot
 from topics_actors.storage.fs import RealFs
-from topics_actors.storage.segment import list_segment_files, segment_stem
+from topics_actors.storage.segment_sweep import remove_dir
+from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.wal_layout import (
     group_dir, key_generation, key_shard, layout_generation, list_wal_files, retired_groups,
 )
@@ -34,16 +35,16 @@ CHUNK_FRAMES = 16_384
 
 class Checkpointer:
     def __init__(self, fs: RealFs, data_dir: str, limits: SegmentLimits = SegmentLimits(),
-                 clock: Callable[[], int] | None = None):
+                 clock: Callable[[], int] | None = None, tiers: Tiers | None = None):
         self.fs = fs
         self.data_dir = data_dir
         self.limits = limits
         self.clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self.tiers = tiers or Tiers(data_dir)
         self.snapshot_id = 0
         self.positions: dict[str, list[int]] = {}
         self.retired_done: set[str] = set()
-        self.ledger = SegmentLedger(fs, data_dir, limits, self.clock())
-        self.previous_keep: dict[str, set[int]] = {}
+        self.ledger = SegmentLedger(fs, data_dir, limits, self.clock(), self.tiers)
         self.previous_retired_done: set[str] = set()   # as of the previous snapshot
         self.snapshot_retired_done: set[str] = set()   # as of the newest snapshot
         self.load()
@@ -54,7 +55,7 @@ class Checkpointer:
         so a state that does not match its positions is never written."""
         self.broken = True
         found = snapshot.load_newest(self.fs, self.data_dir, snapshot.BODY_KEYS)
-        ledger = SegmentLedger(self.fs, self.data_dir, self.limits, self.clock())
+        ledger = SegmentLedger(self.fs, self.data_dir, self.limits, self.clock(), self.tiers)
         snapshot_id, positions, retired_done = 0, {}, set()
         if found is not None:
             snapshot_id, body = found
@@ -66,7 +67,6 @@ class Checkpointer:
         self.ledger.close()
         self.ledger, self.snapshot_id = ledger, snapshot_id
         self.positions, self.retired_done = positions, retired_done
-        self.previous_keep = self._keep()
         self.previous_retired_done, self.snapshot_retired_done = set(), set(retired_done)
         self.broken = False
 
@@ -114,6 +114,7 @@ class Checkpointer:
             self.load()
         try:
             self.ledger.now = self.clock()
+            self.ledger.reader.close()   # the reclaimer may have moved segments to cold since
             generation = layout_generation(self.fs, self.data_dir)
             for key, directory in retired_groups(self.fs, self.data_dir):
                 if key not in self.retired_done:
@@ -152,60 +153,11 @@ class Checkpointer:
         # newest snapshot that rots can still fall back to it without losing anything.
         failpoint.hit("checkpoint::before_prune")
         snapshot.prune(self.fs, self.data_dir, previous or self.snapshot_id)
-        keep = self._keep()
-        self.sweep(keep)
-        self.previous_keep = keep
         self.previous_retired_done = self.snapshot_retired_done
         self.snapshot_retired_done = set(self.retired_done)
         return self.snapshot_id
 
     # --- cleaning up ----------------------------------------------------------------------------
-
-    def _keep(self) -> dict[str, set[int]]:
-        """Topic directory name -> first seqs of its segments, in the current state."""
-        keep: dict[str, set[int]] = {}
-        for tid, relative in self.ledger.dirs.items():
-            firsts = {s[0] for s in self.ledger.sealed.get(tid, [])}
-            segment = self.ledger.open.get(tid)
-            if segment is not None:
-                firsts.add(segment.first_seq)
-            keep[os.path.basename(relative)] = firsts
-        return keep
-
-    def sweep(self, keep: dict[str, set[int]]) -> int:
-        """Remove segment files and topic directories neither the newest snapshot nor the
-        previous one lists (deleted topics, a crashed run's leftovers). Returns the number
-        of files removed."""
-        root = os.path.join(self.data_dir, "topics")
-        if not self.fs.is_dir(root):
-            return 0
-        merged = {name: set(firsts) for name, firsts in self.previous_keep.items()}
-        for name, firsts in keep.items():
-            merged.setdefault(name, set()).update(firsts)
-        removed = 0
-        for name in self.fs.listdir(root):
-            directory = os.path.join(root, name)
-            wanted = merged.get(name)
-            for first, parts in list_segment_files(self.fs, directory).items():
-                if wanted is None or first not in wanted:
-                    removed += self._remove_parts(directory, first, parts)
-            if wanted is None:
-                self._remove_dir(directory)
-        return removed
-
-    def _remove_parts(self, directory: str, first: int, parts: set[str]) -> int:
-        for part in sorted(parts):   # .data before .idx: a lone .idx is never "complete"
-            try:
-                self.fs.remove(os.path.join(directory, f"{segment_stem(first)}.{part}"))
-            except FileNotFoundError:
-                pass
-        log.info("event=segment_swept dir=%s first_seq=%d", directory, first)
-        return len(parts)
-
-    def _remove_dir(self, directory: str) -> None:
-        for name in self.fs.listdir(directory):
-            self.fs.remove(os.path.join(directory, name))
-        self.fs.rmdir(directory)
 
     def remove_retired(self) -> int:
         """Delete retired WAL groups that both kept snapshots have absorbed (call once every
@@ -213,7 +165,7 @@ class Checkpointer:
         removed = 0
         for key, directory in retired_groups(self.fs, self.data_dir):
             if key in self.previous_retired_done:
-                self._remove_dir(directory)
+                remove_dir(self.fs, directory)
                 parent = os.path.dirname(directory)
                 if not self.fs.listdir(parent):
                     self.fs.rmdir(parent)

@@ -19,6 +19,7 @@ from topics_actors.client.sync_client import Client
 from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import Absorbed, Checkpoint, Status
+from topics_actors.storage.segment_lock import SegmentLock
 from topics_actors.storage.wal_layout import shard_key
 from topics_actors.supervisor_link import SupervisorLink
 
@@ -46,10 +47,14 @@ class Cadence:
         return idle_ms >= self.checkpoint_interval_ms and any(g > 0 for g in grown)
 
 
+LOCK_WAIT_S = 60.0    # the reclaimer holds the segment lock for unlinks and small copies
+
+
 class CompactorServer:
     def __init__(self, checkpointer: Checkpointer, client: Client, cadence: Cadence,
-                 link: SupervisorLink | None, generation: int):
+                 link: SupervisorLink | None, generation: int, lock: SegmentLock | None = None):
         self.checkpointer = checkpointer
+        self.lock = lock
         self.client = client
         self.cadence = cadence
         self.link = link
@@ -109,7 +114,13 @@ class CompactorServer:
             barriers[reply["group"]] = (reply["idx"], reply["offset"])
             accounting += reply["accounting"]
             self._beat()
-        snap_id = self.checkpointer.checkpoint(barriers, self._beat, accounting)
+        if self.lock is not None:   # the reclaimer's sweep and relocations wait meanwhile
+            self.lock.acquire(LOCK_WAIT_S, self._beat)
+        try:
+            snap_id = self.checkpointer.checkpoint(barriers, self._beat, accounting)
+        finally:
+            if self.lock is not None:
+                self.lock.release()
         taken = 0
         for shard in range(count):
             try:

@@ -23,6 +23,7 @@ from topics_actors.storage.frame import envelope_payload_bytes
 from topics_actors.storage.fs import RealFs
 from topics_actors.shard import record_delete
 from topics_actors.storage import failpoint
+from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.segment import (
     OpenSegment, SegmentReader, data_path, flip_deleted, sync_file, topic_dir,
 )
@@ -39,7 +40,8 @@ class SegmentLimits:
 
 
 class SegmentLedger(TopicLedger):
-    def __init__(self, fs: RealFs, data_dir: str, limits: SegmentLimits, now_ms: int):
+    def __init__(self, fs: RealFs, data_dir: str, limits: SegmentLimits, now_ms: int,
+                 tiers: Tiers | None = None):
         super().__init__(now_ms)
         self.fs = fs
         self.data_dir = data_dir
@@ -51,7 +53,8 @@ class SegmentLedger(TopicLedger):
         self.new_dirs: list[str] = []                   # created since the last flush_all
         self.new_files_in: set[str] = set()             # dirs that got a new segment file
         self.flipped: set[str] = set()                  # .data files with new del bytes
-        self.reader = SegmentReader(fs, max_open=64)
+        self.tiers = tiers or Tiers(data_dir)
+        self.reader = SegmentReader(fs, max_open=64, tiers=self.tiers)
 
     # --- ledger hooks -------------------------------------------------------------------------
 
@@ -100,9 +103,10 @@ class SegmentLedger(TopicLedger):
         return None if rec.deleted else rec
 
     def _flip(self, topic: TopicState, seq: int) -> None:
-        topic_dir, first = self._locate(topic, seq)
-        flip_deleted(self.fs, topic_dir, first, seq)
-        self.flipped.add(data_path(topic_dir, first))
+        hot_dir, first = self._locate(topic, seq)
+        directory = self.tiers.resolve(self.fs, hot_dir, first)   # a sealed one may be cold
+        flip_deleted(self.fs, directory, first, seq)
+        self.flipped.add(data_path(directory, first))
 
     def store_append(self, topic, view, offset, seq, ts, flags, data_len) -> None:
         segment = self.open.get(topic.tid)
@@ -164,7 +168,8 @@ class SegmentLedger(TopicLedger):
 
     def drop_dead(self) -> int:
         """Forget sealed segments wholly below their topic's floors (evicted or deleted):
-        the next snapshot does not list them and the sweep after it removes the files."""
+        the next snapshot does not list them and the reclaimer's sweep removes the files
+        once no kept snapshot does."""
         dropped = 0
         for tid, sealed in self.sealed.items():
             topic = self.by_tid.get(tid)

@@ -3,7 +3,9 @@
 Cap and TTL retention is applied lazily whenever a topic is written or read; a topic nobody
 touches would keep its expired records forever. Every `reclaim_interval_ms` the reclaimer
 asks each shard to apply retention to all its topics (`retain`); the shard logs the floors
-it raises (EvictWatermark) and the compactor then drops the segments wholly below them.
+it raises (EvictWatermark) and the compactor's next snapshot stops listing the segments
+wholly below them. Then it looks after the segment files (segment_upkeep): the sweep of
+files no kept snapshot lists, and relocation to the cold tier.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 from topics_actors.client.sync_client import Client
 from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import Retain
+from topics_actors.reclaimer.segment_upkeep import SegmentUpkeep
 from topics_actors.supervisor_link import SupervisorLink
 
 log = logging.getLogger(__name__)
@@ -22,8 +25,10 @@ SLICE_S = 0.1
 
 
 class ReclaimerServer:
-    def __init__(self, client: Client, interval_ms: int, link: SupervisorLink | None):
+    def __init__(self, client: Client, interval_ms: int, link: SupervisorLink | None,
+                 upkeep: SegmentUpkeep | None = None):
         self.client = client
+        self.upkeep = upkeep
         self.interval_ms = interval_ms
         self.link = link
         self.stopping = False
@@ -37,6 +42,7 @@ class ReclaimerServer:
             self._beat()
             if time.monotonic() >= next_pass:
                 self.reclaim()
+                self.keep_segments()
                 next_pass = time.monotonic() + self.interval_ms / 1000
         self._beat("stopping", force=True)
         log.info("event=stopped passes=%d", self.passes)
@@ -44,6 +50,20 @@ class ReclaimerServer:
     def _beat(self, state: str | None = None, force: bool = False) -> None:
         if self.link and not self.link.keep_alive(state, force):
             self.stopping = True
+
+    def keep_segments(self) -> dict:
+        """Sweep and relocate segment files; a failure is logged and retried next pass."""
+        if self.upkeep is None:
+            return {}
+        try:
+            done = self.upkeep.run(self._beat)
+        except (TopicsError, OSError) as error:
+            log.error("event=segment_upkeep_failed error=%r", error)
+            return {}
+        if done["removed"] or done["relocated"]:
+            log.info("event=segments_kept removed_files=%d relocated=%d", done["removed"],
+                     done["relocated"])
+        return done
 
     def reclaim(self) -> int:
         """One pass over every shard; returns how many topics had floors raised."""

@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--disk-flush-interval-ms", type=int, default=10)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=500)
     parser.add_argument("--quota-file", default=None)
+    parser.add_argument("--cold-dir", default=None)
     parser.add_argument("--max-total-bytes", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         die_with_parent(args.parent_pid)
     options = ShardOptions(args.data_dir, args.shard, args.shards, args.wal_file_bytes,
                            args.disk_flush_interval_ms, quota_file=args.quota_file,
-                           max_total_bytes=args.max_total_bytes)
+                           max_total_bytes=args.max_total_bytes, cold_dir=args.cold_dir)
     with child_context(args.control, "shard", args.shard, args.parent_pid,
                        args.heartbeat_interval_ms) as (ctx, link):
         server = ShardServer(ShardCore(RealFs(), options), ctx, link, args.host, args.port,

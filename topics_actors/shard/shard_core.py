@@ -37,6 +37,7 @@ from topics_actors.storage import frame_body
 from topics_actors.storage.frame import FLAG_DURABLE, FrameType, encode, encode_appends
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import SegmentReader
+from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.wal_layout import group_dir, shard_key, wal_file_name
 from topics_actors.storage.wal_writer import WAL_FILE_BYTES_DEFAULT, WalWriter
 from topics_actors.topic_config import TopicConfig, parse_config
@@ -61,6 +62,7 @@ class ShardOptions:
     background_prealloc: bool = True
     quota_file: str | None = None   # the node's live-bytes slot file (byte_quota.py)
     max_total_bytes: int = 0
+    cold_dir: str | None = None     # the cold tier, where old sealed segments may have moved
 
 
 class ShardCore:
@@ -72,7 +74,7 @@ class ShardCore:
         self.by_tid: dict[int, TopicState] = {}
         self.names: list[str] = []
         self.files = FileTable(fs)
-        self.segments = SegmentReader(fs)
+        self.segments = SegmentReader(fs, tiers=Tiers(options.data_dir, options.cold_dir))
         self.quota = ByteQuota(options.quota_file, options.shard, options.max_total_bytes)
         self.generation = 1           # WAL layout generation (set by recovery)
         self.snapshot_id = 0          # the newest snapshot whose records we read from segments

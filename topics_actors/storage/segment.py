@@ -280,9 +280,10 @@ def sync_file(fs: RealFs, path: str) -> None:
 class SegmentReader:
     """Maps segment files on demand and keeps the most recently used ones mapped."""
 
-    def __init__(self, fs: RealFs, max_open: int = 256):
+    def __init__(self, fs: RealFs, max_open: int = 256, tiers=None):
         self.fs = fs
         self.max_open = max_open
+        self.tiers = tiers       # segment_tier.Tiers: look in the cold tier too
         self._views: OrderedDict[tuple[str, int], tuple] = OrderedDict()
 
     def _pair(self, topic_dir: str, first_seq: int, seq: int):
@@ -291,18 +292,25 @@ class SegmentReader:
         need = (seq - first_seq + 1) * IDX_ENTRY_BYTES
         if pair is None or len(pair[1]) < need:
             self.forget(topic_dir, first_seq)
-            try:
-                pair = (self.fs.map_read(data_path(topic_dir, first_seq)),
-                        self.fs.map_read(idx_path(topic_dir, first_seq)))
-            except FileNotFoundError:
-                raise CorruptionError(
-                    f"segment {segment_stem(first_seq)} of {topic_dir} is missing") from None
+            pair = self._map(topic_dir, first_seq)
             self._views[key] = pair
             while len(self._views) > self.max_open:
                 _close(self._views.popitem(last=False)[1])
         else:
             self._views.move_to_end(key)
         return pair
+
+    def _map(self, topic_dir: str, first_seq: int) -> tuple:
+        """Map a segment's files: the hot tier's, else the cold tier's (a relocation may have
+        moved it since the directory was listed)."""
+        cold = self.tiers.cold_of(topic_dir) if self.tiers is not None else None
+        for directory in (topic_dir, cold) if cold else (topic_dir,):
+            try:
+                return (self.fs.map_read(data_path(directory, first_seq)),
+                        self.fs.map_read(idx_path(directory, first_seq)))
+            except FileNotFoundError:
+                continue
+        raise CorruptionError(f"segment {segment_stem(first_seq)} of {topic_dir} is missing")
 
     def read(self, topic_dir: str, first_seq: int, seq: int) -> SegmentRecord:
         data_view, idx_view = self._pair(topic_dir, first_seq, seq)
