@@ -36,8 +36,9 @@ def rec(data: bytes = b'{"x":1}', tag: str | None = None, node: str | None = Non
 
 class ShardHarness:
     def __init__(self, data_dir: str, fs, shard: int = 0, count: int = 1,
-                 file_bytes: int = FILE_BYTES, clock=None):
+                 file_bytes: int = FILE_BYTES, clock=None, cold_dir: str | None = None):
         self.data_dir, self.fs, self.shard, self.count = data_dir, fs, shard, count
+        self.cold_dir = cold_dir
         self.file_bytes, self.clock = file_bytes, clock
         self.core: ShardCore | None = None
         self.replay: Replay | None = None
@@ -47,7 +48,8 @@ class ShardHarness:
 
     def start(self) -> "ShardHarness":
         options = ShardOptions(self.data_dir, self.shard, self.count,
-                               wal_file_bytes=self.file_bytes, background_prealloc=False)
+                               wal_file_bytes=self.file_bytes, background_prealloc=False,
+                               cold_dir=self.cold_dir)
         kwargs = {"clock": self.clock} if self.clock else {}
         self.core = ShardCore(self.fs, options, **kwargs)
         self.replay = Replay(self.core)
@@ -148,8 +150,9 @@ class ShardEnv:
         self.layout(count)
         return [self.shard(s, count).start() for s in range(count)]
 
-    def checkpointer(self, **limits) -> Checkpointer:
-        return Checkpointer(self.fs, self.data_dir, SegmentLimits(**limits))
+    def checkpointer(self, cold_dir: str | None = None, **limits) -> Checkpointer:
+        return Checkpointer(self.fs, self.data_dir, SegmentLimits(**limits),
+                            tiers=Tiers(self.data_dir, cold_dir))
 
     def checkpoint(self, harnesses: list[ShardHarness],
                    checkpointer: Checkpointer | None = None, absorb: bool = True) -> int:

@@ -45,6 +45,8 @@ class ReclaimerServer:
                 self.keep_segments()
                 next_pass = time.monotonic() + self.interval_ms / 1000
         self._beat("stopping", force=True)
+        if self.upkeep is not None:   # the compactor stopped first: its final snapshot is in
+            self._sweep_once()
         log.info("event=stopped passes=%d", self.passes)
 
     def _beat(self, state: str | None = None, force: bool = False) -> None:
@@ -64,6 +66,12 @@ class ReclaimerServer:
             log.info("event=segments_kept removed_files=%d relocated=%d", done["removed"],
                      done["relocated"])
         return done
+
+    def _sweep_once(self) -> None:
+        try:
+            self.upkeep.sweep()
+        except (TopicsError, OSError) as error:
+            log.error("event=final_sweep_failed error=%r", error)
 
     def reclaim(self) -> int:
         """One pass over every shard; returns how many topics had floors raised."""
