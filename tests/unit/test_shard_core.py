@@ -61,6 +61,15 @@ def test_diff_returns_records_with_tag_node_and_meta(shard):
     assert (no_tags["next_from_seq"], no_tags["caught_up"], no_tags["lag"]) == (2, False, 1)
     skip_own = shard.call(Diff("t", 0, node="batch-node"))
     assert [r[0] for r in skip_own["records"]] == [2]
+    skip_both = shard.call(Diff("t", 0, node=["batch-node", "own-node"]))
+    assert skip_both["records"] == [] and skip_both["next_from_seq"] == 3
+
+
+def test_node_filter_is_off_without_dedupe_node(shard):
+    shard.put("all", dedupe_node=False)
+    shard.call(Append("all", [rec(b"1"), rec(b"2", None, "other")], node="me"))
+    reply = shard.call(Diff("all", 0, node="me"))
+    assert [r[0] for r in reply["records"]] == [1, 2]
 
 
 def test_put_get_list_delete(shard):
