@@ -33,7 +33,7 @@ class OptionError(ValueError):
 
 def _int(options: Mapping[str, str], name: str, default: int | None, low: int = 1,
          high: int | None = None) -> int | None:
-    raw = options.get(name)
+    raw = options.get(name.lower())
     if raw is None or str(raw).strip() == "":
         return default
     try:
@@ -47,7 +47,7 @@ def _int(options: Mapping[str, str], name: str, default: int | None, low: int = 
 
 
 def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = options.get(name)
+    raw = options.get(name.lower())
     if raw is None:
         return default
     text = str(raw).strip().lower()
@@ -120,14 +120,14 @@ def reader_options(options: Mapping[str, str]) -> ReaderOptions:
         url=_url(options) if not data_dir else options.get("url") or "",
         topics=_topics(options),
         starting=parse_offset_spec(options.get("startingoffsets"), "startingOffsets",
-                                   "earliest"),
-        ending=parse_offset_spec(options.get("endingoffsets"), "endingOffsets", "latest"),
-        seqs_per_partition=_int(options, "seqsperpartition", SEQS_PER_PARTITION_DEFAULT),
-        page_size=_int(options, "pagesize", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX),
-        max_records_per_trigger=_int(options, "maxrecordspertrigger", None),
-        fail_on_data_loss=_bool(options, "failondataloss", True),
+                                   EARLIEST),
+        ending=parse_offset_spec(options.get("endingoffsets"), "endingOffsets", LATEST),
+        seqs_per_partition=_int(options, "seqsPerPartition", SEQS_PER_PARTITION_DEFAULT),
+        page_size=_int(options, "pageSize", PAGE_SIZE_DEFAULT, 1, PAGE_SIZE_MAX),
+        max_records_per_trigger=_int(options, "maxRecordsPerTrigger", None),
+        fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         pushdown=_bool(options, "pushdown", False),
-        request_timeout_ms=_int(options, "requesttimeoutms", REQUEST_TIMEOUT_MS_DEFAULT),
+        request_timeout_ms=_int(options, "requestTimeoutMs", REQUEST_TIMEOUT_MS_DEFAULT),
         data_dir=data_dir, cold_dir=cold_dir)
 
 
@@ -153,8 +153,8 @@ def writer_options(options: Mapping[str, str], fresh_id: bool = True) -> WriterO
         raise OptionError("option 'writeId' must not contain ':'")
     return WriterOptions(
         url=_url(options), topic=topic,
-        batch_size=_int(options, "batchsize", BATCH_SIZE_DEFAULT, 1, BATCH_SIZE_MAX),
+        batch_size=_int(options, "batchSize", BATCH_SIZE_DEFAULT, 1, BATCH_SIZE_MAX),
         write_id=write_id or (uuid.uuid4().hex if fresh_id else ""),
-        idempotency_window_ms=_int(options, "idempotencywindowms",
+        idempotency_window_ms=_int(options, "idempotencyWindowMs",
                                    IDEMPOTENCY_WINDOW_MS_DEFAULT),
-        request_timeout_ms=_int(options, "requesttimeoutms", REQUEST_TIMEOUT_MS_DEFAULT))
+        request_timeout_ms=_int(options, "requestTimeoutMs", REQUEST_TIMEOUT_MS_DEFAULT))
