@@ -10,8 +10,11 @@ records, each with the key
 
 A retried task, a speculative copy, a replayed micro-batch or a whole job re-run with the
 same `writeId` produces the same keys for the same rows, and the server answers each repeat
-with the original seqs instead of appending again. This holds while the task's input order
-is deterministic and the key is still inside the topic's idempotency window (a topic the
+with the original seqs instead of appending again. A failed attempt may have seen its input
+end early (Spark then hands the writer a cut-off iterator) and flushed a short last chunk;
+its retry finds that key covering only a prefix of the full chunk and appends the rest
+under a derived key (_Chunker._append_chunk). This holds while the task's input order is
+deterministic and the key is still inside the topic's idempotency window (a topic the
 writer creates gets `idempotencyWindowMs`, 7 days by default; the server's default is 2
 minutes). `abort()` cannot roll back an append-only log: re-running with the same writeId
 completes a failed job without duplicates.
@@ -24,6 +27,7 @@ import logging
 from collections.abc import Iterator
 
 import pyarrow as pa
+import xxhash
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage,
@@ -37,6 +41,7 @@ log = logging.getLogger(__name__)
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
+TOPIC_IN_KEY_MAX = 64         # longer names enter a key as their hash (keys: 256 bytes max)
 
 
 @dataclasses.dataclass
@@ -100,16 +105,32 @@ class _Chunker:
             return
         chunk = self.chunks.get(topic, 0)
         self.chunks[topic] = chunk + 1
-        key = f"{self.key_prefix}:{topic}:{chunk}"
-        reply = self.client.append_encoded(topic, records, idempotency_key=key,
-                                           create=True, config=self.config)
-        report = self.report
-        report.records += len(records)
-        report.chunks += 1
-        if reply.get("deduped"):
-            report.deduped += len(records)
-        else:
-            report.appended += len(records)
+        name = topic if len(topic) <= TOPIC_IN_KEY_MAX else xxhash.xxh3_64_hexdigest(topic)
+        self._append_chunk(topic, records, f"{self.key_prefix}:{name}:{chunk}")
+        self.report.records += len(records)
+        self.report.chunks += 1
+
+    def _append_chunk(self, topic: str, records: list, key: str) -> None:
+        """Append a chunk under `key`. A key already used for only a prefix of the chunk
+        (an earlier attempt flushed a short last chunk when its input was cut off) gets the
+        rest appended under `<key>+<prefix length>`, so neither a row is lost nor one
+        written twice."""
+        done = 0
+        while done < len(records):
+            part = records[done:]
+            reply = self.client.append_encoded(
+                topic, part, idempotency_key=key if not done else f"{key}+{done}",
+                create=True, config=self.config)
+            if not reply.get("deduped"):
+                self.report.appended += len(part)
+                return
+            if reply["count"] > len(part):
+                raise RuntimeError(
+                    f"idempotency key {key!r} was used for {reply['count']} records, now for "
+                    f"{len(part)}: this task's input order is not deterministic (sort it, "
+                    f"or write with a fresh writeId)")
+            self.report.deduped += reply["count"]
+            done += reply["count"]
 
     def finish(self) -> AppendReport:
         for topic in list(self.buffers):
