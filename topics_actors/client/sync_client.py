@@ -21,7 +21,7 @@ from topics_actors.client.shard_map import ShardMap
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
 from topics_actors.protocol.messages import (
-    DeleteRecords, DeleteTopic, GetTopic, PutTopic, Status,
+    Append, DeleteRecords, DeleteTopic, GetTopic, PutTopic, Scan, Status,
 )
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:4001"
@@ -171,6 +171,18 @@ class Client:
         Options: node, idempotency_key, create, config, return_seqs."""
         key = f"{self._session}:{next(self._appends)}"
         return self._request(name, shapes.append_request(name, records, key, **options))
+
+    def append_encoded(self, name: str, records: list[list], *, idempotency_key: str,
+                       create: bool | None = None, config: dict | None = None) -> dict:
+        """Append records already in wire form ([data JSON bytes, tag, node, meta]), e.g.
+        JSON text taken as it is from a DataFrame column; seqs are not returned."""
+        return self._request(name, Append(name, records, None, idempotency_key, create,
+                                          config, False))
+
+    def scan(self, name: str, after_seq: int = 0, until_seq: int = 0, limit: int = 0,
+             max_batch_bytes: int = 0) -> dict:
+        """The bulk range read in columns (docs/PROTOCOL.md `scan`), reply as it came."""
+        return self._request(name, Scan(name, after_seq, until_seq, limit, max_batch_bytes))
 
     def diff(self, name: str, from_seq: int = 0, limit: int = 0, *, node=None,
              include_tags: bool = False, include_meta: bool = True, wait_ms: int = 0,

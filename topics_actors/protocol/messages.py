@@ -56,6 +56,26 @@ class Diff(Message):
 
 
 @message
+class Scan(Message):
+    """client -> shard. A bulk read of seqs in (after_seq, until_seq] in columns, for
+    analytics (the Spark source): no per-record maps, `data` as raw JSON text.
+
+    until_seq: inclusive end (0 = the head); limit: records (0 = 10000, at most 50000);
+    max_batch_bytes: `data` budget (0 = 8 MiB, at most 8 MiB).
+    Reply: {topic, count, seqs bin (count int64 LE), ts bin (count int64 LE, ms), data bin
+    (the records' data JSON texts concatenated), offsets bin (count + 1 int32 LE into data),
+    tags [str|nil], nodes [str|nil], next_from_seq, head_seq, earliest_seq, caught_up,
+    tombstone, performance}.
+    """
+    KIND = "scan"
+    topic: str
+    after_seq: int = 0
+    until_seq: int = 0
+    limit: int = 0
+    max_batch_bytes: int = 0
+
+
+@message
 class PutTopic(Message):
     """client -> shard. Create or replace the whole config of `topic` (spec/api.md 3, 5.1).
     Reply: {topic, created, config, performance}."""

@@ -21,10 +21,10 @@ from topics_actors.limits import INBOX_BYTES_MAX, INBOX_REQUESTS_MAX
 from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.messages import (
     Absorbed, Append, Checkpoint, DeleteRecords, DeleteTopic, Diff, GetTopic, ListTopics,
-    PutTopic, Retain, Status,
+    PutTopic, Retain, Scan, Status,
 )
 from topics_actors.record_batch import PAYLOAD_BYTES, TAG, StagedRecord, stage_batch
-from topics_actors.shard import head_marks, record_delete, retention
+from topics_actors.shard import head_marks, range_scan, record_delete, retention
 from topics_actors.shard.absorption import absorb_snapshot, stage_barrier
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.diff_read import diff, validate_diff
@@ -98,6 +98,7 @@ class ShardCore:
                           Status: self._status, Checkpoint: self._checkpoint,
                           Absorbed: self._absorbed, Retain: self._retain,
                           DeleteRecords: self._delete_records}
+        self._handlers[Scan] = lambda *request: range_scan.scan_request(self, *request)
 
     # --- topic registry -------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import enum
 import struct
 from typing import NamedTuple
 
+import orjson
 import xxhash
 
 HEADER = struct.Struct("<IBBQQQHHI")
@@ -172,6 +173,15 @@ def append_envelope(data: bytes, meta: bytes | None) -> bytes:
     if meta is None:
         return b'{"d":' + data + b"}"
     return b'{"d":' + data + b',"m":' + meta + b"}"
+
+
+def envelope_data(envelope: bytes, flags: int) -> bytes:
+    """The data JSON text of an Append envelope (the inverse of append_envelope): a slice
+    when there is no meta; with meta the split is not fixed, so it is decoded and re-encoded
+    (the same JSON value, compact)."""
+    if flags & FLAG_META:
+        return orjson.dumps(orjson.loads(envelope)["d"])
+    return envelope[5:-1]
 
 
 def envelope_payload_bytes(envelope_len: int, flags: int) -> int:

@@ -1,0 +1,160 @@
+"""Bulk history straight from a data dir's sealed segment files, without the server.
+
+Planning reads the newest valid snapshot (storage/snapshot.py): per topic its segments
+[first_seq, count, data_len] (only those bytes are valid; a file may be longer) and its
+floors. Each segment becomes one or more pieces that workers read in parallel with plain
+preads, never mmap (a live compactor may rewrite a segment's tail). A segment is looked up
+in the hot data dir first, then under the cold-tier dir (TOPICS_COLD_DIR) at the same
+relative path.
+
+What this reader sees is the state of the last checkpoint: records still only in the WAL
+(newer than the snapshot) are not there, and deletes or evictions logged after it are not
+applied yet. Records below the topic's floors and records whose del byte is set are
+skipped. Every record's checksum is verified unless `verify` is off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from array import array
+from collections.abc import Iterable
+
+import xxhash
+
+from topics_actors.errors import CorruptionError
+from topics_actors.spark.offsets import OffsetSpec, resolve
+from topics_actors.spark.planning import SeqWindow, split_range
+from topics_actors.storage.fs import RealFs
+from topics_actors.storage.segment import (
+    DATA_HEADER, DATA_HEADER_BYTES, DEL_DELETED, IDX_ENTRY, IDX_ENTRY_BYTES, data_path,
+    idx_path,
+)
+from topics_actors.storage.frame import envelope_data
+from topics_actors.storage.snapshot import BODY_KEYS, load_newest
+
+_CHECKSUM_BYTES = 8
+_digest = xxhash.xxh3_64_intdigest
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentPiece:
+    """Seqs (after_seq, until_seq] of one segment of one topic."""
+    topic: str
+    relative_dir: str        # the topic dir, relative to the data dir (and the cold dir)
+    first_seq: int
+    count: int               # valid .idx entries (the snapshot's word)
+    data_len: int            # valid .data bytes
+    after_seq: int
+    until_seq: int
+    floor: int               # every seq <= floor is gone (evicted, expired or deleted)
+
+
+def _floor(entry: dict) -> int:
+    return max(entry.get(name, 0) for name in ("evict_floor", "expiry_floor", "delete_floor",
+                                               "source_trim_floor"))
+
+
+def plan_pieces(data_dir: str, topics: Iterable[str], starting: OffsetSpec,
+                ending: OffsetSpec, per_piece: int,
+                window: SeqWindow = SeqWindow()) -> list[SegmentPiece]:
+    """Pieces of every segment the newest snapshot lists for `topics`, clipped to the
+    offsets; a topic the snapshot does not know yields nothing."""
+    loaded = load_newest(RealFs(), data_dir, BODY_KEYS)
+    if loaded is None:
+        raise FileNotFoundError(f"no valid snapshot under {data_dir}/meta: nothing is sealed")
+    wanted = set(topics)
+    pieces = []
+    for entry in sorted(loaded[1]["topics"], key=lambda e: e["name"]):
+        if entry["name"] not in wanted or not entry["dir"]:
+            continue
+        floor = _floor(entry)
+        head = entry["head"]
+        lo = resolve(starting, entry["name"], floor + 1, head, inclusive_end=False)
+        hi = resolve(ending, entry["name"], floor + 1, head, inclusive_end=True)
+        lo, hi = max(lo, floor, window.after_seq), min(hi, window.until_seq)
+        for first, count, data_len in entry["segments"]:
+            last = first + count - 1
+            for rng in split_range(entry["name"], max(lo, first - 1), min(hi, last), per_piece):
+                pieces.append(SegmentPiece(entry["name"], entry["dir"], first, count,
+                                           data_len, rng.after_seq, rng.until_seq, floor))
+    return pieces
+
+
+def _pread(path: str, length: int, offset: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        out = os.pread(fd, length, offset)
+        while len(out) < length:
+            more = os.pread(fd, length - len(out), offset + len(out))
+            if not more:
+                break
+            out += more
+        return out
+    finally:
+        os.close(fd)
+
+
+def _locate(piece: SegmentPiece, data_dir: str, cold_dir: str | None) -> str:
+    """The topic dir holding the segment: hot first, then cold."""
+    for root in (data_dir, cold_dir):
+        if root:
+            path = os.path.join(root, piece.relative_dir)
+            if os.path.exists(data_path(path, piece.first_seq)):
+                return path
+    raise CorruptionError(f"segment {piece.first_seq} of {piece.relative_dir} is in neither "
+                          f"{data_dir} nor {cold_dir or '(no cold dir)'}")
+
+
+def read_piece(piece: SegmentPiece, data_dir: str, cold_dir: str | None = None,
+               verify: bool = True) -> tuple[array, array, bytes, array, list, list]:
+    """(seqs, ts_ms, data, offsets, tags, nodes) of the live records of a piece, in the
+    column layout of a `scan` reply."""
+    path = _locate(piece, data_dir, cold_dir)
+    lo = max(piece.after_seq, piece.floor) + 1
+    if lo > piece.until_seq:
+        return array("q"), array("q"), b"", array("i", (0,)), [], []
+    index = _pread(idx_path(path, piece.first_seq),
+                   (piece.until_seq - lo + 1) * IDX_ENTRY_BYTES,
+                   (lo - piece.first_seq) * IDX_ENTRY_BYTES)
+    entries = list(IDX_ENTRY.iter_unpack(index))
+    if len(entries) != piece.until_seq - lo + 1:
+        raise CorruptionError(f"{path}/seg-{piece.first_seq}: .idx is short")
+    start = entries[0][0]
+    end = entries[-1][0] + entries[-1][1]
+    if end > piece.data_len:
+        raise CorruptionError(f"{path}/seg-{piece.first_seq}: .idx points past valid .data")
+    view = memoryview(_pread(data_path(path, piece.first_seq), end - start, start))
+    if len(view) != end - start:
+        raise CorruptionError(f"{path}/seg-{piece.first_seq}: .data is short")
+    return _decode(view, start, entries, lo, verify, f"{path}/seg-{piece.first_seq}")
+
+
+def _decode(view: memoryview, base: int, entries: list, lo: int, verify: bool,
+            where: str) -> tuple[array, array, bytes, array, list, list]:
+    seqs, stamps, offsets = array("q"), array("q"), array("i", (0,))
+    data, tags, nodes = bytearray(), [], []
+    unpack = DATA_HEADER.unpack_from
+    for expected, (offset, length, _, _) in enumerate(entries, lo):
+        at = offset - base
+        (_, flags, seq, ts, node_len, tag_len, data_len) = unpack(view, at)
+        check_at = at + length - _CHECKSUM_BYTES - 1
+        if seq != expected or DATA_HEADER_BYTES + node_len + tag_len + data_len != (
+                check_at - at):
+            raise CorruptionError(f"{where}: frame at offset {offset} does not hold seq "
+                                  f"{expected}")
+        if view[at + length - 1] == DEL_DELETED:
+            continue
+        if verify and _digest(view[at + 4:check_at]) != int.from_bytes(
+                view[check_at:check_at + 8], "little"):
+            raise CorruptionError(f"{where}: checksum mismatch at seq {seq}")
+        pos = at + DATA_HEADER_BYTES
+        nodes.append(str(view[pos:pos + node_len], "utf-8") if node_len else None)
+        pos += node_len
+        tags.append(str(view[pos:pos + tag_len], "utf-8") if tag_len else None)
+        pos += tag_len
+        data += envelope_data(view[pos:pos + data_len], flags)
+        seqs.append(seq)
+        stamps.append(ts)
+        offsets.append(len(data))
+    return seqs, stamps, bytes(data), offsets, tags, nodes
