@@ -91,20 +91,37 @@ class Run:
                        for name, config in TOPICS.items()}
         self.in_flight: list = []
         self.step_name = ""
+        self.tolerate_errors = False          # the I/O error sweep: a failing step goes on
         self.outcome = Outcome()
 
     # --- processes ------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.env.layout(SHARDS)
+        self.retrying("layout", lambda: self.env.layout(SHARDS))
         for h in self.shards:
             self.start_shard(h)
-        self.cp = Checkpointer(self.fs, self.data_dir, LIMITS, clock=self.clock)
+        self.cp = self.retrying("compactor start", lambda: Checkpointer(
+            self.fs, self.data_dir, LIMITS, clock=self.clock))
 
     def start_shard(self, h: ShardHarness) -> None:
-        h.start()
+        def start() -> None:
+            if h.core is not None:          # a recovery that failed midway: it died
+                h.crash()
+            h.start()
+        self.retrying(f"shard {h.shard} start", start)
         # flush_due hardens the disk tail whenever it is dirty: deterministic, no timing
         h.core.options = dataclasses.replace(h.core.options, disk_flush_interval_ms=0)
+
+    def retrying(self, what: str, fn):
+        """fn(); with `tolerate_errors`, an I/O error is noted and fn runs once more (an
+        injected fault fires once: a refused start must succeed when tried again)."""
+        try:
+            return fn()
+        except OSError as exc:
+            if not self.tolerate_errors:
+                raise
+            self.outcome.steps_failed.append(f"{what}: {exc!r}")
+            return fn()
 
     def die(self) -> None:
         """Every process dies now (after a CrashPoint the Fs refuses all calls)."""
@@ -228,7 +245,13 @@ class Run:
 
     def restart(self, shard: int, crash: bool) -> None:
         h = self.shards[shard]
-        h.crash() if crash else h.close()
+        try:
+            h.crash() if crash else h.close()
+        except OSError as exc:              # a close that cannot sync: then it dies
+            if not self.tolerate_errors:
+                raise
+            self.outcome.steps_failed.append(f"shard {shard} close: {exc!r}")
+            h.core = None
         self.start_shard(h)
         self.verify("keep", shards=[shard])
 
@@ -283,7 +306,12 @@ def workload(run: Run) -> None:
     ]
     for name, step in steps:
         run.step_name = name
-        step()
+        try:
+            step()
+        except (OSError, TopicsError) as exc:
+            if not run.tolerate_errors:
+                raise
+            run.outcome.steps_failed.append(f"{name}: {exc!r}")
         run.clock.now += 7
 
 
@@ -316,13 +344,19 @@ def crash_points(total: int, seed: str, sample: int) -> list[int]:
     return sorted({0, total, *inner})
 
 
-def run_to_crash(data_dir: str, die_at: int | None) -> Run:
+def run_to_crash(data_dir: str, die_at: int | None, fault: tuple | None = None,
+                 trace: list | None = None) -> Run:
     """A fresh data dir, the workload until the process dies at mutating call `die_at`
-    (None: never). The returned run's processes are dead or, without a crash, alive."""
+    (None: never). With `fault` (FaultFs.fail arguments) that call fails instead and the
+    workload goes on. `trace` collects (op, index in its class) of every mutating call.
+    The returned run's processes are dead or, without a crash, alive."""
     os.makedirs(data_dir)
     fs = CrashFs(grave=data_dir + ".grave")
-    fs.die_at = die_at
+    fs.die_at, fs.trace = die_at, trace
     run = Run(data_dir, fs)
+    if fault is not None:
+        run.tolerate_errors = True
+        fs.fail(*fault)
     try:
         workload(run)
     except CrashPoint:

@@ -115,6 +115,7 @@ class CrashFs(FaultFs):
         self.real_sync = real_sync      # the model decides what a sync keeps; the device
                                         # need not really sync (much faster tests)
         self.die_at: int | None = None
+        self.trace: list[tuple[str, int]] | None = None    # (op, index in its class)
         self.dead = False
         self.grave = grave or tempfile.mkdtemp(prefix="crashfs-grave-")
         os.makedirs(self.grave, exist_ok=True)
@@ -129,6 +130,8 @@ class CrashFs(FaultFs):
                          and self.mutations() >= self.die_at):
             self.dead = True
             raise CrashPoint(f"{op} {what}")
+        if self.trace is not None and op in MUTATING:
+            self.trace.append((op, self.counts[op]))
         return super()._tick(op, what)
 
     def dirty_paths(self) -> set[str]:
