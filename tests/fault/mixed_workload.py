@@ -29,7 +29,8 @@ from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import (
     Append, DeleteRecords, DeleteTopic, Diff, PutTopic, Retain,
 )
-from topics_actors.storage.crash_fs import CrashFs, CrashPoint
+from topics_actors.storage import failpoint
+from topics_actors.storage.crash_fs import CrashFs
 from topics_actors.storage.frame import append_envelope
 from topics_actors.topic_identity import shard_of_name
 
@@ -91,6 +92,7 @@ class Run:
                        for name, config in TOPICS.items()}
         self.in_flight: list = []
         self.step_name = ""
+        self.crashed = False
         self.tolerate_errors = False          # the I/O error sweep: a failing step goes on
         self.outcome = Outcome()
 
@@ -345,7 +347,7 @@ def crash_points(total: int, seed: str, sample: int) -> list[int]:
 
 
 def run_to_crash(data_dir: str, die_at: int | None, fault: tuple | None = None,
-                 trace: list | None = None) -> Run:
+                 trace: list | None = None, tolerate_errors: bool = False) -> Run:
     """A fresh data dir, the workload until the process dies at mutating call `die_at`
     (None: never). With `fault` (FaultFs.fail arguments) that call fails instead and the
     workload goes on. `trace` collects (op, index in its class) of every mutating call.
@@ -354,12 +356,41 @@ def run_to_crash(data_dir: str, die_at: int | None, fault: tuple | None = None,
     fs = CrashFs(grave=data_dir + ".grave")
     fs.die_at, fs.trace = die_at, trace
     run = Run(data_dir, fs)
+    run.tolerate_errors = tolerate_errors or fault is not None
     if fault is not None:
-        run.tolerate_errors = True
         fs.fail(*fault)
     try:
         workload(run)
-    except CrashPoint:
+    except failpoint.Abort:             # a CrashPoint of the Fs, or an armed failpoint
+        run.crashed = True
         run.died()
         run.die()
     return run
+
+
+def after_recovery(run: Run) -> None:
+    """Recovery is complete and stable: writable at head + 1 (never a reused seq for disk
+    and fsync), checkpointable, and the same after another crash."""
+    run.round(90)
+    failed = len(run.outcome.steps_failed)
+    run.checkpoint()
+    assert len(run.outcome.steps_failed) == failed, run.outcome.steps_failed[-1]
+    for shard in range(len(run.shards)):
+        run.restart(shard, crash=True)
+    run.fsck()
+    run.die()
+
+
+def recover_and_check(run: Run, mode: str, where: str) -> None:
+    """Power loss of kind `mode` over a dead run, recovery, the oracle, fsck, then
+    after_recovery; any failure names `where`."""
+    try:
+        run.fs.power_loss(mode, random.Random(where))
+        run.start()
+        run.verify(mode)
+        run.fsck()
+        after_recovery(run)
+    except AssertionError as error:
+        raise AssertionError(f"{where}: {error}") from error
+    finally:
+        run.die()

@@ -28,17 +28,16 @@ TOPICS_TEST_EXHAUSTIVE=1 runs every point (TOPICS_TEST_SAMPLE=k widens the sampl
 from __future__ import annotations
 
 import os
-import random
 import shutil
 
 import pytest
 
-from tests.fault.mixed_workload import Run, crash_points, run_to_crash
+from tests.fault.mixed_workload import crash_points, recover_and_check, run_to_crash
 from topics_actors.storage.crash_fs import POWER_MODES
 
 EXHAUSTIVE = os.environ.get("TOPICS_TEST_EXHAUSTIVE") == "1"
 PARTS = 6 if EXHAUSTIVE else 1
-SAMPLE = 10
+SAMPLE = 40
 
 
 @pytest.fixture(scope="module")
@@ -54,33 +53,11 @@ def total_calls(tmp_path_factory) -> int:
     return total
 
 
-def after_recovery(run: Run) -> None:
-    """Recovery is complete and stable: writable at head + 1, checkpointable, and the same
-    after another crash."""
-    run.round(90)
-    failed = len(run.outcome.steps_failed)
-    run.checkpoint()
-    assert len(run.outcome.steps_failed) == failed, run.outcome.steps_failed[-1]
-    for shard in range(len(run.shards)):
-        run.restart(shard, crash=True)
-    run.fsck()
-    run.die()
-
-
 def sweep_point(base: str, n: int, mode: str) -> None:
     run = run_to_crash(os.path.join(base, "data"), n)
-    where = f"crash at mutating call {n} (step {run.step_name!r}), power loss {mode!r}"
     run.die()
-    try:
-        run.fs.power_loss(mode, random.Random(f"{mode}-{n}"))
-        run.start()
-        run.verify(mode)
-        run.fsck()
-        after_recovery(run)
-    except AssertionError as error:
-        raise AssertionError(f"{where}: {error}") from error
-    finally:
-        run.die()
+    recover_and_check(run, mode, f"crash at mutating call {n} (step {run.step_name!r}), "
+                                 f"power loss {mode!r}")
     shutil.rmtree(base)
 
 

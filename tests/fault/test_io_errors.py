@@ -29,12 +29,11 @@ import shutil
 
 import pytest
 
-from tests.fault.mixed_workload import run_to_crash
-from tests.fault.test_crash_points import after_recovery
+from tests.fault.mixed_workload import after_recovery, run_to_crash
 
 EXHAUSTIVE = os.environ.get("TOPICS_TEST_EXHAUSTIVE") == "1"
 KINDS = ("eio", "enospc", "short")
-SAMPLE = 12
+SAMPLE = 30
 
 
 @pytest.fixture(scope="module")

@@ -194,7 +194,9 @@ class Checkpointer:
         return removed
 
     def _remove_parts(self, directory: str, first: int, parts: set[str]) -> int:
-        for part in sorted(parts):   # .data before .idx: a lone .idx is never "complete"
+        for n, part in enumerate(sorted(parts)):   # .data before .idx: a lone .idx is never
+            if n:                                  # "complete"
+                failpoint.hit("reclaim::between_unlinks")
             try:
                 self.fs.remove(os.path.join(directory, f"{segment_stem(first)}.{part}"))
             except FileNotFoundError:

@@ -32,13 +32,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 
+from topics_actors.storage import failpoint
 from topics_actors.storage.fault_fs import MUTATING, FaultFile, FaultFs
 from topics_actors.storage.fs import File, RealFs
 
 POWER_MODES = ("keep", "drop", "torn", "garble")
 
 
-class CrashPoint(BaseException):
+class CrashPoint(failpoint.Abort):
     """The process dies here: no handler of the engine may run (not an Exception)."""
 
 
