@@ -60,7 +60,8 @@ class Node:
             os.unlink(port_file)
         env = dict(os.environ, TOPICS_DATA_DIR=self.data_dir, TOPICS_PORT="0",
                    TOPICS_ZMQ_PORT="0", TOPICS_PORT_FILE=port_file,
-                   TOPICS_WAL_SHARDS=str(self.shards), **self.extra_env)
+                   TOPICS_WAL_SHARDS=str(self.shards))
+        env.update(self.extra_env)        # may fix a port (a restart on the same front)
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "supervisor.cli", "serve"], env=env,
                                      stdout=self._log, stderr=subprocess.STDOUT,

@@ -192,6 +192,7 @@ class SegmentLedger(TopicLedger):
         for path in sorted(self.flipped):   # a flipped del byte is durable before a snapshot
             sync_file(self.fs, path)
         self.flipped.clear()
+        failpoint.hit("segput::before_dirfsync")
         for path in sorted(self.new_files_in):
             self.fs.sync_dir(path)
         if self.new_dirs:

@@ -18,7 +18,7 @@ from topics_actors.errors import invalid, topic_not_found
 from topics_actors.shard import retention
 from topics_actors.shard.tag_index import TagIndex
 from topics_actors.shard.topic_state import TopicState
-from topics_actors.storage import frame_body
+from topics_actors.storage import failpoint, frame_body
 from topics_actors.storage.frame import FrameType
 from topics_actors.storage.frame_body import MATCH_EQ, MATCH_GLOB
 
@@ -64,6 +64,7 @@ def stage(core: ShardCore, msg) -> Callable[[object], dict]:
             sync=topic.config.durability == "fsync")
 
     def publish(_info) -> dict:
+        failpoint.hit("delete::after_commit_before_apply")
         gone = apply(topic, core.read_record, msg.before_seq, match, bound,
                      TopicState.delete_one, indexed=True)
         return {"topic": topic.name, "deleted": gone, "earliest_seq": topic.earliest_seq(),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.record_batch import PAYLOAD_BYTES
 from topics_actors.shard.topic_state import TopicState
-from topics_actors.storage import frame_body
+from topics_actors.storage import failpoint, frame_body
 from topics_actors.storage.frame import FrameType, envelope_payload_bytes
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ def dropped(topic: TopicState, read: Reader, earliest: int) -> tuple[int, int]:
 
 def apply(topic: TopicState, read: Reader, floors: Floors) -> int:
     """Raise the floors and account for the records now gone; returns how many went."""
+    failpoint.hit("retention::before_apply")
     topic.evict_floor = max(topic.evict_floor, floors.evict)
     topic.expiry_floor = max(topic.expiry_floor, floors.expiry)
     return drop_below(topic, read, topic.earliest_seq())

@@ -54,6 +54,8 @@ class Fault:
 
 
 class FaultFs:
+    file_class: type = None   # FaultFile (set below); a subclass may hand out its own files
+
     def __init__(self, inner: RealFs | None = None):
         self.inner = inner or RealFs()
         self.counts: Counter[str] = Counter()
@@ -99,11 +101,11 @@ class FaultFs:
 
     def open(self, path: str, create: bool = False, truncate: bool = False) -> "FaultFile":
         self._tick("open", path)
-        return FaultFile(self, self.inner.open(path, create, truncate))
+        return self.file_class(self, self.inner.open(path, create, truncate))
 
     def open_read(self, path: str) -> "FaultFile":
         self._tick("open_read", path)
-        return FaultFile(self, self.inner.open_read(path))
+        return self.file_class(self, self.inner.open_read(path))
 
     def map_read(self, path: str):
         self._tick("map_read", path)
@@ -186,3 +188,6 @@ class FaultFile:
 
     def close(self) -> None:
         self.inner.close()
+
+
+FaultFs.file_class = FaultFile

@@ -23,6 +23,7 @@ import re
 
 import orjson
 
+from topics_actors.storage import failpoint
 from topics_actors.storage.fs import RealFs
 
 WAL_FILE_RE = re.compile(r"^wal-(\d{16})\.log$")
@@ -75,6 +76,7 @@ def _write_layout(fs: RealFs, data_dir: str, shards: int, generation: int) -> No
         handle.sync_all()
     finally:
         handle.close()
+    failpoint.hit("layout::before_rename")
     fs.rename(tmp, os.path.join(root, "LAYOUT"))
     fs.sync_dir(root)
 
@@ -113,6 +115,7 @@ def _retire(fs: RealFs, root: str, generation: int) -> None:
     for name in fs.listdir(root):
         if _SHARD_RE.match(name):
             fs.rename(os.path.join(root, name), os.path.join(retired, name))
+            failpoint.hit("layout::mid_retire")
     fs.sync_dir(retired)
     fs.sync_dir(root)
 

@@ -136,6 +136,7 @@ class WalWriter:
     def _activate(self, idx: int, pre_path: str) -> None:
         path = os.path.join(self.directory, wal_file_name(idx))
         self.fs.rename(pre_path, path)
+        failpoint.hit("wal::after_rotate_rename")
         self.fs.sync_dir(self.directory)
         handle = self.fs.open(path)
         if self.handle is not None:
