@@ -21,7 +21,8 @@ def default_shards() -> int:
 
 
 _STORAGE_INTS = ("checkpoint_wal_bytes", "checkpoint_interval_ms", "segment_max_events",
-                 "segment_max_bytes", "segment_max_age_ms", "reclaim_interval_ms")
+                 "segment_max_bytes", "segment_max_age_ms", "reclaim_interval_ms",
+                 "gateway_workers")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +44,7 @@ class NodeConfig:
     segment_max_bytes: int = 64 * 1024 * 1024
     segment_max_age_ms: int = 3_600_000
     reclaim_interval_ms: int = 5_000
+    gateway_workers: int = 1            # gateway processes sharing the HTTP port (0: none)
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "NodeConfig":
@@ -75,6 +77,8 @@ class NodeConfig:
                      "segment_max_bytes", "reclaim_interval_ms"):
             if getattr(self, name) < 1:
                 raise SystemExit(f"TOPICS_{name.upper()} must be at least 1")
+        if not 0 <= self.gateway_workers <= 64:
+            raise SystemExit("TOPICS_GATEWAY_WORKERS must be in 0..64")
         if not 0 <= self.segment_max_age_ms:
             raise SystemExit("TOPICS_SEGMENT_MAX_AGE_MS must not be negative (0 disables)")
         if self.segment_max_bytes >= 1 << 32:
