@@ -201,6 +201,8 @@ class GatewayCore:
             raise cap_reached("max_topics", cap) from None
         if reply.get("created"):
             self.engine.topic_created()
+        if not reply.get("deduped"):
+            self.engine.bytes_added(plan.payload_bytes)
         return json_response(201 if reply.get("created") else 200,
                              _with_performance(reply, t0))
 
