@@ -74,9 +74,11 @@ def test_in_flight_requests_per_key(node):
     poller = threading.Thread(target=long_poll)
     poller.start()
     try:
-        refused = wait_for(lambda: (lambda r: r if r.status == 429 else None)(
-            call(node, "GET", "/v0/topics/lim-a")), 10, "a refused second request")
-        assert refused.json()["error"]["code"] == "throttled"
+        client = node.client()
+        wait_for(lambda: sum(s["long_polls"] for s in client.shard_statuses()) == 1, 20,
+                 "the long poll to park in its shard")
+        refused = call(node, "GET", "/v0/topics/lim-a")
+        assert refused.status == 429 and refused.json()["error"]["code"] == "throttled"
         assert refused.headers["retry-after"] == "1"
         assert node.http("GET", "/v0/health").status == 200      # probes are not counted
         assert node.http("GET", "/v0/topics/lim-a", headers=OTHER).status == 200
