@@ -21,6 +21,7 @@ import xxhash
 import zmq
 
 from topics_actors.config import NodeConfig
+from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.errors import ProtocolError, TopicsError
 from topics_actors.protocol import decode, encode_error, encode_reply
 from topics_actors.protocol.control import Heartbeat, Hello
@@ -35,6 +36,7 @@ from supervisor.process_table import Child, ProcessTable, python_module_argv
 log = logging.getLogger(__name__)
 
 POLL_MS = 100
+HTTP_BACKLOG = 1024
 _IPC_PATH_MAX = 100
 
 
@@ -62,6 +64,12 @@ def _free_port(host: str) -> int:
         return probe.getsockname()[1]
 
 
+def listen_http(host: str, port: int) -> socket.socket:
+    """The HTTP listening socket every gateway process accepts on (passed down by fd)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=HTTP_BACKLOG)
+
+
 def write_port_file(path: str, ports: dict) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "wb") as handle:
@@ -78,15 +86,16 @@ class Supervisor:
         self.ctx: zmq.Context | None = None
         self.zmq_port = 0
         self.http_port = 0
+        self.http_sock: socket.socket | None = None
+        self.started_ms = time.time_ns() // 1_000_000
 
     # --- start-up ---------------------------------------------------------------------------
 
     def _check_bind(self) -> None:
-        allow = os.environ.get("TOPICS_ALLOW_INSECURE_NO_AUTH", "").lower() in ("1", "true")
-        if not is_loopback(self.config.host) and not allow:
-            raise SystemExit(
-                f"refusing to listen on non-loopback host {self.config.host!r} without "
-                "authentication; set TOPICS_ALLOW_INSECURE_NO_AUTH=1 to accept the risk")
+        """Fail loud before anything starts: bad TOPICS_API_KEYS or limits, or a
+        non-loopback host without keys (unless TOPICS_ALLOW_INSECURE_NO_AUTH)."""
+        settings = GatewaySettings.from_env()
+        settings.check_bind(self.config.host, is_loopback(self.config.host))
 
     def _bind(self) -> None:
         cfg = self.config
@@ -106,7 +115,11 @@ class Supervisor:
         self.front.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.front.bind(f"tcp://{cfg.host}:{cfg.zmq_port}")
         self.zmq_port = int(self.front.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
-        self.http_port = cfg.http_port or _free_port(cfg.host)
+        if cfg.gateway_workers:
+            self.http_sock = listen_http(cfg.host, cfg.http_port)
+            self.http_port = self.http_sock.getsockname()[1]
+        else:
+            self.http_port = cfg.http_port or _free_port(cfg.host)
 
     def _add_shards(self) -> None:
         cfg = self.config
@@ -163,6 +176,19 @@ class Supervisor:
                 str(cfg.hot_retain_segments), *self._cold_args())
         self.table.add(Child("reclaimer", 0, argv_for))
 
+    def _add_gateways(self) -> None:
+        cfg = self.config
+        fd = self.http_sock.fileno() if self.http_sock is not None else -1
+        for index in range(cfg.gateway_workers):
+            def argv_for(_port: int, index: int = index) -> list[str]:
+                return python_module_argv(
+                    "topics_actors.gateway", "--listen-fd", str(fd), "--index", str(index),
+                    "--front", self._front_endpoint(), "--control", self.control_endpoint,
+                    "--parent-pid", str(os.getpid()),
+                    "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
+                    "--node-started-ms", str(self.started_ms))
+            self.table.add(Child("gateway", index, argv_for, pass_fds=(fd,)))
+
     def _front_endpoint(self) -> str:
         """How children reach the front: loopback when it listens on a wildcard."""
         host = self.config.host
@@ -191,12 +217,14 @@ class Supervisor:
             self._add_shards()
             self._add_compactor()
             self._add_reclaimer()
+            self._add_gateways()
             for child in self.table.children:
                 self.table.spawn(child)
             self._install_signal_handlers()
             while not self.stopping:
                 self._turn()
-            self._stop_compactor()
+            self._stop_answering("gateway")    # no new HTTP work, in-flight requests end
+            self._stop_answering("compactor")
             self.table.stop_all(cfg.stop_grace_ms)
             return 0
         finally:
@@ -215,6 +243,8 @@ class Supervisor:
             for sock in (self.front, self.control, self.events):
                 sock.close(0)
             self.ctx.term()
+        if self.http_sock is not None:
+            self.http_sock.close()
         self.lock.release()
         log.info("event=stopped")
 
@@ -234,16 +264,16 @@ class Supervisor:
         if self.front in ready:
             self._drain(self.front, self._on_front)
 
-    def _stop_compactor(self) -> None:
-        """Stop the compactor first, still answering the front: its final checkpoint needs
-        the shard map and the shards."""
-        compactor = [c for c in self.table.children if c.role == "compactor"]
-        self.table.signal_stop(compactor)
+    def _stop_answering(self, role: str) -> None:
+        """Stop the children of `role`, still answering the front while they finish: the
+        gateways' last requests and the compactor's final checkpoint need the shard map."""
+        children = [c for c in self.table.children if c.role == role]
+        self.table.signal_stop(children)
         deadline = time.monotonic() + self.config.stop_grace_ms / 1000
         while (time.monotonic() < deadline
-               and any(c.proc is not None and c.proc.poll() is None for c in compactor)):
+               and any(c.proc is not None and c.proc.poll() is None for c in children)):
             self._answer(POLL_MS)
-        self.table.stop_all(0, roles=("compactor",))
+        self.table.stop_all(0, roles=(role,))
 
     def _drain(self, sock: zmq.Socket, handler) -> None:
         for _ in range(1000):

@@ -36,6 +36,7 @@ class Child:
     started_ns: int = 0
     last_beat_ns: int = 0
     restart_at_ns: int = 0
+    pass_fds: tuple[int, ...] = ()      # descriptors the child inherits (the HTTP socket)
 
     @property
     def name(self) -> str:
@@ -66,7 +67,8 @@ class ProcessTable:
 
     def spawn(self, child: Child) -> None:
         argv = child.argv_for(child.port)
-        child.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True)
+        child.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True,
+                                      pass_fds=child.pass_fds)
         child.incarnation += 1
         child.started_ns = child.last_beat_ns = time.monotonic_ns()
         child.restart_at_ns = 0

@@ -6,12 +6,14 @@ ephemeral ports; stopping it always kills the whole group, so no process outlive
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from typing import NamedTuple
 
 import psutil
 
@@ -28,6 +30,33 @@ def wait_for(condition, timeout_s: float, what: str = "condition", interval_s: f
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(interval_s)
+
+
+class HttpReply(NamedTuple):
+    status: int
+    headers: dict           # lower-case names
+    body: bytes
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def http_call(port: int, method: str, path: str, body=None, headers: dict | None = None,
+              timeout_s: float = 10) -> HttpReply:
+    """One request to 127.0.0.1:port. A dict or list body is sent as JSON (with a JSON
+    Content-Type unless `headers` names one); bytes are sent as they are."""
+    headers = dict(headers or {})
+    if body is not None and not isinstance(body, (bytes, str)):
+        body = json.dumps(body)
+        headers.setdefault("Content-Type", "application/json")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        return HttpReply(response.status, {k.lower(): v for k, v in response.getheaders()},
+                         response.read())
+    finally:
+        conn.close()
 
 
 def alive(pids: list[int]) -> list[int]:
@@ -75,6 +104,14 @@ class Node:
         if wait_ready:
             self.wait_ready(timeout_s)
         return self
+
+    @property
+    def http_port(self) -> int:
+        return self.ports["http"]
+
+    def http(self, method: str, path: str, body=None, headers: dict | None = None,
+             timeout_s: float = 10) -> HttpReply:
+        return http_call(self.http_port, method, path, body, headers, timeout_s)
 
     @property
     def endpoint(self) -> str:

@@ -22,7 +22,7 @@ def default_shards() -> int:
 
 _STORAGE_INTS = ("checkpoint_wal_bytes", "checkpoint_interval_ms", "segment_max_events",
                  "segment_max_bytes", "segment_max_age_ms", "reclaim_interval_ms",
-                 "max_total_bytes", "hot_retain_segments")
+                 "max_total_bytes", "hot_retain_segments", "gateway_workers")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +47,7 @@ class NodeConfig:
     max_total_bytes: int = 0         # node-wide live-bytes quota; 0 = none
     cold_dir: str | None = None      # the cold tier for old sealed segments
     hot_retain_segments: int = 4     # sealed segments per topic kept in the hot tier
+    gateway_workers: int = 1            # gateway processes sharing the HTTP port (0: none)
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "NodeConfig":
@@ -86,6 +87,8 @@ class NodeConfig:
             raise SystemExit("TOPICS_COLD_DIR must not be the data directory")
         if self.max_total_bytes < 0:
             raise SystemExit("TOPICS_MAX_TOTAL_BYTES must not be negative (0 disables)")
+        if not 0 <= self.gateway_workers <= 64:
+            raise SystemExit("TOPICS_GATEWAY_WORKERS must be in 0..64")
         if not 0 <= self.segment_max_age_ms:
             raise SystemExit("TOPICS_SEGMENT_MAX_AGE_MS must not be negative (0 disables)")
         if self.segment_max_bytes >= 1 << 32:

@@ -80,13 +80,18 @@ def stage_record(record: object, batch_node: bytes) -> StagedRecord:
             FLAG_META if meta is not None else 0, size)
 
 
-def stage_batch(records: list, batch_node: object) -> list[StagedRecord]:
+def check_batch_size(records: list) -> None:
+    """A batch holds 1..BATCH_RECORDS_MAX records (spec/api.md 5.5)."""
     if not records:
         raise invalid("records must not be empty")
     if len(records) > BATCH_RECORDS_MAX:
         raise TopicsError(f"a batch holds at most {BATCH_RECORDS_MAX} records",
                           ErrorCode.BATCH_TOO_LARGE,
                           {"records": len(records), "max": BATCH_RECORDS_MAX})
+
+
+def stage_batch(records: list, batch_node: object) -> list[StagedRecord]:
+    check_batch_size(records)
     node = validate_batch_node(batch_node)
     staged, loads = [], orjson.loads
     for record in records:

@@ -50,8 +50,9 @@ def test_second_server_on_same_dir_refuses(make_node, data_dir, tmp_path):
 def test_sigterm_stops_every_child(make_node):
     node = make_node(shards=2)
     children = [p.pid for p in node.children()]
-    assert len(children) == 4               # two shards, the compactor and the reclaimer
-    assert {node.process_pid("compactor"), node.process_pid("reclaimer")} <= set(children)
+    assert len(children) == 5     # two shards, the compactor, the reclaimer and a gateway
+    assert {node.process_pid(role) for role in ("compactor", "reclaimer", "gateway")
+            } <= set(children)
     node.proc.send_signal(signal.SIGTERM)
     assert node.proc.wait(30) == 0
     wait_for(lambda: not alive(children), 10, "children to exit")
@@ -61,7 +62,7 @@ def test_sigterm_stops_every_child(make_node):
 def test_children_exit_when_supervisor_is_killed(make_node):
     node = make_node(shards=2)
     children = [p.pid for p in node.children()]
-    assert len(children) == 4
+    assert len(children) == 5
     os.kill(node.proc.pid, signal.SIGKILL)
     node.proc.wait(10)
     wait_for(lambda: not alive(children), 15, "orphaned shards to exit")

@@ -153,6 +153,11 @@ class AsyncClient:
                     self._map = None
             await asyncio.sleep(budget.next_delay_s())
 
+    async def request(self, topic: str | None, msg, wait_ms: int = 0) -> dict:
+        """Send any request kind to the shard owning `topic`; the raw reply (the gateway
+        builds its own messages and renders replies itself)."""
+        return await self._request(topic, msg, wait_ms=wait_ms)
+
     async def shard_statuses(self) -> list[dict]:
         if self._map is None:
             await self.status()

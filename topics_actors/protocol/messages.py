@@ -98,7 +98,7 @@ class GetTopic(Message):
 class ListTopics(Message):
     """client -> shard. Topics of this shard with names > `after` starting with `prefix`,
     name order, at most `limit` (1..1001). Reply: {topics: [{topic, head_seq, earliest_seq,
-    count, bytes, durable, effective_priority}], more}."""
+    count, bytes, durable, effective_priority, durability}], more}."""
     KIND = "list_topics"
     prefix: str = ""
     after: str = ""

@@ -181,7 +181,8 @@ class TopicState:
     def summary(self, now_ms: int) -> dict:
         return {"topic": self.name, "head_seq": self.head, "earliest_seq": self.earliest_seq(),
                 "count": self.count, "bytes": self.bytes, "durable": self.config.durable,
-                "effective_priority": self.effective_priority(now_ms)}
+                "effective_priority": self.effective_priority(now_ms),
+                "durability": self.config.durability}
 
     def state(self, now_ms: int) -> dict:
         return {"topic": self.name, "type": self.config.type, "head_seq": self.head,

@@ -1,0 +1,87 @@
+"""An HTTP append body (spec/api.md 5.5) checked and turned into the shard's Append.
+
+Checked here, in the order of the spec: records present (400), at most 10000
+(batch_too_large), idempotency key length (400), then each record's shape. Byte limits of
+tag, node and meta and `record_too_large` are the shard's (record_batch.py), which sees the
+same bytes. Each `data` and `meta` is serialized once to compact JSON, the bytes the shard
+stores and the byte accounting counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import orjson
+
+from topics_actors.errors import invalid
+from topics_actors.gateway.request_body import field_bool, field_str
+from topics_actors.limits import IDEMPOTENCY_KEY_BYTES_MAX
+from topics_actors.protocol.messages import Append
+from topics_actors.record_batch import check_batch_size
+from topics_actors.topic_config import parse_config
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AppendPlan:
+    message: Append
+    may_create: bool          # an absent topic would be created by this append
+    payload_bytes: int        # data + meta bytes of the batch (the total-bytes quota)
+
+
+def _records(body: dict) -> list:
+    records = body.get("records")
+    if records is None:
+        raise invalid("field 'records' is required")
+    if not isinstance(records, list):
+        raise invalid("field 'records' must be a list of records")
+    check_batch_size(records)
+    return records
+
+
+def _key(body: dict, header_key: str | None) -> str | None:
+    key = field_str(body, "idempotency_key")
+    if key is None:
+        key = header_key
+    if key is not None and len(key.encode("utf-8", "surrogatepass")) > IDEMPOTENCY_KEY_BYTES_MAX:
+        raise invalid(f"idempotency key is longer than {IDEMPOTENCY_KEY_BYTES_MAX} bytes")
+    return key
+
+
+def wire_records(records: list) -> tuple[list, int]:
+    """[[data, tag?, node?, meta?], ...] with JSON bytes, and the batch's payload bytes."""
+    dumps = orjson.dumps
+    wire, total = [], 0
+    for record in records:
+        if type(record) is not dict or "data" not in record:
+            raise invalid("each record must be an object with a 'data' field")
+        data = dumps(record["data"])
+        total += len(data)
+        if len(record) == 1:
+            wire.append([data])
+            continue
+        tag, node, meta = record.get("tag"), record.get("node"), record.get("meta")
+        if (tag is not None and type(tag) is not str) or (
+                node is not None and type(node) is not str):
+            raise invalid("record 'tag' and 'node' must be strings")
+        meta_raw = None if meta is None else dumps(meta)
+        total += len(meta_raw) if meta_raw is not None else 0
+        wire.append([data, tag, node, meta_raw])
+    return wire, total
+
+
+def parse_append(topic: str, body: dict, header_key: str | None, return_seqs: bool,
+                 fallback_key: str) -> AppendPlan:
+    """The Append for `body`; `fallback_key` makes a gateway retry safe when the client
+    sent no idempotency key."""
+    records = _records(body)
+    key = _key(body, header_key)
+    node = field_str(body, "node")
+    create = field_bool(body, "create", None)
+    config = body.get("config")
+    parsed = parse_config(config, topic) if config is not None else None
+    field_bool(body, "disable_backpressure", None)     # accepted, no effect
+    wire, payload = wire_records(records)
+    may_create = create if create is not None else (
+        parsed.auto_create if parsed is not None else True)
+    message = Append(topic, wire, node, key or fallback_key, create, config, return_seqs)
+    return AppendPlan(message, may_create, payload)

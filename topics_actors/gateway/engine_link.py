@@ -1,0 +1,112 @@
+"""The gateway's way to the engine: an AsyncClient to the node's front and its shards, and
+node-wide figures (topic count, live records and bytes) gathered from the shards and kept
+for a short while, so a quota check does not ask every shard on every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+
+from topics_actors.client.async_client import AsyncClient
+from topics_actors.errors import TopicsError
+from topics_actors.limits import LIST_PAGE_SIZE_MAX
+from topics_actors.topic_config import DURABILITY_CLASSES
+
+CENSUS_PAGES_MAX = 1_000            # at most this many list pages per census (1M topics)
+TOPIC_SERIES_MAX = 1_000            # per-topic metric series (spec/api.md 10)
+
+
+@dataclasses.dataclass
+class Census:
+    """Node-wide topic figures at `taken_s` (monotonic)."""
+    topics: int = 0
+    by_class: dict = dataclasses.field(
+        default_factory=lambda: dict.fromkeys(DURABILITY_CLASSES, 0))
+    records_live: int = 0
+    bytes_live: int = 0
+    series: list = dataclasses.field(default_factory=list)   # first TOPIC_SERIES_MAX items
+    truncated: bool = False
+    taken_s: float = 0.0
+
+    def add(self, items: list[dict]) -> None:
+        for item in items:
+            self.topics += 1
+            klass = item.get("durability")
+            if klass in self.by_class:
+                self.by_class[klass] += 1
+            self.records_live += item["count"]
+            self.bytes_live += item["bytes"]
+            if len(self.series) < TOPIC_SERIES_MAX:
+                self.series.append(item)
+            else:
+                self.truncated = True
+
+
+class EngineLink:
+    def __init__(self, front: str, request_timeout_ms: int = 5_000,
+                 retry_deadline_ms: int = 3_000, max_in_flight: int = 1_024):
+        self.client = AsyncClient(front, request_timeout_ms=request_timeout_ms,
+                                  retry_deadline_ms=retry_deadline_ms,
+                                  max_in_flight=max_in_flight)
+        self._topics: tuple[int, float] = (0, -1e9)   # (count, taken at)
+        self._census = Census(taken_s=-1e9)
+        self._census_lock = asyncio.Lock()
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def call(self, topic: str | None, msg, wait_ms: int = 0) -> dict:
+        return await self.client.request(topic, msg, wait_ms)
+
+    async def list_topics(self, prefix: str, page_size: int | None, cursor: str | None,
+                          touch: bool) -> dict:
+        return await self.client.list_topics(prefix, page_size, cursor, touch)
+
+    async def node_status(self) -> dict:
+        """The front's shard map: node_ready, replay_progress, shards, processes."""
+        return await self.client.status()
+
+    async def shard_statuses(self) -> list[dict]:
+        return await self.client.shard_statuses()
+
+    async def topic_count(self, max_age_s: float) -> int:
+        count, taken = self._topics
+        if time.monotonic() - taken > max_age_s:
+            count = sum(s["topics"] for s in await self.client.shard_statuses())
+            self._topics = (count, time.monotonic())
+        return count
+
+    def topic_created(self) -> None:
+        count, taken = self._topics
+        self._topics = (count + 1, taken)
+
+    def bytes_added(self, count: int) -> None:
+        """An append this gateway made: count it until the next census."""
+        self._census.bytes_live += count
+
+    async def census(self, max_age_s: float) -> Census:
+        """Every topic's figures, paged through the shards (one census at a time)."""
+        async with self._census_lock:
+            if time.monotonic() - self._census.taken_s <= max_age_s:
+                return self._census
+            census, cursor = Census(), None
+            for _ in range(CENSUS_PAGES_MAX):
+                page = await self.client.list_topics("", LIST_PAGE_SIZE_MAX, cursor, False)
+                census.add(page["topics"])
+                cursor = page.get("next_cursor")
+                if not cursor:
+                    break
+            census.taken_s = time.monotonic()
+            self._census = census
+            return census
+
+
+async def node_ready(link: EngineLink) -> tuple[bool, float]:
+    """(ready, replay progress); a node that does not answer is not ready."""
+    try:
+        status = await link.node_status()
+    except TopicsError:
+        return False, 0.0
+    return bool(status["node_ready"]), float(status["replay_progress"])

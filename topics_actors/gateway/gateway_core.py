@@ -1,0 +1,239 @@
+"""The request-handling core of the gateway: route, authorize, validate, forward, render.
+
+It sees only HttpRequest/HttpResponse and an EngineLink, so everything but the sockets is
+tested in-process (tests/unit/test_gateway_core.py). Order per request (spec/api.md 1, 2):
+route (404/405, after a 401 when auth is on) -> key (401) -> scope (403) -> the topic
+name's prefix allowlist (403, before any existence check) -> in-flight cap (429) ->
+Content-Type (415) and body (400) -> the shard. Every failure is the error envelope.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import time
+
+from topics_actors import __version__
+from topics_actors.client.retry_budget import new_session
+from topics_actors.errors import ErrorCode, TopicsError, invalid
+from topics_actors.gateway import request_body as rb
+from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope, forbidden
+from topics_actors.gateway.append_body import parse_append
+from topics_actors.gateway.diff_page import render_diff
+from topics_actors.gateway.engine_link import Census, EngineLink, node_ready
+from topics_actors.gateway.gateway_settings import GatewaySettings
+from topics_actors.gateway.http_message import (
+    HttpRequest, HttpResponse, error_response, json_response,
+)
+from topics_actors.gateway.inflight_limit import InflightLimit
+from topics_actors.gateway.metrics_report import MetricsInput, render
+from topics_actors.gateway.route_table import PROBE, Route, resolve, unknown_route_error
+from topics_actors.gateway.topic_listing import list_page
+from topics_actors.limits import DIFF_WAIT_MS_MAX
+from topics_actors.protocol.messages import (
+    DeleteRecords, DeleteTopic, Diff, GetTopic, PutTopic,
+)
+from topics_actors.topic_config import parse_config
+from topics_actors.topic_identity import valid_topic_name
+
+log = logging.getLogger(__name__)
+
+QUOTA_MAX_AGE_S = 1.0       # how stale the topic count and live bytes of a cap check may be
+
+
+def _ms(t0_ns: int) -> float:
+    return (time.perf_counter_ns() - t0_ns) / 1e6
+
+
+def _with_performance(reply: dict, t0_ns: int) -> dict:
+    performance = dict(reply.get("performance") or {})
+    performance["server_total_ms"] = _ms(t0_ns)
+    reply["performance"] = performance
+    return reply
+
+
+def cap_reached(limit: str, maximum: int) -> TopicsError:
+    return TopicsError(f"the node's {limit} cap ({maximum}) is reached", ErrorCode.THROTTLED,
+                       {"limit": limit, "max": maximum})
+
+
+def shutting_down() -> TopicsError:
+    return TopicsError("the gateway is shutting down", ErrorCode.SHUTTING_DOWN)
+
+
+class GatewayCore:
+    def __init__(self, settings: GatewaySettings, engine: EngineLink, started_ms: int):
+        self.settings = settings
+        self.keys = settings.keys
+        self.engine = engine
+        self.started_ms = started_ms
+        self.inflight = InflightLimit(settings.inflight_per_key_max)
+        self.stopping = False
+        self._session = new_session()
+        self._appends = itertools.count(1)
+
+    async def handle(self, request: HttpRequest) -> HttpResponse:
+        t0 = time.perf_counter_ns()
+        try:
+            route, key = self._authorize(request)
+            limit = self.settings.body_bytes_max
+            if limit and len(request.body) > limit:
+                raise rb.payload_too_large(limit)
+            with self.inflight.admit(key.label if key is not None else None):
+                return await getattr(self, "_" + route.handler)(route, request, key, t0)
+        except TopicsError as error:
+            return error_response(error)
+        except Exception:
+            log.exception("event=request_failed method=%s", request.method)
+            return error_response(TopicsError("internal error", ErrorCode.INTERNAL))
+
+    def _authorize(self, request: HttpRequest) -> tuple[Route, ApiKey | None]:
+        authorization = request.header("authorization")
+        try:
+            route = resolve(request.method, request.path)
+        except TopicsError:
+            self.keys.authenticate(authorization)     # 401 before 404/405 when auth is on
+            raise
+        if route.scope == PROBE:
+            if self.settings.probe_auth:
+                self.keys.authenticate(authorization)
+            return route, None
+        key = self.keys.authenticate(authorization)
+        check_scope(key, route.scope)
+        if route.topic is not None:
+            check_name(key, route.topic)
+        return route, key
+
+    # --- probes -------------------------------------------------------------------------------
+
+    def _uptime_ms(self) -> int:
+        return max(0, time.time_ns() // 1_000_000 - self.started_ms)
+
+    async def _health(self, route, request, key, t0) -> HttpResponse:
+        return json_response(200, {"status": "ok", "version": __version__,
+                                   "uptime_ms": self._uptime_ms()})
+
+    async def _ready(self, route, request, key, t0) -> HttpResponse:
+        if self.stopping:
+            raise shutting_down()
+        ready, progress = await node_ready(self.engine)
+        if not ready:
+            raise TopicsError("the node is replaying its WAL", ErrorCode.NOT_READY,
+                              {"replay_progress": progress})
+        topics = await self.engine.topic_count(0.0)
+        return json_response(200, {"status": "ready", "wal_replay_complete": True,
+                                   "topics": topics})
+
+    async def _metrics(self, route, request, key, t0) -> HttpResponse:
+        ready, progress = await node_ready(self.engine)
+        census, wal = Census(), {}
+        if ready:
+            census = await self.engine.census(0.0)
+            for status in await self.engine.shard_statuses():
+                for name, value in status.get("statistics", {}).items():
+                    wal[name] = wal.get(name, 0) + value
+        body, content_type = render(
+            MetricsInput(census, ready, 1.0 if ready else progress, self._uptime_ms(), wal),
+            request.header("accept"))
+        return HttpResponse(200, body, content_type)
+
+    # --- topics -------------------------------------------------------------------------------
+
+    async def _list_topics(self, route, request, key, t0) -> HttpResponse:
+        params = rb.query_params(request.query)
+        page = await list_page(self.engine, key, params)
+        return json_response(200, _with_performance(page, t0))
+
+    async def _put_topic(self, route, request, key, t0) -> HttpResponse:
+        name = route.topic
+        if not valid_topic_name(name):
+            raise invalid("invalid topic name", {"topic": name})
+        body = rb.json_object(request, empty_ok=True)
+        parse_config(body, name)
+        cap = self.settings.topics_max
+        if cap and await self.engine.topic_count(QUOTA_MAX_AGE_S) >= cap:
+            try:
+                await self.engine.call(name, GetTopic(name, False))
+            except TopicsError as error:
+                if error.code == ErrorCode.TOPIC_NOT_FOUND:
+                    raise cap_reached("max_topics", cap) from None
+                raise
+        reply = await self.engine.call(name, PutTopic(name, body))
+        if reply.get("created"):
+            self.engine.topic_created()
+        reply["performance"] = {"server_total_ms": 0.0}
+        return json_response(201 if reply.get("created") else 200, reply)
+
+    async def _get_topic(self, route, request, key, t0) -> HttpResponse:
+        touch = rb.query_bool(rb.query_params(request.query), "touch", True)
+        reply = await self.engine.call(route.topic, GetTopic(route.topic, touch))
+        return json_response(200, _with_performance(reply, t0))
+
+    async def _delete_topic(self, route, request, key, t0) -> HttpResponse:
+        if_empty = rb.query_bool(rb.query_params(request.query), "if_empty", False)
+        reply = await self.engine.call(route.topic, DeleteTopic(route.topic, if_empty))
+        return json_response(200, _with_performance(reply, t0))
+
+    async def _append(self, route, request, key, t0) -> HttpResponse:
+        name = route.topic
+        return_seqs = rb.query_bool(rb.query_params(request.query), "return_seqs", True)
+        body = rb.json_object(request, empty_ok=False)
+        plan = parse_append(name, body, request.header("idempotency-key"), return_seqs,
+                            f"{self._session}:{next(self._appends)}")
+        await self._check_total_bytes(plan.payload_bytes)
+        no_admin = (plan.message.config is not None and key is not None
+                    and "admin" not in key.scopes)
+        cap = self.settings.topics_max
+        at_cap = bool(cap) and await self.engine.topic_count(QUOTA_MAX_AGE_S) >= cap
+        msg = plan.message
+        if no_admin or at_cap:     # may append to an existing topic, must not create one
+            msg = dataclasses.replace(msg, create=False, config=None)
+        try:
+            reply = await self.engine.call(name, msg)
+        except TopicsError as error:
+            if error.code != ErrorCode.TOPIC_NOT_FOUND or msg is plan.message \
+                    or not plan.may_create:
+                raise
+            if no_admin:
+                raise forbidden("creating a topic with a config needs the admin scope",
+                                name) from None
+            raise cap_reached("max_topics", cap) from None
+        if reply.get("created"):
+            self.engine.topic_created()
+        if not reply.get("deduped"):
+            self.engine.bytes_added(plan.payload_bytes)
+        return json_response(201 if reply.get("created") else 200,
+                             _with_performance(reply, t0))
+
+    async def _check_total_bytes(self, batch_bytes: int) -> None:
+        cap = self.settings.total_bytes_max
+        if cap:
+            census = await self.engine.census(QUOTA_MAX_AGE_S)
+            if census.bytes_live + batch_bytes > cap:
+                raise cap_reached("max_total_bytes", cap)
+
+    async def _diff(self, route, request, key, t0) -> HttpResponse:
+        body = rb.json_object(request, empty_ok=True)
+        include_meta = rb.field_bool(body, "include_meta", True)
+        wait_ms = min(rb.field_uint(body, "wait_ms"), DIFF_WAIT_MS_MAX)
+        msg = Diff(route.topic, rb.field_uint(body, "from_seq"), rb.field_uint(body, "limit"),
+                   rb.field_nodes(body), rb.field_bool(body, "include_tags", False),
+                   include_meta, wait_ms, rb.field_uint(body, "max_batch_bytes"))
+        reply = await self.engine.call(route.topic, msg, wait_ms)
+        return HttpResponse(200, render_diff(reply, include_meta, _ms(t0)))
+
+    async def _delete_records(self, route, request, key, t0) -> HttpResponse:
+        body = rb.json_object(request, empty_ok=True)
+        before_seq = rb.field_uint(body, "before_seq", None)
+        match = body.get("match")
+        if before_seq is None and match is None:
+            raise invalid("a delete needs before_seq and/or match")
+        if match is not None and not isinstance(match, (str, list)):
+            raise invalid('match must be ["tag", "Eq"|"Glob", value] or a tag string')
+        reply = await self.engine.call(route.topic,
+                                       DeleteRecords(route.topic, before_seq, match))
+        return json_response(200, _with_performance(reply, t0))
+
+    async def _unknown(self, route, request, key, t0) -> HttpResponse:
+        raise unknown_route_error(route, request.path)

@@ -1,0 +1,80 @@
+"""One gateway process: the asyncio loop, the granian worker on the inherited socket, the
+link to the supervisor (hello, heartbeats, dying with it) and an orderly stop.
+
+On SIGTERM the gateway stops accepting connections, lets the requests in flight finish
+(for at most `drain_ms`; a parked long-poll is answered when its shard replies) and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+
+from topics_actors.gateway.engine_link import EngineLink
+from topics_actors.gateway.gateway_core import GatewayCore
+from topics_actors.gateway.gateway_settings import GatewaySettings
+from topics_actors.gateway.rsgi_adapter import RsgiApp, start_worker
+from topics_actors.supervisor_link import SupervisorLink
+
+log = logging.getLogger(__name__)
+
+DRAIN_MS = 5_000
+DRAIN_POLL_S = 0.02
+
+
+class GatewayServer:
+    def __init__(self, settings: GatewaySettings, front: str, listen_fd: int, index: int,
+                 link: SupervisorLink | None, heartbeat_interval_ms: int, started_ms: int):
+        self.settings = settings
+        self.front = front
+        self.listen_fd = listen_fd
+        self.index = index
+        self.link = link
+        self.heartbeat_s = heartbeat_interval_ms / 1000
+        self.started_ms = started_ms
+
+    def serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._main(loop))
+        finally:
+            loop.close()
+
+    async def _main(self, loop: asyncio.AbstractEventLoop) -> None:
+        stop = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        engine = EngineLink(self.front)
+        core = GatewayCore(self.settings, engine, self.started_ms)
+        app = RsgiApp(core, self.settings.body_bytes_max)
+        worker_signal, stopped = start_worker(app, self.listen_fd, loop, self.index + 1)
+        log.info("event=serving gateway=%d pid=%d", self.index, os.getpid())
+        beats = loop.create_task(self._beat(stop))
+        await stop.wait()
+        core.stopping = True
+        self._send_beat("stopping")
+        worker_signal.set()
+        await stopped.wait()
+        deadline = time.monotonic() + DRAIN_MS / 1000
+        while app.in_flight and time.monotonic() < deadline:
+            await asyncio.sleep(DRAIN_POLL_S)
+        beats.cancel()
+        await engine.close()
+        log.info("event=stopped gateway=%d unfinished=%d", self.index, app.in_flight)
+
+    def _send_beat(self, state: str | None = None) -> bool:
+        if self.link is None:
+            return True
+        return self.link.keep_alive(state, force=state is not None)
+
+    async def _beat(self, stop: asyncio.Event) -> None:
+        self._send_beat("ready")
+        while not stop.is_set():
+            await asyncio.sleep(min(self.heartbeat_s, 0.5))
+            if not self._send_beat():
+                log.warning("event=parent_gone gateway=%d", self.index)
+                stop.set()

@@ -1,0 +1,48 @@
+"""The gateway's own HTTP request and response records (handlers never see granian types),
+and the JSON and error bodies every route answers with (spec/api.md 1)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from topics_actors.errors import TopicsError
+
+JSON = "application/json"
+RETRY_AFTER_S = "1"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HttpRequest:
+    method: str
+    path: str                       # percent-decoded by the server
+    query: str = ""                 # raw query string, without "?"
+    headers: Mapping[str, str] = dataclasses.field(default_factory=dict)  # lower-case names
+    body: bytes = b""
+
+    def header(self, name: str, default: str | None = None) -> str | None:
+        return self.headers.get(name, default)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HttpResponse:
+    status: int
+    body: bytes
+    content_type: str = JSON
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def header_list(self) -> list[tuple[str, str]]:
+        return [("content-type", self.content_type), *self.headers]
+
+
+def json_response(status: int, body: Any) -> HttpResponse:
+    return HttpResponse(status, orjson.dumps(body))
+
+
+def error_response(error: TopicsError) -> HttpResponse:
+    """The error envelope {"error": {code, message, detail?}}; 429 and 503 say Retry-After."""
+    headers = (("retry-after", RETRY_AFTER_S),) if error.status in (429, 503) else ()
+    return HttpResponse(error.status, orjson.dumps({"error": error.to_wire()}), JSON, headers)

@@ -1,0 +1,89 @@
+"""/v0/metrics (spec/api.md 10): Prometheus text exposition 0.0.4, or JSON on request.
+
+Routers, watch sessions, SSE streams and queues are not served by this build, so their
+gauges are always 0. `wal` sums the shards' statistics (batches, syncs, records, requests,
+throttled, failed_batches).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import orjson
+
+from topics_actors.gateway.engine_link import Census
+
+PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+_ZERO_GAUGES = ("routers", "queue_topics", "queue_leases_in_flight", "sse_connections",
+                "watch_sessions")
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricsInput:
+    census: Census
+    ready: bool
+    replay_progress: float
+    uptime_ms: int
+    wal: dict                # summed shard statistics; empty when no shard answered
+
+
+def metrics_json(m: MetricsInput) -> dict:
+    c = m.census
+    body = {"topics": c.topics, **{f"topics_{k}": v for k, v in c.by_class.items()},
+            "routers": 0, "records_live": c.records_live, "bytes_live": c.bytes_live,
+            "queue_topics": 0, "queue_leases_in_flight": 0, "sse_connections": 0,
+            "watch_sessions": 0, "ready": m.ready, "replay_progress": m.replay_progress,
+            "uptime_ms": m.uptime_ms}
+    if m.wal:
+        body["wal"] = m.wal
+    return body
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _gauge(lines: list[str], name: str, value, help_text: str) -> None:
+    lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {value}"]
+
+
+def _topic_series(lines: list[str], c: Census) -> None:
+    for field, key in (("head_seq", "head_seq"), ("earliest_seq", "earliest_seq"),
+                       ("records_live", "count"), ("bytes_live", "bytes")):
+        name = f"topics_topic_{field}"
+        lines += [f"# HELP {name} per topic {field} (first 1000 topics by name)",
+                  f"# TYPE {name} gauge"]
+        lines += [f'{name}{{topic="{_label(t["topic"])}"}} {t[key]}' for t in c.series]
+    _gauge(lines, "topics_topic_metrics_truncated", int(c.truncated),
+           "1 when per-topic series were cut at 1000 topics")
+
+
+def metrics_text(m: MetricsInput) -> bytes:
+    c, lines = m.census, []
+    _gauge(lines, "topics_topics", c.topics, "topics on the node")
+    lines += ["# HELP topics_topics_by_class topics per durability class",
+              "# TYPE topics_topics_by_class gauge"]
+    lines += [f'topics_topics_by_class{{class="{k}"}} {v}' for k, v in c.by_class.items()]
+    _gauge(lines, "topics_records_live", c.records_live, "live records")
+    _gauge(lines, "topics_bytes_live", c.bytes_live, "live payload bytes (data + meta)")
+    _topic_series(lines, c)
+    for name in _ZERO_GAUGES:
+        _gauge(lines, f"topics_{name}", 0, "not served by this build")
+    _gauge(lines, "topics_ready", int(m.ready), "1 once every shard has replayed")
+    _gauge(lines, "topics_recovery_progress", m.replay_progress, "replay progress, 0..1")
+    _gauge(lines, "topics_uptime_ms", m.uptime_ms, "milliseconds since the node started")
+    for key, value in sorted(m.wal.items()):
+        name = f"topics_wal_{key}_total"
+        lines += [f"# HELP {name} shard {key} since each shard started",
+                  f"# TYPE {name} counter", f"{name} {value}"]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def wants_json(accept: str | None) -> bool:
+    return bool(accept) and "application/json" in accept.lower()
+
+
+def render(m: MetricsInput, accept: str | None) -> tuple[bytes, str]:
+    if wants_json(accept):
+        return orjson.dumps(metrics_json(m)), "application/json"
+    return metrics_text(m), PROMETHEUS

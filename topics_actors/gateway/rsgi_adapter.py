@@ -1,0 +1,94 @@
+"""The thin RSGI adapter between granian and GatewayCore, and the granian worker that
+serves an inherited listening socket.
+
+The supervisor binds the HTTP socket once and passes its descriptor to every gateway
+process, which all accept on it: the port exists before the first gateway starts (so the
+port file is exact, even for port 0) and stays bound while a gateway restarts. granian's
+RSGIWorker is driven the way its own embedded server drives it (granian 2.8); this module
+is the only one that imports granian.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from granian._futures import _future_watcher_wrapper, _new_cbscheduler
+from granian._granian import RSGIWorker, SocketHolder, WorkerSignal
+
+from topics_actors.gateway.gateway_core import GatewayCore
+from topics_actors.gateway.http_message import HttpRequest, HttpResponse, error_response
+from topics_actors.gateway.request_body import payload_too_large
+
+log = logging.getLogger(__name__)
+
+BACKLOG = 1024
+BACKPRESSURE = 1024          # requests one gateway process works on at once
+BLOCKING_THREADS_MAX = 512
+_SSL_OFF = (False, None, None, None, "tls1.3", None, [], False)
+
+
+class RsgiApp:
+    """An RSGI application: scope + protocol in, one buffered response out."""
+
+    def __init__(self, core: GatewayCore, body_bytes_max: int):
+        self.core = core
+        self.body_bytes_max = body_bytes_max
+        self.in_flight = 0
+
+    async def _body(self, scope, proto) -> bytes | None:
+        """The request body, or None when it exceeds the limit (nothing more is read)."""
+        limit = self.body_bytes_max
+        length = scope.headers.get("content-length")
+        if length is not None:
+            try:
+                declared = int(length)
+            except ValueError:
+                declared = -1
+            if limit and declared > limit:
+                return None
+            if declared >= 0:
+                body = await proto()
+                return None if limit and len(body) > limit else body
+        chunks, size = [], 0
+        async for chunk in proto:
+            size += len(chunk)
+            if limit and size > limit:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def __rsgi__(self, scope, proto) -> None:
+        if scope.proto != "http":
+            return
+        self.in_flight += 1
+        try:
+            body = await self._body(scope, proto)
+            if body is None:
+                response = error_response(payload_too_large(self.body_bytes_max))
+            else:
+                response = await self.core.handle(HttpRequest(
+                    scope.method, scope.path, scope.query_string, scope.headers, body))
+            _send(proto, response)
+        finally:
+            self.in_flight -= 1
+
+
+def _send(proto, response: HttpResponse) -> None:
+    proto.response_bytes(response.status, response.header_list(), response.body)
+
+
+def start_worker(app: RsgiApp, listen_fd: int, loop: asyncio.AbstractEventLoop,
+                 worker_id: int) -> tuple[WorkerSignal, asyncio.Event]:
+    """Serve `listen_fd` with `app` on `loop`; set the signal to stop accepting. The event
+    is set once granian has stopped."""
+    stopped = asyncio.Event()
+    signal = WorkerSignal()
+    signal.add_cb(lambda: loop.call_soon_threadsafe(stopped.set))
+    worker = RSGIWorker(worker_id, (None, SocketHolder(listen_fd, False, BACKLOG)), None,
+                        1, BLOCKING_THREADS_MAX, 1, 30, BACKPRESSURE, "auto", None, None,
+                        False, None, *_SSL_OFF, (None, None))
+    scheduler = _new_cbscheduler(loop, _future_watcher_wrapper(app.__rsgi__),
+                                 impl_asyncio=True)
+    worker.serve_str(scheduler, loop, signal)
+    return signal, stopped
