@@ -82,10 +82,6 @@ class EngineLink:
         count, taken = self._topics
         self._topics = (count + 1, taken)
 
-    def bytes_added(self, count: int) -> None:
-        """An append this gateway made: count it until the next census."""
-        self._census.bytes_live += count
-
     async def census(self, max_age_s: float) -> Census:
         """Every topic's figures, paged through the shards (one census at a time)."""
         async with self._census_lock:

@@ -181,7 +181,6 @@ class GatewayCore:
         body = rb.json_object(request, empty_ok=False)
         plan = parse_append(name, body, request.header("idempotency-key"), return_seqs,
                             f"{self._session}:{next(self._appends)}")
-        await self._check_total_bytes(plan.payload_bytes)
         no_admin = (plan.message.config is not None and key is not None
                     and "admin" not in key.scopes)
         cap = self.settings.topics_max
@@ -201,17 +200,8 @@ class GatewayCore:
             raise cap_reached("max_topics", cap) from None
         if reply.get("created"):
             self.engine.topic_created()
-        if not reply.get("deduped"):
-            self.engine.bytes_added(plan.payload_bytes)
         return json_response(201 if reply.get("created") else 200,
                              _with_performance(reply, t0))
-
-    async def _check_total_bytes(self, batch_bytes: int) -> None:
-        cap = self.settings.total_bytes_max
-        if cap:
-            census = await self.engine.census(QUOTA_MAX_AGE_S)
-            if census.bytes_live + batch_bytes > cap:
-                raise cap_reached("max_total_bytes", cap)
 
     async def _diff(self, route, request, key, t0) -> HttpResponse:
         body = rb.json_object(request, empty_ok=True)

@@ -39,7 +39,6 @@ class GatewaySettings:
     allow_insecure_no_auth: bool = False
     body_bytes_max: int = BODY_BYTES_MAX_DEFAULT      # 0 = unlimited
     topics_max: int = 100_000                         # 0 = unlimited
-    total_bytes_max: int = 0                          # 0 = unlimited
     inflight_per_key_max: int = 1_000                 # 0 = unlimited
 
     @classmethod
@@ -53,7 +52,6 @@ class GatewaySettings:
                    allow_insecure_no_auth=_flag(env, "TOPICS_ALLOW_INSECURE_NO_AUTH"),
                    body_bytes_max=_cap(env, "TOPICS_MAX_BODY_BYTES", BODY_BYTES_MAX_DEFAULT),
                    topics_max=_cap(env, "TOPICS_MAX_TOPICS", 100_000),
-                   total_bytes_max=_cap(env, "TOPICS_MAX_TOTAL_BYTES", 0),
                    inflight_per_key_max=_cap(env, "TOPICS_MAX_INFLIGHT_PER_KEY", 1_000))
 
     def check_bind(self, host: str, loopback: bool) -> None:

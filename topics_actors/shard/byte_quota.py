@@ -52,8 +52,7 @@ class ByteQuota:
             raise TopicsError(
                 f"the node holds its maximum of {self.max_total_bytes} live bytes; retry "
                 "after retention or deletes free space", ErrorCode.THROTTLED,
-                {"limit": "max_total_bytes", "max": self.max_total_bytes,
-                 "retry_after_ms": 1000})
+                {"limit": "max_total_bytes", "max": self.max_total_bytes})
         self.pending_bytes += batch_bytes
 
     def publish(self, live_bytes: int) -> None:
