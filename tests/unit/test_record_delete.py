@@ -7,7 +7,7 @@ import pytest
 
 from tests.unit.conftest import rec
 from topics_actors.errors import ErrorCode, TopicsError
-from topics_actors.protocol.messages import Append, DeleteRecords, Diff
+from topics_actors.protocol.messages import Absorbed, Append, Checkpoint, DeleteRecords, Diff
 from topics_actors.shard.record_delete import parse_match
 from topics_actors.storage.frame_body import MATCH_EQ, MATCH_GLOB
 
@@ -106,3 +106,24 @@ def test_tag_index_skips_records_below_the_floors(shard):
     shard.call(DeleteRecords("fl", before_seq=5))               # 1..4 gone silently
     reply = shard.call(DeleteRecords("fl", match="even"))
     assert reply["deleted"] == 1 and seqs(shard, "fl") == []    # only 6 was still live
+
+
+def test_a_delete_after_the_barrier_holds_once_its_records_are_absorbed(env):
+    """The records are absorbed by a snapshot whose barrier came before the delete's frame:
+    their del bytes are not flipped yet, and the shard must still not serve them."""
+    h = env.single()
+    fill(h, "late", 6)
+    reply = h.call(Checkpoint())
+    h.call(DeleteRecords("late", match="even"))
+    cp = env.checkpointer()
+    try:
+        snap = cp.checkpoint({reply["group"]: (reply["idx"], reply["offset"])},
+                             accounting=reply["accounting"])
+    finally:
+        cp.close()
+    h.call(Absorbed(snap))
+    assert seqs(h, "late") == [1, 3, 5]
+    assert h.get("late")["count"] == 3
+    env.checkpoint([h])                    # the delete's frame absorbed: bytes flipped
+    h.restart()
+    assert seqs(h, "late") == [1, 3, 5]

@@ -103,13 +103,13 @@ class TopicState:
         return self.locs[index] if 0 <= index < len(self.locs) else 0
 
     def delete_one(self, seq: int) -> None:
-        """Make `seq` a hole: in the WAL index, or noted for a record inside a segment."""
-        if seq > self.absorbed:
-            index = seq - self.wal_base
-            if 0 <= index < len(self.locs):
-                self.locs[index] = 0
-        else:
-            self.deleted.add(seq)
+        """Make `seq` a hole in the WAL index, and note it: a snapshot taken in later may
+        hold the record (absorbed before the delete's frame) with its del byte not yet
+        flipped, and the WAL hole goes when that snapshot is taken in."""
+        index = seq - self.wal_base
+        if seq > self.absorbed and 0 <= index < len(self.locs):
+            self.locs[index] = 0
+        self.deleted.add(seq)
 
     def segment_of(self, seq: int) -> int:
         """Index of the segment holding `seq` (<= absorbed), or -1 for a hole."""
@@ -132,6 +132,9 @@ class TopicState:
             self.front = max(0, self.front - max(drop, 0))
             self.wal_base = absorbed + 1
             self.absorbed = absorbed
+            floor = max(self.evict_floor, self.expiry_floor, self.delete_floor)
+            if self.deleted and min(self.deleted) <= floor:   # never read again
+                self.deleted = {seq for seq in self.deleted if seq > floor}
         self.seg_dir, self.seg_firsts, self.seg_counts = seg_dir, firsts, counts
         return next((loc for loc in self.locs if loc), 0)
 
