@@ -21,6 +21,7 @@ import pytest
 from topics_actors.errors import CorruptionError
 from topics_actors.protocol.messages import DeleteRecords, Scan
 from topics_actors.shard.range_scan import scan
+from topics_actors.spark.segment_files import SegmentPiece, read_piece
 from topics_actors.storage import segment as seg
 from topics_actors.storage.frame import FLAG_META, append_envelope, envelope_data
 from topics_actors.storage.segment_run import Columns, decode_run
@@ -122,6 +123,35 @@ def test_an_idx_entry_that_does_not_match_its_frame_is_an_error():
     seg.IDX_ENTRY.pack_into(short, 2 * 20, offset, 20, ts, flags)
     with pytest.raises(CorruptionError):
         bulk(data, bytes(short))
+
+
+def test_a_tag_that_is_not_utf8_is_an_error():
+    data, idx = bytearray(), bytearray()
+    seg.encode_record(data, idx, 0, 0, FIRST, 1, b"", b"ok", b'{"d":1}')
+    seg.encode_record(data, idx, 0, 0, FIRST + 1, 1, b"", b"\xff", b'{"d":2}')
+    with pytest.raises(CorruptionError, match="UTF-8"):
+        bulk(data, bytes(idx))
+
+
+def test_segment_file_pieces_read_in_chunks_as_in_one(tmp_path):
+    data, idx = build()
+    delete(data, idx, FIRST + 8)
+    directory = tmp_path / "t"
+    directory.mkdir()
+    pathlib.Path(seg.data_path(str(directory), FIRST)).write_bytes(bytes(data))
+    pathlib.Path(seg.idx_path(str(directory), FIRST)).write_bytes(idx)
+    piece = SegmentPiece("t", "t", FIRST, 30, len(data), FIRST + 1, FIRST + 27, FIRST + 2)
+
+    def rows(chunk_seqs: int) -> list:
+        out = []
+        for seqs, stamps, texts, ends, tags, nodes in read_piece(piece, str(tmp_path),
+                                                                 chunk_seqs=chunk_seqs):
+            ends = ends.tolist()
+            out += zip(seqs, stamps, [texts[a:b] for a, b in zip(ends, ends[1:])], tags,
+                       nodes)
+        return out
+    want = [r for r in per_record(data, idx) if FIRST + 2 < r[0] <= FIRST + 27]
+    assert rows(1000) == rows(7) == rows(1) == want and len(want) == 24
 
 
 def test_the_budget_cuts_a_run_before_the_record_that_would_exceed_it():

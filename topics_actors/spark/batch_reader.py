@@ -64,9 +64,8 @@ def fetch_bounds(client: Client, topics: tuple[str, ...],
 def read_partition(options: ReaderOptions, rng: SeqRange | SegmentPiece
                    ) -> Iterator[pa.RecordBatch]:
     if isinstance(rng, SegmentPiece):
-        seqs, ts, data, offsets, tags, nodes = read_piece(rng, options.data_dir,
-                                                          options.cold_dir)
-        if tags:
+        for seqs, ts, data, offsets, tags, nodes in read_piece(
+                rng, options.data_dir, options.cold_dir, chunk_seqs=options.page_size):
             yield batch_from_columns(rng.topic, len(tags), seqs.tobytes(), ts.tobytes(), data,
                                      offsets.tobytes(), tags, nodes)
         return

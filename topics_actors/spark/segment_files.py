@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from topics_actors.errors import CorruptionError
 from topics_actors.spark.offsets import OffsetSpec, resolve
@@ -99,16 +98,23 @@ def _locate(piece: SegmentPiece, data_dir: str, cold_dir: str | None) -> str:
 
 
 def read_piece(piece: SegmentPiece, data_dir: str, cold_dir: str | None = None,
-               verify: bool = True) -> tuple[array, array, bytes, array, list, list]:
+               verify: bool = True, chunk_seqs: int = 10_000) -> Iterator[tuple]:
     """(seqs, ts_ms, data, offsets, tags, nodes) of the live records of a piece, in the
-    column layout of a `scan` reply."""
+    column layout of a `scan` reply, `chunk_seqs` seqs at a time (so Spark consumes one
+    chunk while the next is decoded); chunks with no live record are not yielded."""
     path = _locate(piece, data_dir, cold_dir)
-    where = f"{path}/seg-{piece.first_seq}"
     lo = max(piece.after_seq, piece.floor) + 1
-    cols = Columns()
-    if lo > piece.until_seq:
-        return cols.seqs, cols.stamps, b"", cols.offsets, [], []
-    count = piece.until_seq - lo + 1
+    while lo <= piece.until_seq:
+        hi = min(piece.until_seq, lo + chunk_seqs - 1)
+        cols = _read_chunk(piece, path, lo, hi, verify)
+        if cols.tags:
+            yield cols.seqs, cols.stamps, bytes(cols.data), cols.offsets, cols.tags, cols.nodes
+        lo = hi + 1
+
+
+def _read_chunk(piece: SegmentPiece, path: str, lo: int, hi: int, verify: bool) -> Columns:
+    where = f"{path}/seg-{piece.first_seq}"
+    count = hi - lo + 1
     index = _pread(idx_path(path, piece.first_seq), count * IDX_ENTRY_BYTES,
                    (lo - piece.first_seq) * IDX_ENTRY_BYTES)
     if len(index) != count * IDX_ENTRY_BYTES:
@@ -120,5 +126,6 @@ def read_piece(piece: SegmentPiece, data_dir: str, cold_dir: str | None = None,
     view = memoryview(_pread(data_path(path, piece.first_seq), end - start, start))
     if len(view) != end - start:
         raise CorruptionError(f"{where}: .data is short")
+    cols = Columns()
     decode_run(view, start, offsets, lengths, lo, cols, where, verify=verify)
-    return cols.seqs, cols.stamps, bytes(cols.data), cols.offsets, cols.tags, cols.nodes
+    return cols

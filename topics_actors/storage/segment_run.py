@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from itertools import count
 
 import xxhash
 
@@ -56,46 +57,53 @@ def decode_run(view, base: int, offsets: array, lengths: array, lo: int, cols: C
     unpack, tail, digest = DATA_HEADER.unpack_from, _TAIL.unpack_from, _digest
     if lengths and min(lengths) < _FIXED:
         raise CorruptionError(f"{where}: an .idx entry of seqs from {lo} is too short")
-    seq = lo - 1
-    for at, length in zip(offsets, lengths):
-        if seq + 1 in skip:
-            seq += 1
+    texts: dict = {}                   # tag bytes -> str: a run's tags repeat
+    last = lo - 1
+    for seq, at, length in zip(count(lo), offsets, lengths):
+        if seq in skip:
+            last = seq
             continue
         at -= base
         check_at = at + length - _TAIL_BYTES
         frame_len, flags, frame_seq, ts, node_len, tag_len, data_len = unpack(view, at)
         check, dead = tail(view, check_at)
-        if (frame_seq != seq + 1 or frame_len + 4 != length
+        if (frame_seq != seq or frame_len + 4 != length
                 or _FIXED + node_len + tag_len + data_len != length):
             raise CorruptionError(f"{where}: the frame at offset {at + base} is not the "
-                                  f"record of seq {seq + 1} its .idx entry points at",
-                                  detail={"seq": seq + 1})
+                                  f"record of seq {seq} its .idx entry points at",
+                                  detail={"seq": seq})
         if dead == DEL_DELETED and not check_deleted:
-            seq += 1
+            last = seq
             continue
         if verify and digest(view[at + 4:check_at]) != check:
-            raise CorruptionError(f"{where}: checksum mismatch at seq {seq + 1}",
-                                  detail={"seq": seq + 1})
+            raise CorruptionError(f"{where}: checksum mismatch at seq {seq}", detail={"seq": seq})
         if dead == DEL_DELETED or ts < ts_min:
-            seq += 1
+            last = seq
             continue
         pos = at + DATA_HEADER_BYTES + node_len + tag_len
         if flags & FLAG_META:
             payload = envelope_data(view[pos:pos + data_len], flags)
         else:
             payload = view[pos + _ENVELOPE_HEAD:pos + data_len - _ENVELOPE_TAIL]
-        if tags and len(data) + len(payload) > budget:
+        if len(data) + len(payload) > budget and tags:
             break
-        seq += 1
         try:
-            tags.append(str(view[pos - tag_len:pos], "utf-8") if tag_len else None)
+            if tag_len:
+                raw = view[pos - tag_len:pos]
+                tag = texts.get(raw)
+                if tag is None:
+                    tag = texts[bytes(raw)] = str(raw, "utf-8")
+                tags.append(tag)
+            else:
+                tags.append(None)
             nodes.append(str(view[pos - tag_len - node_len:pos - tag_len], "utf-8")
                          if node_len else None)
         except UnicodeDecodeError:
             raise CorruptionError(f"{where}: node or tag of seq {seq} is not UTF-8",
                                   detail={"seq": seq}) from None
+        last = seq
         data += payload
         ends.append(len(data))
         seqs.append(seq)
         stamps.append(ts)
-    return seq
+    return last
