@@ -21,7 +21,7 @@ import pytest
 from topics_actors.errors import CorruptionError
 from topics_actors.protocol.messages import DeleteRecords, Scan
 from topics_actors.shard.range_scan import scan
-from topics_actors.spark.segment_files import SegmentPiece, read_piece
+from topics_actors.spark.segment_files import SegmentPiece, group_pieces, read_piece
 from topics_actors.storage import segment as seg
 from topics_actors.storage.frame import FLAG_META, append_envelope, envelope_data
 from topics_actors.storage.segment_run import Columns, decode_run
@@ -152,6 +152,18 @@ def test_segment_file_pieces_read_in_chunks_as_in_one(tmp_path):
         return out
     want = [r for r in per_record(data, idx) if FIRST + 2 < r[0] <= FIRST + 27]
     assert rows(1000) == rows(7) == rows(1) == want and len(want) == 24
+
+
+def test_consecutive_pieces_of_a_topic_join_up_to_a_partition():
+    def piece(topic, after, until):
+        return SegmentPiece(topic, topic, after + 1, until - after, 0, after, until, 0)
+    pieces = [piece("a", 0, 10), piece("a", 10, 20), piece("a", 20, 25), piece("a", 25, 40),
+              piece("b", 40, 45), piece("b", 50, 55), piece("b", 55, 60)]
+    groups = group_pieces(pieces, 25)
+    assert [[(p.topic, p.after_seq, p.until_seq) for p in g] for g in groups] == [
+        [("a", 0, 10), ("a", 10, 20), ("a", 20, 25)], [("a", 25, 40)], [("b", 40, 45)],
+        [("b", 50, 55), ("b", 55, 60)]]
+    assert group_pieces(pieces, 1) == [(p,) for p in pieces]
 
 
 def test_the_budget_cuts_a_run_before_the_record_that_would_exceed_it():

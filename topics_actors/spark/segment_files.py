@@ -72,6 +72,26 @@ def plan_pieces(data_dir: str, topics: Iterable[str], starting: OffsetSpec,
     return pieces
 
 
+def group_pieces(pieces: list[SegmentPiece], per_partition: int
+                 ) -> list[tuple[SegmentPiece, ...]]:
+    """Consecutive pieces of one topic joined while they span at most `per_partition` seqs:
+    a segment holds 10k records by default, and one Spark task per segment costs more in
+    task overhead than the reading does."""
+    groups: list[list[SegmentPiece]] = []
+    span_seqs = 0
+    for piece in pieces:
+        seqs = piece.until_seq - piece.after_seq
+        if (groups and groups[-1][-1].topic == piece.topic
+                and groups[-1][-1].until_seq == piece.after_seq
+                and span_seqs + seqs <= per_partition):
+            groups[-1].append(piece)
+            span_seqs += seqs
+        else:
+            groups.append([piece])
+            span_seqs = seqs
+    return [tuple(group) for group in groups]
+
+
 def _pread(path: str, length: int, offset: int) -> bytes:
     fd = os.open(path, os.O_RDONLY)
     try:
