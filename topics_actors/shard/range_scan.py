@@ -11,7 +11,6 @@ cut out of the stored envelope without parsing it (storage.frame.envelope_data).
 from __future__ import annotations
 
 import sys
-from array import array
 from collections.abc import Callable
 
 from topics_actors.errors import invalid, topic_not_found
@@ -23,6 +22,8 @@ from topics_actors.shard.diff_read import _tombstone as tombstone_at
 from topics_actors.shard.file_table import StoredRecord
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage.frame import envelope_data
+from topics_actors.storage.segment import SegmentReader, segment_stem
+from topics_actors.storage.segment_run import Columns, decode_run
 
 
 def validate_scan(req: Scan) -> None:
@@ -32,7 +33,10 @@ def validate_scan(req: Scan) -> None:
 
 
 def scan(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | None], req: Scan,
-         now_ms: int) -> dict:
+         now_ms: int, segments: SegmentReader | None = None) -> dict:
+    """A page of the range. Runs of sealed seqs are decoded in bulk from their segment
+    (when `segments` is given); the rest (the WAL tail, an ephemeral past) record by
+    record through `read`."""
     earliest = topic.earliest_seq()
     head = topic.head
     tombstone, cursor = tombstone_at(topic, req.after_seq, earliest)
@@ -40,32 +44,69 @@ def scan(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
     limit = clamp(req.limit or SCAN_LIMIT_DEFAULT, 1, SCAN_LIMIT_MAX)
     budget = clamp(req.max_batch_bytes or DIFF_BATCH_BYTES_MAX, 1, DIFF_BATCH_BYTES_MAX)
     ttl_ms = topic.config.ttl_ms
-    seqs, stamps, offsets = array("q"), array("q"), array("i", (0,))
-    data, tags, nodes = bytearray(), [], []
+    cols = Columns()
+    tags = cols.tags
     seq = max(cursor, min(earliest - 1, until))   # below earliest everything is gone
     while seq < until and len(tags) < limit:
+        run_end = _sealed_run_end(topic, seq + 1, until) if segments is not None else 0
+        if run_end:
+            # At most the records the limit leaves: only the budget can cut the run short.
+            run_end = min(run_end, seq + limit - len(tags))
+            seq = _scan_run(topic, segments, seq + 1, run_end, cols, now_ms, budget)
+            if seq < run_end:
+                break
+            continue
         rec = read(topic, seq + 1)
         if rec is None or (ttl_ms and now_ms - rec.ts > ttl_ms):
             seq += 1
             continue
         payload = envelope_data(rec.envelope, rec.flags)
-        if tags and len(data) + len(payload) > budget:
+        if tags and len(cols.data) + len(payload) > budget:
             break
-        seqs.append(rec.seq)
-        stamps.append(rec.ts)
-        data += payload
-        offsets.append(len(data))
+        cols.seqs.append(rec.seq)
+        cols.stamps.append(rec.ts)
+        cols.data += payload
+        cols.offsets.append(len(cols.data))
         tags.append(rec.tag)
-        nodes.append(rec.node)
+        cols.nodes.append(rec.node)
         seq += 1
     topic.last_read_ts = now_ms
+    return _reply(topic, cols, seq, head, earliest, tombstone)
+
+
+def _sealed_run_end(topic: TopicState, seq: int, until: int) -> int:
+    """The last seq of the run from `seq` that one sealed segment holds (0 when `seq` is not
+    in a segment: past the absorbed point, or a hole)."""
+    if seq > topic.absorbed:
+        return 0
+    i = topic.segment_of(seq)
+    if i < 0:
+        return 0
+    return min(until, topic.absorbed, topic.seg_firsts[i] + topic.seg_counts[i] - 1)
+
+
+def _scan_run(topic: TopicState, segments: SegmentReader, lo: int, hi: int, cols: Columns,
+              now_ms: int, budget: int) -> int:
+    """Decode the sealed seqs lo..hi (one segment) into `cols`; the last seq consumed."""
+    first = topic.seg_firsts[topic.segment_of(lo)]
+    offsets, lengths, start, data = segments.run(topic.seg_dir, first, lo, hi)
+    ttl_ms = topic.config.ttl_ms
+    where = f"{topic.seg_dir}/{segment_stem(first)}"
+    return decode_run(memoryview(data), start, offsets, lengths, lo, cols, where,
+                      skip=topic.deleted, ts_min=now_ms - ttl_ms if ttl_ms else -1,
+                      budget=budget, check_deleted=True)
+
+
+def _reply(topic: TopicState, cols: Columns, seq: int, head: int, earliest: int,
+           tombstone) -> dict:
     if sys.byteorder == "big":     # the wire arrays are little-endian
-        for column in (seqs, stamps, offsets):
+        for column in (cols.seqs, cols.stamps, cols.offsets):
             column.byteswap()
-    return {"topic": topic.name, "count": len(tags), "seqs": seqs.tobytes(),
-            "ts": stamps.tobytes(), "data": bytes(data), "offsets": offsets.tobytes(),
-            "tags": tags, "nodes": nodes, "next_from_seq": seq, "head_seq": head,
-            "earliest_seq": earliest, "caught_up": seq == head, "tombstone": tombstone}
+    return {"topic": topic.name, "count": len(cols.tags), "seqs": cols.seqs.tobytes(),
+            "ts": cols.stamps.tobytes(), "data": bytes(cols.data),
+            "offsets": cols.offsets.tobytes(), "tags": cols.tags, "nodes": cols.nodes,
+            "next_from_seq": seq, "head_seq": head, "earliest_seq": earliest,
+            "caught_up": seq == head, "tombstone": tombstone}
 
 
 def scan_request(core, peer: bytes, corr: int, msg: Scan, t0_ns: int) -> None:
@@ -77,5 +118,5 @@ def scan_request(core, peer: bytes, corr: int, msg: Scan, t0_ns: int) -> None:
         topic = core.topics.get(msg.topic)
         if topic is None:
             raise topic_not_found(msg.topic)
-        return scan(topic, core.read_record, msg, core.clock())
+        return scan(topic, core.read_record, msg, core.clock(), core.segments)
     core._read_op(peer, corr, t0_ns, read)

@@ -27,7 +27,9 @@ from topics_actors.spark.offsets import SEQ_MAX
 from topics_actors.spark.options import ReaderOptions
 from topics_actors.spark.planning import Selection, SeqRange, TopicBounds, plan_batch
 from topics_actors.spark.range_reader import read_range
-from topics_actors.spark.segment_files import SegmentPiece, plan_pieces, read_piece
+from topics_actors.spark.segment_files import (
+    SegmentPiece, group_pieces, plan_pieces, read_piece,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ _SEQ_OPS = {GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
 class RangePartition(InputPartition):
     """One seq range of one topic (picklable: plain values only)."""
 
-    def __init__(self, rng: SeqRange | SegmentPiece):
+    def __init__(self, rng: SeqRange | tuple[SegmentPiece, ...]):
         super().__init__(rng)
         self.rng = rng
 
@@ -61,14 +63,14 @@ def fetch_bounds(client: Client, topics: tuple[str, ...],
     return bounds
 
 
-def read_partition(options: ReaderOptions, rng: SeqRange | SegmentPiece
+def read_partition(options: ReaderOptions, rng: SeqRange | tuple[SegmentPiece, ...]
                    ) -> Iterator[pa.RecordBatch]:
-    if isinstance(rng, SegmentPiece):
-        seqs, ts, data, offsets, tags, nodes = read_piece(rng, options.data_dir,
-                                                          options.cold_dir)
-        if tags:
-            yield batch_from_columns(rng.topic, len(tags), seqs.tobytes(), ts.tobytes(), data,
-                                     offsets.tobytes(), tags, nodes)
+    if isinstance(rng, tuple):            # consecutive segment pieces of one topic
+        for piece in rng:
+            for seqs, ts, data, offsets, tags, nodes in read_piece(
+                    piece, options.data_dir, options.cold_dir, chunk_seqs=options.page_size):
+                yield batch_from_columns(piece.topic, len(tags), seqs.tobytes(), ts.tobytes(),
+                                         data, offsets.tobytes(), tags, nodes)
         return
     client = client_for(options.url, options.request_timeout_ms)
     yield from read_range(client, rng, options.page_size, options.fail_on_data_loss)
@@ -86,7 +88,8 @@ class TopicsBatchReader(DataSourceReader):
                 t for t in o.topics if t in self.selection.topics]
             pieces = plan_pieces(o.data_dir, topics, o.starting, o.ending,
                                  o.seqs_per_partition, self.selection.window)
-            return [RangePartition(piece) for piece in pieces]
+            return [RangePartition(group)
+                    for group in group_pieces(pieces, o.seqs_per_partition)]
         bounds = fetch_bounds(client_for(o.url, o.request_timeout_ms), o.topics, False)
         ranges = plan_batch(bounds, o.starting, o.ending, o.seqs_per_partition,
                             self.selection)

@@ -17,24 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from array import array
-from collections.abc import Iterable
-
-import xxhash
+from collections.abc import Iterable, Iterator
 
 from topics_actors.errors import CorruptionError
 from topics_actors.spark.offsets import OffsetSpec, resolve
 from topics_actors.spark.planning import SeqWindow, split_range
 from topics_actors.storage.fs import RealFs
-from topics_actors.storage.segment import (
-    DATA_HEADER, DATA_HEADER_BYTES, DEL_DELETED, IDX_ENTRY, IDX_ENTRY_BYTES, data_path,
-    idx_path,
-)
-from topics_actors.storage.frame import envelope_data
+from topics_actors.storage.segment import IDX_ENTRY_BYTES, data_path, idx_path, index_words, span
+from topics_actors.storage.segment_run import Columns, decode_run
 from topics_actors.storage.snapshot import BODY_KEYS, load_newest
-
-_CHECKSUM_BYTES = 8
-_digest = xxhash.xxh3_64_intdigest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +72,26 @@ def plan_pieces(data_dir: str, topics: Iterable[str], starting: OffsetSpec,
     return pieces
 
 
+def group_pieces(pieces: list[SegmentPiece], per_partition: int
+                 ) -> list[tuple[SegmentPiece, ...]]:
+    """Consecutive pieces of one topic joined while they span at most `per_partition` seqs:
+    a segment holds 10k records by default, and one Spark task per segment costs more in
+    task overhead than the reading does."""
+    groups: list[list[SegmentPiece]] = []
+    span_seqs = 0
+    for piece in pieces:
+        seqs = piece.until_seq - piece.after_seq
+        if (groups and groups[-1][-1].topic == piece.topic
+                and groups[-1][-1].until_seq == piece.after_seq
+                and span_seqs + seqs <= per_partition):
+            groups[-1].append(piece)
+            span_seqs += seqs
+        else:
+            groups.append([piece])
+            span_seqs = seqs
+    return [tuple(group) for group in groups]
+
+
 def _pread(path: str, length: int, offset: int) -> bytes:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -107,54 +118,34 @@ def _locate(piece: SegmentPiece, data_dir: str, cold_dir: str | None) -> str:
 
 
 def read_piece(piece: SegmentPiece, data_dir: str, cold_dir: str | None = None,
-               verify: bool = True) -> tuple[array, array, bytes, array, list, list]:
+               verify: bool = True, chunk_seqs: int = 10_000) -> Iterator[tuple]:
     """(seqs, ts_ms, data, offsets, tags, nodes) of the live records of a piece, in the
-    column layout of a `scan` reply."""
+    column layout of a `scan` reply, `chunk_seqs` seqs at a time (so Spark consumes one
+    chunk while the next is decoded); chunks with no live record are not yielded."""
     path = _locate(piece, data_dir, cold_dir)
     lo = max(piece.after_seq, piece.floor) + 1
-    if lo > piece.until_seq:
-        return array("q"), array("q"), b"", array("i", (0,)), [], []
-    index = _pread(idx_path(path, piece.first_seq),
-                   (piece.until_seq - lo + 1) * IDX_ENTRY_BYTES,
+    while lo <= piece.until_seq:
+        hi = min(piece.until_seq, lo + chunk_seqs - 1)
+        cols = _read_chunk(piece, path, lo, hi, verify)
+        if cols.tags:
+            yield cols.seqs, cols.stamps, bytes(cols.data), cols.offsets, cols.tags, cols.nodes
+        lo = hi + 1
+
+
+def _read_chunk(piece: SegmentPiece, path: str, lo: int, hi: int, verify: bool) -> Columns:
+    where = f"{path}/seg-{piece.first_seq}"
+    count = hi - lo + 1
+    index = _pread(idx_path(path, piece.first_seq), count * IDX_ENTRY_BYTES,
                    (lo - piece.first_seq) * IDX_ENTRY_BYTES)
-    entries = list(IDX_ENTRY.iter_unpack(index))
-    if len(entries) != piece.until_seq - lo + 1:
-        raise CorruptionError(f"{path}/seg-{piece.first_seq}: .idx is short")
-    start = entries[0][0]
-    end = entries[-1][0] + entries[-1][1]
+    if len(index) != count * IDX_ENTRY_BYTES:
+        raise CorruptionError(f"{where}: .idx is short")
+    offsets, lengths = index_words(index)
+    start, end = span(offsets, lengths)
     if end > piece.data_len:
-        raise CorruptionError(f"{path}/seg-{piece.first_seq}: .idx points past valid .data")
+        raise CorruptionError(f"{where}: .idx points past valid .data")
     view = memoryview(_pread(data_path(path, piece.first_seq), end - start, start))
     if len(view) != end - start:
-        raise CorruptionError(f"{path}/seg-{piece.first_seq}: .data is short")
-    return _decode(view, start, entries, lo, verify, f"{path}/seg-{piece.first_seq}")
-
-
-def _decode(view: memoryview, base: int, entries: list, lo: int, verify: bool,
-            where: str) -> tuple[array, array, bytes, array, list, list]:
-    seqs, stamps, offsets = array("q"), array("q"), array("i", (0,))
-    data, tags, nodes = bytearray(), [], []
-    unpack = DATA_HEADER.unpack_from
-    for expected, (offset, length, _, _) in enumerate(entries, lo):
-        at = offset - base
-        (_, flags, seq, ts, node_len, tag_len, data_len) = unpack(view, at)
-        check_at = at + length - _CHECKSUM_BYTES - 1
-        if seq != expected or DATA_HEADER_BYTES + node_len + tag_len + data_len != (
-                check_at - at):
-            raise CorruptionError(f"{where}: frame at offset {offset} does not hold seq "
-                                  f"{expected}")
-        if view[at + length - 1] == DEL_DELETED:
-            continue
-        if verify and _digest(view[at + 4:check_at]) != int.from_bytes(
-                view[check_at:check_at + 8], "little"):
-            raise CorruptionError(f"{where}: checksum mismatch at seq {seq}")
-        pos = at + DATA_HEADER_BYTES
-        nodes.append(str(view[pos:pos + node_len], "utf-8") if node_len else None)
-        pos += node_len
-        tags.append(str(view[pos:pos + tag_len], "utf-8") if tag_len else None)
-        pos += tag_len
-        data += envelope_data(view[pos:pos + data_len], flags)
-        seqs.append(seq)
-        stamps.append(ts)
-        offsets.append(len(data))
-    return seqs, stamps, bytes(data), offsets, tags, nodes
+        raise CorruptionError(f"{where}: .data is short")
+    cols = Columns()
+    decode_run(view, start, offsets, lengths, lo, cols, where, verify=verify)
+    return cols

@@ -31,7 +31,10 @@ from __future__ import annotations
 import os
 import re
 import struct
+import sys
+from array import array
 from collections import OrderedDict
+from operator import add
 from typing import NamedTuple
 
 import xxhash
@@ -53,6 +56,7 @@ SEGMENT_FLAGS = FLAG_TAG | FLAG_NODE | FLAG_META
 _CHECKSUM = struct.Struct("<Q")
 _SEGMENT_RE = re.compile(r"seg-(\d{16})\.(data|idx)")
 _digest = xxhash.xxh3_64_intdigest
+assert array("I").itemsize == 4     # index_words reads .idx entries as five u32 words
 
 
 class SegmentRecord(NamedTuple):
@@ -161,6 +165,19 @@ def decode_frame(view, offset: int, end: int | None = None) -> SegmentRecord:
     pos += tag_len
     envelope = bytes(view[pos:pos + data_len])
     return SegmentRecord(seq, ts, flags, node, tag, envelope, view[check_at + 8] == DEL_DELETED)
+
+
+def index_words(index: bytes) -> tuple[array, array]:
+    """(offsets, lengths) of consecutive .idx entries, from one array pass."""
+    words = array("I", index)
+    if sys.byteorder == "big":
+        words.byteswap()
+    return words[0::5], words[1::5]
+
+
+def span(offsets: array, lengths: array) -> tuple[int, int]:
+    """The .data byte range [start, end) holding every frame of a run."""
+    return min(offsets), max(map(add, offsets, lengths))
 
 
 def read_record(data_view, idx_view, first_seq: int, seq: int) -> SegmentRecord:
@@ -322,6 +339,27 @@ class SegmentReader:
         except CorruptionError as error:
             raise CorruptionError(f"{topic_dir}/{segment_stem(first_seq)}: {error.message}",
                                   detail={"seq": seq}) from None
+
+    def run(self, topic_dir: str, first_seq: int, lo: int, hi: int) -> tuple:
+        """(offsets, lengths, start, data): the .idx offsets and lengths of seqs lo..hi of a
+        segment, and a copy of the .data bytes from `start` that hold their frames (for
+        segment_run.decode_run)."""
+        data_view, idx_view = self._pair(topic_dir, first_seq, hi)
+        index = bytes(idx_view[(lo - first_seq) * IDX_ENTRY_BYTES:
+                               (hi - first_seq + 1) * IDX_ENTRY_BYTES])
+        if lo < first_seq or len(index) != (hi - lo + 1) * IDX_ENTRY_BYTES:
+            raise CorruptionError(f"{topic_dir}/{segment_stem(first_seq)}: seqs {lo}..{hi} "
+                                  f"have no .idx entries", detail={"seq": lo})
+        offsets, lengths = index_words(index)
+        start, end = span(offsets, lengths)
+        if len(data_view) < end:
+            self.forget(topic_dir, first_seq)   # the open segment grew since it was mapped
+            data_view = self._pair(topic_dir, first_seq, hi)[0]
+        if len(data_view) < end:
+            raise CorruptionError(f"{topic_dir}/{segment_stem(first_seq)}: .idx entries of "
+                                  f"seqs {lo}..{hi} point past the end of .data",
+                                  detail={"seq": lo})
+        return offsets, lengths, start, bytes(data_view[start:end])
 
     def forget(self, topic_dir: str, first_seq: int) -> None:
         pair = self._views.pop((topic_dir, first_seq), None)
