@@ -102,13 +102,14 @@ class TopicState:
         return self.locs[index] if 0 <= index < len(self.locs) else 0
 
     def delete_one(self, seq: int) -> None:
-        """Make `seq` a hole: in the WAL index, or noted for a record inside a segment."""
+        """Make `seq` a hole: in the WAL index, and noted for a record inside a segment. A
+        seq still in the WAL index is noted too: a snapshot whose barrier came before this
+        delete moves it into a segment whose del byte is not flipped yet."""
         if seq > self.absorbed:
             index = seq - self.wal_base
             if 0 <= index < len(self.locs):
                 self.locs[index] = 0
-        else:
-            self.deleted.add(seq)
+        self.deleted.add(seq)
 
     def segment_of(self, seq: int) -> int:
         """Index of the segment holding `seq` (<= absorbed), or -1 for a hole."""
