@@ -6,7 +6,7 @@ a shard killed by an environment-armed failpoint between fsync and ack.
                                                                    shard, compactor, reclaimer,
                                                                    supervisor (tools/crashtest/
                                                                    kills.py ROLES: one line per
-                                                                   kind; the gateway joins there)
+                                                                   kind, gateway included)
     K-STOP-SHARD     SIGSTOP of a shard past its heartbeat         a shard
                      deadline
     K-FP-FSYNC       TOPICS_FAILPOINTS=wal::after_fdatasync=       every shard incarnation, at

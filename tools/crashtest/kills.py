@@ -68,5 +68,5 @@ ROLES = {
     "compactor": process_killer("compactor"),
     "reclaimer": process_killer("reclaimer"),
     "supervisor": kill_supervisor,
-    # "gateway": process_killer("gateway"),     # once the gateway process kind lands
+    "gateway": process_killer("gateway"),
 }
