@@ -75,7 +75,10 @@ class Loop:
         wait_for(lambda: load.acked >= base + 30 or load.errors, 120, "progress after")
         load.stop()
         bad, intact = load.verify(self.node.client(request_timeout_ms=5000))
+        load.errors.clear()    # counted once: a kept error would be counted at every verify
         self.violations += [f"iteration {n}: {v}" for v in bad]
+        for violation in bad:  # as they happen: the summary shows only the first 50
+            print(f"VIOLATION iteration {n}: {violation}", flush=True)
         self.verified += intact
         load.start(self.node)
         return (f"iteration {n}: killed {victim}, healed in {healed_s:.2f}s, acked "
