@@ -13,6 +13,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Callable
 
 from topics_actors.errors import ErrorCode, TopicsError
 
@@ -32,6 +33,7 @@ class ByteQuota:
         self.max_total_bytes = max_total_bytes if path else 0
         self.offset = shard * SLOT.size
         self.pending_bytes = 0          # admitted into the batch being built, not yet live
+        self.own_bytes: int | None = None   # this shard's live bytes at its last commit
         self._view: mmap.mmap | None = None
         if self.max_total_bytes:
             fd = os.open(path, os.O_RDWR)
@@ -40,14 +42,18 @@ class ByteQuota:
             finally:
                 os.close(fd)
 
-    def admit(self, live_bytes: int, batch_bytes: int) -> None:
-        """Refuse a batch that would lift the node's live bytes over the quota."""
+    def admit(self, batch_bytes: int, live_bytes: Callable[[], int]) -> None:
+        """Refuse a batch that would lift the node's live bytes over the quota. Between
+        commits this shard's bytes only grow by what was admitted (anything else frees
+        space), so `live_bytes()` (a sum over every topic) is taken once, not per append."""
         if not self.max_total_bytes:
             return
+        if self.own_bytes is None:
+            self.own_bytes = live_bytes()
         view = self._view
         others = sum(SLOT.unpack_from(view, at)[0] for at in range(0, FILE_BYTES, SLOT.size)
                      if at != self.offset)
-        total = others + live_bytes + self.pending_bytes + batch_bytes
+        total = others + self.own_bytes + self.pending_bytes + batch_bytes
         if total > self.max_total_bytes:
             raise TopicsError(
                 f"the node holds its maximum of {self.max_total_bytes} live bytes; retry "
@@ -58,6 +64,7 @@ class ByteQuota:
     def publish(self, live_bytes: int) -> None:
         """After a commit: the batch is live (or failed); show the others this shard's bytes."""
         self.pending_bytes = 0
+        self.own_bytes = live_bytes
         if self._view is not None:
             SLOT.pack_into(self._view, self.offset, live_bytes)
 

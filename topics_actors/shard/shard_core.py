@@ -402,7 +402,7 @@ class ShardCore:
             retention.stage(self, topic)
             retention.admit(self, topic, records)
         if self.quota.max_total_bytes:
-            self.quota.admit(self.live_bytes(), sum(r[PAYLOAD_BYTES] for r in records))
+            self.quota.admit(sum(r[PAYLOAD_BYTES] for r in records), self.live_bytes)
         first = topic.next_seq
         offsets = self._stage_records(topic, records, first, now, key)
         if key is not None:
@@ -503,7 +503,7 @@ class ShardCore:
             reply = self._reply(op.peer, op.corr, op.t0_ns, op.fn, info)
             if reply is not None:
                 replies.append(reply)
-        if self.quota.max_total_bytes:
+        if self.quota.max_total_bytes and batch.writes:   # reads leave the bytes alone
             self.quota.publish(self.live_bytes())
         woken, self._woken = self._woken, set()
         for name in woken:
