@@ -177,8 +177,11 @@ class ShardEnv:
     def sweep(self) -> int:
         """The reclaimer's sweep of segment files no kept snapshot lists (none while a
         snapshot on disk cannot be read)."""
-        keep = segment_sweep.kept_segments(self.fs, self.data_dir)
-        return 0 if keep is None else segment_sweep.sweep(self.fs, Tiers(self.data_dir), keep)
+        bodies = segment_sweep.snapshot_bodies(self.fs, self.data_dir)
+        if bodies is None:
+            return 0
+        keep = segment_sweep.kept_segments(bodies)
+        return segment_sweep.sweep(self.fs, Tiers(self.data_dir), keep)
 
     @staticmethod
     def owner(cluster: list[ShardHarness], topic: str) -> ShardHarness:

@@ -18,7 +18,7 @@ from tests.unit.test_checkpoint_faults import CrashPoint, SweepFs
 from topics_actors import fsck
 from topics_actors.protocol.messages import DeleteRecords, DeleteTopic
 from topics_actors.reclaimer.segment_upkeep import SegmentUpkeep
-from topics_actors.storage import segment
+from topics_actors.storage import segment, segment_sweep
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import DEL_DELETED, data_path, flip_deleted, idx_entry
 from topics_actors.storage.segment_lock import SegmentLock
@@ -176,3 +176,25 @@ def test_a_crash_at_any_call_of_a_pass_loses_nothing(tmp_path):
         assert report.ok and report.orphan_segments == 0, (n, report.problems)
         world.h.crash()
         world.cp.close()
+
+
+def test_a_pass_without_a_new_snapshot_decodes_nothing(cold, monkeypatch):
+    cold.fill()
+    cold.checkpoint()
+    upkeep = cold.upkeep(retain=1)
+    assert upkeep.run()["relocated"] == 3
+
+    def must_not_read(*_args):
+        raise AssertionError("the snapshots were decoded again")
+    monkeypatch.setattr(segment_sweep, "snapshot_bodies", must_not_read)
+    assert upkeep.run() == {"removed": 0, "relocated": 0}
+    monkeypatch.undo()
+    read = []
+    real = segment_sweep.snapshot_bodies
+    monkeypatch.setattr(segment_sweep, "snapshot_bodies",
+                        lambda *args: read.append(1) or real(*args))
+    cold.h.append("c", rec(b'"more"'))
+    cold.checkpoint()                      # a new snapshot (its test sweep reads once) ...
+    read.clear()
+    assert upkeep.run() == {"removed": 0, "relocated": 0}
+    assert read == [1]                     # ... and the next pass looks again

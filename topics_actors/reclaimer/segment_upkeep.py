@@ -41,35 +41,53 @@ class SegmentUpkeep:
         self.tiers = tiers
         self.lock = lock
         self.hot_retain_segments = hot_retain_segments
+        self.settled_ids: list[int] | None = None   # snapshots on disk at the last full pass
 
     def run(self, tick: Callable[[], None] = lambda: None) -> dict:
-        """One pass; returns {"removed": files, "relocated": segments}."""
-        removed = self.sweep()
+        """One pass; returns {"removed": files, "relocated": segments}. Without a new
+        snapshot since the last full pass there is nothing new to remove or move, so the
+        pass decodes nothing (a crashed checkpoint's files wait for the next snapshot)."""
+        ids = [snap_id for snap_id, _ in snapshot.list_snapshots(self.fs, self.tiers.data_dir)]
+        if ids == self.settled_ids:
+            return {"removed": 0, "relocated": 0}
+        swept = self._sweep()
+        if swept is None:   # a checkpoint holds the lock, or a snapshot is unreadable
+            return {"removed": 0, "relocated": 0}
+        removed, newest = swept
         relocated = 0
-        if self.tiers.cold_dir is not None:
-            for hot_dir, first, count in self.candidates():
+        if self.tiers.cold_dir is not None and newest is not None:
+            for hot_dir, first, count in self.candidates(newest):
                 self.relocate(hot_dir, first, count, tick)
                 relocated += 1
+        self.settled_ids = ids
         return {"removed": removed, "relocated": relocated}
 
     def sweep(self) -> int:
-        if not self.lock.try_acquire():   # a checkpoint is running: next pass
-            return 0
+        swept = self._sweep()
+        return swept[0] if swept is not None else 0
+
+    def _sweep(self) -> tuple[int, dict | None] | None:
+        """Under the lock (the snapshots are read there too, so no checkpoint lists a file
+        after they were read): remove what no snapshot lists. Returns (files removed, the
+        newest snapshot), or None when nothing could be decided."""
+        if not self.lock.try_acquire():
+            return None
         try:
-            keep = segment_sweep.kept_segments(self.fs, self.tiers.data_dir)
-            return 0 if keep is None else segment_sweep.sweep(self.fs, self.tiers, keep)
+            bodies = segment_sweep.snapshot_bodies(self.fs, self.tiers.data_dir)
+            if bodies is None:
+                return None
+            keep = segment_sweep.kept_segments(bodies)
+            return (segment_sweep.sweep(self.fs, self.tiers, keep),
+                    bodies[0] if bodies else None)
         finally:
             self.lock.release()
 
-    def candidates(self) -> list[tuple[str, int, int]]:
+    def candidates(self, newest: dict) -> list[tuple[str, int, int]]:
         """(hot topic dir, first seq, count) of the sealed segments the newest snapshot
         lists that should be cold and still have a file in the hot tier (the .idx goes
         last, so a move that crashed between its unlinks is found again)."""
-        found = snapshot.load_newest(self.fs, self.tiers.data_dir, snapshot.BODY_KEYS)
-        if found is None:
-            return []
         out = []
-        for entry in found[1]["topics"]:
+        for entry in newest["topics"]:
             sealed = entry["segments"][:-1] if entry["open"] else entry["segments"]
             old = sealed[:max(0, len(sealed) - self.hot_retain_segments)]
             hot_dir = topic_dir(self.tiers.data_dir, entry["dir"])

@@ -22,20 +22,30 @@ from topics_actors.storage.segment_tier import Tiers
 log = logging.getLogger(__name__)
 
 
-def kept_segments(fs: RealFs, data_dir: str) -> dict[str, set[int]] | None:
-    """Topic directory name -> first seqs that some snapshot on disk lists; None when a
-    snapshot file cannot be read."""
-    keep: dict[str, set[int]] = {}
+def snapshot_bodies(fs: RealFs, data_dir: str) -> list[dict] | None:
+    """Every snapshot on disk, decoded and checked, newest first; None when one cannot be
+    read (then nothing may be removed)."""
+    bodies = []
     for _snap_id, path in snapshot.list_snapshots(fs, data_dir):
         try:
             body = snapshot.decode_snapshot(snapshot.read_file(fs, path))
-            for entry in body["topics"]:
-                if entry["dir"]:
-                    firsts = keep.setdefault(os.path.basename(entry["dir"]), set())
-                    firsts.update(int(s[0]) for s in entry["segments"])
+            if not all(key in body for key in snapshot.BODY_KEYS):
+                raise KeyError("a required key is missing")
         except (TopicsError, OSError, KeyError, TypeError, ValueError) as error:
             log.warning("event=sweep_skipped snapshot=%s reason=%r", path, error)
             return None
+        bodies.append(body)
+    return bodies
+
+
+def kept_segments(bodies: list[dict]) -> dict[str, set[int]]:
+    """Topic directory name -> first seqs that some of the snapshots lists."""
+    keep: dict[str, set[int]] = {}
+    for body in bodies:
+        for entry in body["topics"]:
+            if entry["dir"]:
+                firsts = keep.setdefault(os.path.basename(entry["dir"]), set())
+                firsts.update(int(s[0]) for s in entry["segments"])
     return keep
 
 
