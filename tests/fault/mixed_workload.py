@@ -4,9 +4,10 @@ Two shards (ShardCore driven in process, as in tests/unit) and a compactor Check
 one Fs and a fake clock. The workload touches every durability class (ephemeral, memory,
 disk, fsync), creates and deletes topics (one is created again: a new incarnation), appends
 single writes and group-committed turns, deletes records by before_seq and by tag (Eq,
-Glob), evicts by records cap and by TTL (Retain, lazy retention on reads), hardens the disk
-tail (flush_due), rotates WAL files (small files), checkpoints three times and restarts the
-shards in the middle (one cleanly, one by a process crash). Everything is deterministic, so
+Glob), evicts by records cap (fsync, disk, memory), by byte cap and by TTL (Retain, lazy
+retention on reads), hardens the disk tail (flush_due), rotates WAL files (small files),
+checkpoints three times and restarts the shards in the middle (one cleanly, one by a
+process crash). Everything is deterministic, so
 the N-th mutating call of one run is the N-th of every run.
 
 `Run` keeps the oracle (tests/fault/oracle.py) in step: an op's effect is applied when its
@@ -44,11 +45,13 @@ TOPICS = {
     "d-main": {"durability": "disk"},
     "d-cap": {"durability": "disk", "cap_records": 8},
     "m-main": {"durability": "memory"},
+    "m-cap": {"durability": "memory", "cap_records": 6},
+    "d-bcap": {"durability": "disk", "cap_bytes": 200},
     "e-main": {"durability": "ephemeral"},
     "f-del": {"durability": "fsync"},
     "d-del": {"durability": "disk"},
 }
-RETAINING = ("f-cap", "f-ttl", "d-cap")
+RETAINING = ("f-cap", "f-ttl", "d-cap", "m-cap", "d-bcap")
 
 
 class Clock:

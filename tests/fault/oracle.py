@@ -17,8 +17,9 @@ WAL waits for a sync (CrashFs.dirty_paths): from then on a power loss cannot tak
     recovered involuntary floor, TTL-expired ones [1, 2, 60]
   - disk and memory lose only a suffix: no acked record is missing below a present one [5]
   - the involuntary floor never went down and rose only as far as the config allows (head
-    minus cap_records, the TTL) [43, 44]; a cursor from 0 gets exactly the tombstone
-    [1, floor] and none without a floor (deletes are silent) [41, 42]
+    minus cap_records, below the newest records that surely fit in cap_bytes, the TTL)
+    [43, 44]; a cursor from 0 gets exactly the tombstone [1, floor] and none without a
+    floor (deletes are silent) [41, 42]
   - head: fsync == highest acked (or in flight), disk in [highest acked, highest staged +
     256], memory <= highest staged [7, 8, 60]; ephemeral topics hold no record [60]
 """
@@ -127,9 +128,14 @@ class TopicModel:
         cap = self.config.get("cap_records", 0)
         if cap:
             allowed = max(allowed, head - cap)
+        rows = {**self.rows, **self.maybe_rows}
+        cap_bytes = self.config.get("cap_bytes", 0)
+        if cap_bytes and rows:
+            # the newest k seqs weigh at most k * the largest record <= cap_bytes: never evicted
+            largest = max(len(row[2]) for row in rows.values())
+            allowed = max(allowed, head - cap_bytes // largest)
         ttl = self.config.get("ttl_ms", 0)
         if ttl:
-            rows = {**self.rows, **self.maybe_rows}
             allowed = max([allowed] + [s for s, r in rows.items() if now_ms - r[1] > ttl])
         return allowed
 

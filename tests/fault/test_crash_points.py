@@ -12,9 +12,9 @@ machine loses power (spec/storage.md 5.1 crash-after-N, section 7 invariants).
                     file's last pending write flipped (a bad sector)          truncation)
 
 Method: tests/fault/mixed_workload.py runs the workload (four durability classes, topic
-creates and deletes, appends, group commits, record deletes, cap and TTL evictions,
-flushes, rotations, three checkpoints, restarts in the middle) on a CrashFs that dies at
-call n; every run is deterministic. Then CrashFs.power_loss(mode), a fresh recovery
+creates and deletes, appends, group commits, record deletes, records cap, byte cap and TTL
+evictions, flushes, rotations, three checkpoints, restarts in the middle) on a CrashFs that
+dies at call n; every run is deterministic. Then CrashFs.power_loss(mode), a fresh recovery
 (layout, both shards replay, a new compactor), and the oracle's check of every topic
 (tests/fault/oracle.py: invariants 1-5, 7, 8, 37, 41-44, 60, 61), fsck clean; then one
 more append per topic (head + 1, never a reused seq for disk and fsync: 9, 10), a
@@ -32,7 +32,9 @@ import shutil
 
 import pytest
 
-from tests.fault.mixed_workload import crash_points, recover_and_check, run_to_crash
+from tests.fault.mixed_workload import (
+    RETAINING, crash_points, recover_and_check, run_to_crash,
+)
 from topics_actors.storage.crash_fs import POWER_MODES
 
 EXHAUSTIVE = os.environ.get("TOPICS_TEST_EXHAUSTIVE") == "1"
@@ -46,6 +48,8 @@ def total_calls(tmp_path_factory) -> int:
     run = run_to_crash(str(tmp_path_factory.mktemp("dry") / "data"), None)
     assert run.outcome.failed == 0 and not run.outcome.steps_failed
     run.verify("keep", restarted=False)
+    evicted = {name: run.models[name].floor_seen for name in RETAINING}
+    assert all(evicted.values()), f"a retaining topic evicted nothing: {evicted}"
     run.fsck()
     total = run.fs.mutations()
     run.die()

@@ -17,7 +17,9 @@ Memory and ephemeral topics: only no fabrication (any subset may survive a resta
 
 from __future__ import annotations
 
+import sys
 import threading
+import traceback
 
 from topics_actors.errors import TopicsError
 
@@ -191,8 +193,8 @@ class Load:
 
     def start(self, node) -> None:
         self.stop_event = threading.Event()
-        self.threads = [threading.Thread(target=self._run, args=(node, log), daemon=True)
-                        for log in self.logs]
+        self.threads = [threading.Thread(target=self._run, args=(node, log), daemon=True,
+                                         name=f"load-{log.name}") for log in self.logs]
         for thread in self.threads:
             thread.start()
 
@@ -208,12 +210,17 @@ class Load:
         self.stop_event.set()
         for thread in self.threads:
             thread.join(60)
-        if any(thread.is_alive() for thread in self.threads):
-            self.errors.append(RuntimeError("a load thread did not stop"))
+        frames = sys._current_frames()
+        for thread in self.threads:
+            if thread.is_alive():   # where it hangs is the whole diagnosis: keep the stack
+                frame = frames.get(thread.ident)
+                stack = "".join(traceback.format_stack(frame)) if frame else "(ended)"
+                self.errors.append(RuntimeError(f"load thread {thread.name} did not stop "
+                                                f"in 60 s; its stack:\n{stack}"))
 
     def verify(self, client) -> tuple[list[str], int]:
         """(violations, acked records found intact), the load stopped."""
-        bad = [f"load thread failed: {exc!r}" for exc in self.errors]
+        bad = [f"load thread failed: {type(exc).__name__}: {exc}" for exc in self.errors]
         intact = 0
         for log in self.logs:
             more, count = log.verify(client)
