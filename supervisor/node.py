@@ -200,11 +200,12 @@ class Supervisor:
         self._check_bind()
         os.makedirs(cfg.data_dir, exist_ok=True)
         try:
-            self.lock.acquire()
+            self.lock.acquire(wait_ms=cfg.stop_grace_ms)   # a dead supervisor's children
         except TopicsError as error:
             log.error("event=start_refused reason=%r", error.message)
             return 2
         try:
+            self.table.inherited_fds = (self.lock.fd,)
             generation = prepare_layout(RealFs(), cfg.data_dir, cfg.wal_shards)
             self._bind()
             log.info("event=listening zmq=tcp://%s:%d http_port=%d shards=%d data_dir=%s "

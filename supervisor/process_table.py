@@ -56,6 +56,7 @@ class ProcessTable:
     def __init__(self, on_state_change):
         self.children: list[Child] = []
         self.on_state_change = on_state_change
+        self.inherited_fds: tuple[int, ...] = ()   # every child holds these (the data lock)
 
     def add(self, child: Child) -> None:
         self.children.append(child)
@@ -68,7 +69,7 @@ class ProcessTable:
     def spawn(self, child: Child) -> None:
         argv = child.argv_for(child.port)
         child.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True,
-                                      pass_fds=child.pass_fds)
+                                      pass_fds=(*self.inherited_fds, *child.pass_fds))
         child.incarnation += 1
         child.started_ns = child.last_beat_ns = time.monotonic_ns()
         child.restart_at_ns = 0

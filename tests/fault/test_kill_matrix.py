@@ -9,6 +9,9 @@ a shard killed by an environment-armed failpoint between fsync and ack.
                                                                    kind, gateway included)
     K-STOP-SHARD     SIGSTOP of a shard past its heartbeat         a shard
                      deadline
+    K-ORPHAN         SIGKILL of the supervisor while a shard is    the supervisor, a shard
+                     stopped: the orphan still holds the data
+                     dir; a new supervisor waits, then refuses
     K-FP-FSYNC       TOPICS_FAILPOINTS=wal::after_fdatasync=       every shard incarnation, at
                      kill@25: death after a batch is durable,      its 25th fsync
                      before its ack (the client retries with its
@@ -17,7 +20,8 @@ a shard killed by an environment-armed failpoint between fsync and ack.
 Method: tools/crashtest/load.py runs one writer thread per topic (fsync, disk, memory,
 ephemeral, a churned topic), appending batches, deleting by seq and by tag, with an oracle.
 After the kill the node must heal (the victim restarted by the supervisor and ready; for
-the supervisor: every child exits by itself, then a new supervisor starts), the load must
+the supervisor: a new supervisor started at once waits until every child of the old one
+has exited by itself, holding the data-dir lock it inherited), the load must
 make progress again; then it stops and the oracle checks every topic (nothing acked lost
 or changed, nothing fabricated or stored twice, no deleted record back, no tombstone for
 deletes, head not below an acked seq). At the end: a clean stop (exit 0) and fsck clean.
@@ -28,11 +32,12 @@ from __future__ import annotations
 import os
 import random
 import signal
+import threading
 import time
 
 import pytest
 
-from tests.support import wait_for
+from tests.support import alive, wait_for
 from tools.crashtest.kills import ROLES
 from tools.crashtest.load import Load
 from topics_actors import fsck
@@ -110,3 +115,33 @@ def test_shard_dies_between_fsync_and_ack(make_node, data_dir):
              "shards to die at the failpoint")
     wait_progress(load, 40, "the load to go on")
     finish(node, load, data_dir)
+
+
+def test_a_new_supervisor_waits_for_the_orphans_of_a_killed_one(make_node, data_dir):
+    """An orphaned shard still writing its WAL must never meet a new shard replaying it."""
+    node = make_node(shards=1, data_dir=data_dir, env=NODE_ENV)
+    assert node.client().append("held", [{"data": 1}], create=True,
+                                config={"durability": "fsync"})["seqs"] == [1]
+    shard = node.status()["shards"][0]["pid"]
+    os.kill(shard, signal.SIGSTOP)           # an orphan that cannot exit yet
+    try:
+        os.kill(node.proc.pid, signal.SIGKILL)
+        node.proc.wait()
+        hasty = make_node(shards=1, data_dir=data_dir, start=False,
+                          env=dict(NODE_ENV, TOPICS_STOP_GRACE_MS="300"))
+        with pytest.raises(AssertionError):
+            hasty.start(timeout_s=20)
+        assert hasty.proc.returncode == 2
+        assert "or by processes it started that have not exited" in hasty.log()
+        patient = make_node(shards=1, data_dir=data_dir, start=False,
+                            env=dict(NODE_ENV, TOPICS_STOP_GRACE_MS="60000"))
+        starting = threading.Thread(target=patient.start, kwargs={"timeout_s": 60})
+        starting.start()
+        wait_for(lambda: os.path.exists(patient.log_path)
+                 and "event=data_dir_busy" in patient.log(), 20, "the wait to be logged")
+        assert alive([shard]) and not patient.children(), "started beside a live orphan"
+    finally:
+        os.kill(shard, signal.SIGCONT)       # its pending SIGTERM (parent death) runs now
+    starting.join(90)
+    assert not alive([shard]) and patient.status()["node_ready"]
+    assert [r["data"] for r in patient.client().diff("held")["records"]] == [1]

@@ -40,10 +40,12 @@ def test_state_survives_restart(make_node, data_dir):
 
 def test_second_server_on_same_dir_refuses(make_node, data_dir, tmp_path):
     make_node(shards=1, data_dir=data_dir)
-    env = dict(os.environ, TOPICS_DATA_DIR=data_dir, TOPICS_PORT="0", TOPICS_ZMQ_PORT="0")
+    env = dict(os.environ, TOPICS_DATA_DIR=data_dir, TOPICS_PORT="0", TOPICS_ZMQ_PORT="0",
+               TOPICS_STOP_GRACE_MS="300")      # how long it waits for the lock
     second = subprocess.run([sys.executable, "-m", "supervisor.cli", "serve"], env=env,
                             capture_output=True, timeout=60, start_new_session=True)
     assert second.returncode == 2
+    assert b"event=data_dir_busy" in second.stderr
     assert b"in use by another topics server" in second.stderr
 
 

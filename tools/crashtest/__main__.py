@@ -5,8 +5,9 @@
 
 Each iteration: the mixed load of tools/crashtest/load.py runs; at a seeded random instant
 one process of a seeded random kind (tools/crashtest/kills.py ROLES) gets SIGKILL; the
-node must heal (the supervisor restarts the victim; a killed supervisor's children exit by
-themselves and a new supervisor starts on the same front port); the load must progress;
+node must heal (the supervisor restarts the victim; for a killed supervisor a new one
+starts at once on the same front port and waits for the old children to exit by
+themselves); the load must progress;
 then it pauses and the oracle checks every topic. One progress line per iteration; at the
 end a clean stop, fsck, and a summary: iterations, kills per kind, acked writes verified,
 violations. Exit status 1 on any violation. Stops after --iterations or --duration-s,

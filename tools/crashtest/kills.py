@@ -50,17 +50,17 @@ def process_killer(role: str):
 
 
 def kill_supervisor(node, rng: random.Random, restart):
-    """SIGKILL the supervisor: every child must notice and exit by itself; then a new
-    supervisor starts on the same data dir."""
+    """SIGKILL the supervisor and start a new one on the same data dir at once: it must wait
+    (the data-dir lock) until every old child has noticed and exited by itself."""
     children = [child.pid for child in node.children()]
     assert children, "the node has no children"
     os.kill(node.proc.pid, signal.SIGKILL)
+    node.proc.wait()
     started = time.monotonic()
-    wait_for(lambda: not alive(children), 20, "every child to exit after the supervisor died")
-    orphan_s = time.monotonic() - started
-    port = node.ports["zmq"]
-    node.kill_group()
-    return restart(port), f"supervisor (children gone in {orphan_s:.2f}s)"
+    fresh = restart(node.ports["zmq"])
+    assert not alive(children), "a new supervisor started while a child of the old one lived"
+    node.kill_group()                  # nothing is left of it: this closes its log
+    return fresh, f"supervisor (new one serving in {time.monotonic() - started:.2f}s)"
 
 
 ROLES = {
