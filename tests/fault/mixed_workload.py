@@ -81,6 +81,8 @@ class Outcome:
     acked: int = 0
     failed: int = 0
     steps_failed: list = dataclasses.field(default_factory=list)
+    batches_failed: int = 0       # counted by the shards (metrics): a turn of reads only
+                                  # is answered even so, and its floors do not move
 
 
 class Run:
@@ -144,8 +146,11 @@ class Run:
     def turn(self, shard: int, ops: list[tuple]) -> None:
         """Submit (msg, effect) pairs in one loop turn; effect(reply, in_flight)."""
         self.in_flight = ops
+        stats = self.shards[shard].core.stats
+        failed_before = stats["failed_batches"]
         replies = self.shards[shard].batch(*[msg for msg, _ in ops])
         self.in_flight = []
+        self.outcome.batches_failed += stats["failed_batches"] - failed_before
         for (_, effect), reply in zip(ops, replies):
             if isinstance(reply, TopicsError):
                 self.outcome.failed += 1

@@ -17,8 +17,10 @@ with the oracle (nothing acked lost, nothing failed visible, seqs of a failed ba
 reused or holes, never live); then a process crash and a recovery: the same again, one
 more append per topic lands at head + 1 (a latched WAL is writable after a restart), a
 checkpoint succeeds, fsck is clean. The error surfaced: a write was answered with an error,
-a step failed, or the call is one whose failure the engine absorbs by design (see
-ABSORBED) and the data still checks out.
+a step failed, a shard counted a failed batch (its `failed_batches` statistic: a turn of
+reads whose lazy retention logs a watermark answers the reads, with the floors unmoved), or
+the call is one whose failure the engine absorbs by design (see ABSORBED) and the data
+still checks out.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ def fault_point(base: str, trace: list, n: int, kind: str) -> tuple[str, bool]:
     where = f"{kind} at mutating call {n} ({op} #{index})"
     try:
         assert run.fs.fired == [(op, index, kind)], f"{where}: fired {run.fs.fired}"
-        surfaced = bool(run.outcome.failed or run.outcome.steps_failed)
+        outcome = run.outcome
+        surfaced = bool(outcome.failed or outcome.steps_failed or outcome.batches_failed)
         run.fs.clear()
         run.verify("keep", restarted=False)
         run.die()
