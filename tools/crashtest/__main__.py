@@ -20,6 +20,7 @@ import argparse
 import collections
 import os
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -125,6 +126,8 @@ class Loop:
 
 
 def main(argv: list[str]) -> int:
+    # SIGTERM unwinds like Ctrl-C: the node it started is stopped, not left running
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     return Loop(parse(argv)).run()
 
 
