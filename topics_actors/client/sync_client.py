@@ -79,7 +79,11 @@ class Client:
         while (left_ms := (deadline - time.monotonic()) * 1000) > 0:
             if not sock.poll(left_ms):
                 return None
-            for raw in sock.recv_multipart():
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:   # readable, then its peer dropped out (killed): poll again
+                continue
+            for raw in frames:
                 try:
                     got, body = decode_reply(raw)
                 except TopicsError as error:
