@@ -174,6 +174,10 @@ class Node:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        self.forget()
+
+    def forget(self) -> None:
+        """Reap a supervisor whose group is gone (nothing left to signal) and close its log."""
         self.proc.wait()
         self._log.close()
 

@@ -59,7 +59,7 @@ def kill_supervisor(node, rng: random.Random, restart):
     started = time.monotonic()
     fresh = restart(node.ports["zmq"])
     assert not alive(children), "a new supervisor started while a child of the old one lived"
-    node.kill_group()                  # nothing is left of it: this closes its log
+    node.forget()        # no killpg: its pid may already belong to someone else
     return fresh, f"supervisor (new one serving in {time.monotonic() - started:.2f}s)"
 
 
