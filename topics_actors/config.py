@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from topics_actors.storage.wal_writer import WAL_FILE_BYTES_DEFAULT
+
 
 def _int_env(env: dict, name: str, default: int) -> int:
     raw = env.get(name, "").strip()
@@ -96,3 +98,16 @@ class NodeConfig:
         for name in ("http_port", "zmq_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise SystemExit(f"{name} must be a TCP port (0 = pick a free one)")
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardOptions:
+    data_dir: str
+    shard: int
+    shard_count: int
+    wal_file_bytes: int = WAL_FILE_BYTES_DEFAULT
+    disk_flush_interval_ms: int = 10
+    background_prealloc: bool = True
+    quota_file: str | None = None   # the node's live-bytes slot file (byte_quota.py)
+    max_total_bytes: int = 0
+    cold_dir: str | None = None     # the cold tier, where old sealed segments may have moved

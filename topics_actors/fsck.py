@@ -26,7 +26,8 @@ from typing import TextIO
 import orjson
 
 from topics_actors.errors import CorruptionError
-from topics_actors.storage.frame import FRAME_LEN_MIN, FrameType, decode_at
+from topics_actors.storage.frame import FRAME_LEN_MIN, decode_at
+from topics_actors.storage.frame_types import FrameType
 from topics_actors.progress_meter import Progress, ProgressMeter
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import (

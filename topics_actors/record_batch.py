@@ -14,7 +14,8 @@ from topics_actors.limits import (
     BATCH_RECORDS_MAX, META_BYTES_MAX, META_KEYS_MAX, NODE_BYTES_MAX, RECORD_BYTES_MAX,
     TAG_BYTES_MAX,
 )
-from topics_actors.storage.frame import FLAG_META, append_envelope
+from topics_actors.storage.frame import append_envelope
+from topics_actors.storage.frame_types import FLAG_META
 
 
 # A staged record is a plain tuple (cheaper than a named one on the hot path):

@@ -19,7 +19,8 @@ from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.compactor.segment_ledger import SegmentLimits
 from topics_actors.protocol.messages import Absorbed, Append, Checkpoint, Diff, GetTopic, PutTopic
 from topics_actors.shard.replay import Replay
-from topics_actors.shard.shard_core import ShardCore, ShardOptions
+from topics_actors.config import ShardOptions
+from topics_actors.shard.shard_core import ShardCore
 from topics_actors.storage import segment_sweep
 from topics_actors.storage.fault_fs import FaultFs
 from topics_actors.storage.segment_tier import Tiers

@@ -5,7 +5,8 @@ import time
 
 from topics_actors.protocol.messages import Append
 from topics_actors.shard.replay import Replay
-from topics_actors.shard.shard_core import ShardCore, ShardOptions
+from topics_actors.config import ShardOptions
+from topics_actors.shard.shard_core import ShardCore
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import prepare_layout
 

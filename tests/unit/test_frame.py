@@ -10,9 +10,11 @@ import xxhash
 
 from topics_actors.storage import frame_body as fb
 from topics_actors.storage.frame import (
-    CHECKSUM, FLAG_DURABLE, FLAG_META, FLAG_NODE, FLAG_TAG, FRAME_LEN_MIN, HEADER,
-    HEADER_BYTES, FrameType, append_envelope, decode_at, encode, encode_frame,
-    envelope_payload_bytes,
+    CHECKSUM, FRAME_LEN_MIN, HEADER, HEADER_BYTES, append_envelope, decode_at, encode,
+    encode_frame, envelope_payload_bytes,
+)
+from topics_actors.storage.frame_types import (
+    FLAG_DURABLE, FLAG_META, FLAG_NODE, FLAG_TAG, FrameType,
 )
 
 T = FrameType

@@ -10,7 +10,7 @@ import pytest
 from tests.unit.conftest import rec
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import Append, Diff, GetTopic, Retain
-from topics_actors.storage.frame import FrameType
+from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.wal_scan import FileScan
 
 

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from topics_actors.errors import CorruptionError
 from topics_actors.storage import segment as seg
 from topics_actors.storage.fault_fs import FaultFs
-from topics_actors.storage.frame import (
-    FLAG_DURABLE, FLAG_META, FLAG_NODE, FLAG_TAG, FrameType, encode_frame,
+from topics_actors.storage.frame import encode_frame
+from topics_actors.storage.frame_types import (
+    FLAG_DURABLE, FLAG_META, FLAG_NODE, FLAG_TAG, FrameType,
 )
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import OpenSegment, SegmentReader, SegmentRecord

@@ -23,7 +23,8 @@ from topics_actors.protocol.messages import DeleteRecords, Scan
 from topics_actors.shard.range_scan import scan
 from topics_actors.spark.segment_files import SegmentPiece, group_pieces, read_piece
 from topics_actors.storage import segment as seg
-from topics_actors.storage.frame import FLAG_META, append_envelope, envelope_data
+from topics_actors.storage.frame import append_envelope, envelope_data
+from topics_actors.storage.frame_types import FLAG_META
 from topics_actors.storage.segment_run import Columns, decode_run
 from tests.unit.conftest import rec
 

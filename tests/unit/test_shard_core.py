@@ -9,7 +9,7 @@ from topics_actors.protocol.messages import (
     Append, DeleteTopic, Diff, GetTopic, ListTopics, PutTopic, Status,
 )
 from topics_actors.shard import shard_core
-from topics_actors.storage.frame import FrameType
+from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.wal_scan import FileScan
 
 

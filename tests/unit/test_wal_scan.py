@@ -7,7 +7,8 @@ import struct
 import pytest
 
 from topics_actors.storage.fault_fs import FaultFs
-from topics_actors.storage.frame import FrameType, encode
+from topics_actors.storage.frame import encode
+from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_scan import FileScan
 

@@ -7,7 +7,8 @@ import argparse
 import logging
 import sys
 
-from topics_actors.shard.shard_core import ShardCore, ShardOptions
+from topics_actors.config import ShardOptions
+from topics_actors.shard.shard_core import ShardCore
 from topics_actors.shard.shard_server import ShardServer
 from topics_actors.storage.fs import RealFs
 from topics_actors.supervisor_link import child_context, die_with_parent, stop_on_signals

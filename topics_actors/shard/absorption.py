@@ -16,7 +16,7 @@ from topics_actors.errors import StorageError
 from topics_actors.shard.file_table import OFFSET_BITS
 from topics_actors.shard.topic_ledger import accounting_rows
 from topics_actors.storage import failpoint, frame_body
-from topics_actors.storage.frame import FrameType
+from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.segment import topic_dir
 from topics_actors.storage.snapshot import decode_snapshot, read_file, snapshot_path
 from topics_actors.storage.wal_layout import list_wal_files

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from topics_actors.storage import frame_body
-from topics_actors.storage.frame import FLAG_DURABLE, FrameType, encode
+from topics_actors.storage.frame import encode
+from topics_actors.storage.frame_types import FLAG_DURABLE, FrameType
 
 if TYPE_CHECKING:
     from topics_actors.shard.shard_core import ShardCore

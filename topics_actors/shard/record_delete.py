@@ -19,7 +19,7 @@ from topics_actors.shard import retention
 from topics_actors.shard.tag_index import TagIndex
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import failpoint, frame_body
-from topics_actors.storage.frame import FrameType
+from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.frame_body import MATCH_EQ, MATCH_GLOB
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from topics_actors.shard.shard_core import ShardCore
 from topics_actors.shard.topic_ledger import TopicLedger
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import failpoint
-from topics_actors.storage.frame import FLAG_META
+from topics_actors.storage.frame_types import FLAG_META
 from topics_actors.storage.segment import topic_dir
 from topics_actors.storage.snapshot import BODY_KEYS, load_newest
 from topics_actors.storage.wal_layout import (

@@ -16,7 +16,8 @@ from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.record_batch import PAYLOAD_BYTES
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import failpoint, frame_body
-from topics_actors.storage.frame import FrameType, envelope_payload_bytes
+from topics_actors.storage.frame import envelope_payload_bytes
+from topics_actors.storage.frame_types import FrameType
 
 if TYPE_CHECKING:
     from topics_actors.shard.shard_core import ShardCore

@@ -14,8 +14,8 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from topics_actors.config import ShardOptions
 from topics_actors.errors import ErrorCode, StorageError, TopicsError, invalid, topic_not_found
 from topics_actors.limits import INBOX_BYTES_MAX, INBOX_REQUESTS_MAX
 from topics_actors.protocol import encode_error, encode_reply
@@ -34,12 +34,13 @@ from topics_actors.shard.dedupe_index import DedupeEntry
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.shard.write_batch import Batch, CommitInfo, Op, fail_with
 from topics_actors.storage import frame_body
-from topics_actors.storage.frame import FLAG_DURABLE, FrameType, encode, encode_appends
+from topics_actors.storage.frame import encode, encode_appends
+from topics_actors.storage.frame_types import FLAG_DURABLE, FrameType
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import SegmentReader
 from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.wal_layout import group_dir, shard_key, wal_file_name
-from topics_actors.storage.wal_writer import WAL_FILE_BYTES_DEFAULT, WalWriter
+from topics_actors.storage.wal_writer import WalWriter
 from topics_actors.topic_config import TopicConfig, parse_config
 from topics_actors.topic_identity import shard_of, topic_id, valid_topic_name
 
@@ -50,19 +51,6 @@ HEAD_RESERVE = 256
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True)
-class ShardOptions:
-    data_dir: str
-    shard: int
-    shard_count: int
-    wal_file_bytes: int = WAL_FILE_BYTES_DEFAULT
-    disk_flush_interval_ms: int = 10
-    background_prealloc: bool = True
-    quota_file: str | None = None   # the node's live-bytes slot file (byte_quota.py)
-    max_total_bytes: int = 0
-    cold_dir: str | None = None     # the cold tier, where old sealed segments may have moved
 
 
 class ShardCore:

@@ -23,8 +23,9 @@ from topics_actors.shard.dedupe_index import DedupeEntry
 from topics_actors.shard.topic_state import TopicState
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame import (
-    FRAME_LEN_MIN, HEADER, Frame, FrameType, decode_at, envelope_payload_bytes,
+    FRAME_LEN_MIN, HEADER, Frame, decode_at, envelope_payload_bytes,
 )
+from topics_actors.storage.frame_types import FrameType
 from topics_actors.topic_config import TopicConfig
 from topics_actors.topic_identity import topic_id
 

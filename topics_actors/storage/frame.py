@@ -19,12 +19,16 @@ parsing it. Type 12 (IdemKey) is ours too: it makes idempotency keys survive a c
 
 from __future__ import annotations
 
-import enum
 import struct
 from typing import NamedTuple
 
 import orjson
 import xxhash
+
+from topics_actors.storage import frame_body
+from topics_actors.storage.frame_types import (
+    FLAG_META, FLAG_NODE, FLAG_TAG, KNOWN_TYPES, FrameType,
+)
 
 HEADER = struct.Struct("<IBBQQQHHI")
 HEADER_BYTES = HEADER.size            # 38
@@ -33,30 +37,7 @@ FRAME_LEN_MIN = HEADER_BYTES - 4 + 8  # 42: how the zeros after the log end stop
 FRAME_LEN_MAX = 1 << 31
 WAL_FORMAT_VERSION = 2
 
-FLAG_TAG = 1
-FLAG_NODE = 2
-FLAG_DURABLE = 4
-FLAG_META = 8
-
 _digest = xxhash.xxh3_64_intdigest
-
-
-class FrameType(enum.IntEnum):
-    APPEND = 1
-    TOPIC_CREATE = 2
-    TOPIC_DELETE = 3
-    ROUTER_CREATE = 4
-    ROUTER_DELETE = 5
-    DELETE = 6
-    EVICT_WATERMARK = 7
-    CHECKPOINT_MARK = 8
-    CONFIG_UPDATE = 9
-    LEASE = 10
-    HEAD_WATERMARK = 11
-    IDEM_KEY = 12
-
-
-KNOWN_TYPES = frozenset(int(t) for t in FrameType)
 
 
 class Frame(NamedTuple):
@@ -187,6 +168,3 @@ def envelope_data(envelope: bytes, flags: int) -> bytes:
 def envelope_payload_bytes(envelope_len: int, flags: int) -> int:
     """Byte accounting of a record (len(data) + len(meta)) from its envelope size."""
     return envelope_len - (11 if flags & FLAG_META else 6)
-
-
-from topics_actors.storage import frame_body  # noqa: E402  (frame_body needs FrameType)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from topics_actors.storage.frame import FrameType
+from topics_actors.storage.frame_types import FrameType
 
 _U8 = struct.Struct("<B")
 _U32 = struct.Struct("<I")

@@ -41,7 +41,8 @@ import xxhash
 
 from topics_actors.errors import CorruptionError
 from topics_actors.storage import failpoint
-from topics_actors.storage.frame import FLAG_META, FLAG_NODE, FLAG_TAG, HEADER
+from topics_actors.storage.frame import HEADER
+from topics_actors.storage.frame_types import FLAG_META, FLAG_NODE, FLAG_TAG
 from topics_actors.storage.fs import File, RealFs
 
 SEGMENT_FORMAT_VERSION = 1

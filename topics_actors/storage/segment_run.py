@@ -23,7 +23,8 @@ from itertools import count
 import xxhash
 
 from topics_actors.errors import CorruptionError
-from topics_actors.storage.frame import FLAG_META, envelope_data
+from topics_actors.storage.frame import envelope_data
+from topics_actors.storage.frame_types import FLAG_META
 from topics_actors.storage.segment import DATA_HEADER, DATA_HEADER_BYTES, DEL_DELETED
 
 _TAIL = struct.Struct("<QB")                       # checksum, del byte

@@ -1,0 +1,29 @@
+"""WAL frame types and header flag bits (spec/storage.md 1.3): the vocabulary that the
+frame codec (frame.py) and the control frame bodies (frame_body.py) share."""
+
+from __future__ import annotations
+
+import enum
+
+FLAG_TAG = 1
+FLAG_NODE = 2
+FLAG_DURABLE = 4
+FLAG_META = 8
+
+
+class FrameType(enum.IntEnum):
+    APPEND = 1
+    TOPIC_CREATE = 2
+    TOPIC_DELETE = 3
+    ROUTER_CREATE = 4
+    ROUTER_DELETE = 5
+    DELETE = 6
+    EVICT_WATERMARK = 7
+    CHECKPOINT_MARK = 8
+    CONFIG_UPDATE = 9
+    LEASE = 10
+    HEAD_WATERMARK = 11
+    IDEM_KEY = 12
+
+
+KNOWN_TYPES = frozenset(int(t) for t in FrameType)
