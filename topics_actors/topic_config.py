@@ -7,6 +7,7 @@ values. Unknown fields are ignored; wrong types and unknown enum strings are rej
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Any
 
 import orjson
@@ -14,7 +15,35 @@ import orjson
 from topics_actors.errors import invalid
 from topics_actors.topic_identity import valid_topic_name
 
-DURABILITY_CLASSES = ("ephemeral", "memory", "disk", "fsync")
+
+
+class Durability(enum.StrEnum):
+    """A topic's durability class (docs/DURABILITY.md): where its records live and when a
+    write is acknowledged."""
+
+    EPHEMERAL = "ephemeral"
+    MEMORY = "memory"
+    DISK = "disk"
+    FSYNC = "fsync"
+
+    @property
+    def logged(self) -> bool:
+        """Records are written to the WAL (every class but ephemeral)."""
+        return self is not Durability.EPHEMERAL
+
+    @property
+    def acks_after_fsync(self) -> bool:
+        """A write is acknowledged only once the fdatasync covering it returned."""
+        return self is Durability.FSYNC
+
+    @property
+    def reserves_head(self) -> bool:
+        """Seqs are reserved ahead of the head in the WAL (HeadWatermark), so an unsynced
+        tail lost in a machine crash leaves holes instead of seqs issued twice."""
+        return self is Durability.DISK
+
+
+DURABILITY_CLASSES = tuple(d.value for d in Durability)
 TOPIC_TYPES = ("log", "queue")
 DISCARD_POLICIES = ("old", "reject")
 
@@ -32,7 +61,7 @@ class TopicConfig:
     cap_records: int = 0
     cap_bytes: int = 0
     discard: str = "old"
-    durability: str = "disk"
+    durability: Durability = Durability.DISK
     priority: int | None = None
     auto_priority: bool = True
     auto_create: bool = True
@@ -46,19 +75,20 @@ class TopicConfig:
 
     @property
     def durable(self) -> bool:
-        return self.durability == "fsync"
+        """The API's `durable` flag: the fsync class."""
+        return self.durability.acks_after_fsync
 
     @property
     def logged(self) -> bool:
         """Whether records of this topic are written to the WAL."""
-        return self.durability != "ephemeral"
+        return self.durability.logged
 
     def to_json(self) -> dict[str, Any]:
         """The 17-field echo of the /v0 API, durability resolved."""
         return {
             "type": self.type, "ttl_ms": self.ttl_ms, "cap_records": self.cap_records,
             "cap_bytes": self.cap_bytes, "discard": self.discard, "durable": self.durable,
-            "durability": self.durability, "priority": self.priority,
+            "durability": self.durability.value, "priority": self.priority,
             "auto_priority": self.auto_priority, "auto_create": self.auto_create,
             "idempotency_window_ms": self.idempotency_window_ms,
             "dedupe_node": self.dedupe_node, "lease_ms": self.lease_ms,
@@ -110,10 +140,10 @@ def _priority(body: dict) -> int | None:
     return value
 
 
-def _durability(body: dict) -> str:
+def _durability(body: dict) -> Durability:
     if body.get("durability") is not None:
-        return _choice(body, "durability", "disk", DURABILITY_CLASSES)
-    return "fsync" if _bool(body, "durable", False) else "disk"
+        return Durability(_choice(body, "durability", "disk", DURABILITY_CLASSES))
+    return Durability.FSYNC if _bool(body, "durable", False) else Durability.DISK
 
 
 def _dead_letter(body: dict, topic: str | None, topic_type: str) -> str | None:

@@ -147,10 +147,10 @@ class Run:
         """Submit (msg, effect) pairs in one loop turn; effect(reply, in_flight)."""
         self.in_flight = ops
         stats = self.shards[shard].core.stats
-        failed_before = stats["failed_batches"]
+        failed_before = stats.failed_batches
         replies = self.shards[shard].batch(*[msg for msg, _ in ops])
         self.in_flight = []
-        self.outcome.batches_failed += stats["failed_batches"] - failed_before
+        self.outcome.batches_failed += stats.failed_batches - failed_before
         for (_, effect), reply in zip(ops, replies):
             if isinstance(reply, TopicsError):
                 self.outcome.failed += 1
@@ -169,7 +169,7 @@ class Run:
         dirty = self.fs.dirty_paths() if isinstance(self.fs, CrashFs) else set()
         for shard, h in enumerate(self.shards):
             if h.core is not None and not any(
-                    p.startswith(h.core.wal_dir + os.sep) for p in dirty):
+                    p.startswith(h.core.wal.wal_dir + os.sep) for p in dirty):
                 for model in self.models.values():
                     if model.shard == shard:
                         model.harden()
@@ -268,7 +268,7 @@ class Run:
     # --- checking ---------------------------------------------------------------------------
 
     def read_topic(self, h: ShardHarness, name: str) -> Recovered | None:
-        if name not in h.core.topics:
+        if name not in h.core.registry.topics:
             return None
         info = h.get(name)
         tombstone = h.call(Diff(name, 0, limit=1))["tombstone"]
@@ -280,7 +280,8 @@ class Run:
         for shard in shards if shards is not None else range(SHARDS):
             h = self.shards[shard]
             names = {n for n, m in self.models.items() if m.shard == shard}
-            assert set(h.core.topics) <= names, f"unknown topics {set(h.core.topics) - names}"
+            unknown = set(h.core.registry.topics) - names
+            assert not unknown, f"unknown topics {unknown}"
             for name in sorted(names):
                 got = self.read_topic(h, name)
                 self.models[name].check(got, mode, self.clock.now, restarted)

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from topics_actors.shard.record_delete import matches, parse_match
-from topics_actors.shard.shard_core import HEAD_RESERVE
+from topics_actors.ledger.delete_rules import matches, parse_match
+from topics_actors.shard.record_append import HEAD_RESERVE
 
 
 @dataclasses.dataclass

@@ -125,7 +125,7 @@ def test_raise_at_a_site(tmp_path, disarmed, site):
 @pytest.mark.parametrize("site", RECOVERY_SITES)
 def test_abort_during_recovery(tmp_path, disarmed, site):
     run = run_to_crash(str(tmp_path / "data"), None)
-    tails = [(h.core.writer.handle.path, h.core.writer.tail) for h in run.shards]
+    tails = [(h.core.wal.writer.handle.path, h.core.wal.writer.tail) for h in run.shards]
     run.die()
     for path, tail in tails:                 # a torn frame after the end of the log
         with open(path, "r+b") as handle:

@@ -53,7 +53,7 @@ class ShardHarness:
                                cold_dir=self.cold_dir)
         kwargs = {"clock": self.clock} if self.clock else {}
         self.core = ShardCore(self.fs, options, **kwargs)
-        self.replay = Replay(self.core)
+        self.replay = self.core.replay()
         self.progress = list(self.replay.run())
         self.core.ready = True
         return self
@@ -65,11 +65,11 @@ class ShardHarness:
     def crash(self) -> None:
         """Die now: staged work is lost, nothing more is written or synced."""
         core, self.core = self.core, None
-        core.writer.prealloc.close()
-        if core.writer.handle is not None:
-            core.writer.handle.close()       # a plain close(2): no fsync
-        core.files.close()
-        core.segments.close()
+        core.wal.writer.prealloc.close()
+        if core.wal.writer.handle is not None:
+            core.wal.writer.handle.close()       # a plain close(2): no fsync
+        core.wal.files.close()
+        core.reader.segments.close()
 
     def restart(self, crash: bool = True) -> "ShardHarness":
         self.crash() if crash else self.close()
@@ -106,7 +106,7 @@ class ShardHarness:
         return self.call(GetTopic(topic, touch=False))
 
     def exists(self, topic: str) -> bool:
-        return topic in self.core.topics
+        return topic in self.core.registry.topics
 
     def records(self, topic: str, from_seq: int = 0) -> list:
         """Every record after from_seq as [seq, ts, envelope, tag, node]."""
@@ -121,7 +121,7 @@ class ShardHarness:
     def snapshot(self) -> dict:
         """Every topic's head, count, config and records: what a restart must preserve."""
         state = {}
-        for name in sorted(self.core.topics):
+        for name in sorted(self.core.registry.topics):
             info = self.get(name)
             state[name] = (info["head_seq"], info["count"], info["config"],
                            self.records(name))

@@ -20,7 +20,7 @@ import pytest
 from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.compactor.segment_ledger import SegmentLimits
 from topics_actors.protocol.messages import Absorbed, Append, Checkpoint, DeleteTopic
-from topics_actors.shard.shard_core import HEAD_RESERVE
+from topics_actors.shard.record_append import HEAD_RESERVE
 from topics_actors.storage.fault_fs import FaultFs
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.snapshot import (
@@ -39,7 +39,7 @@ _SEGMENT = re.compile(r"seg-(\d{16})\.(data|idx)")
 def state(h) -> dict:
     """Every topic's GetTopic state (read-side fields left out) and all its records."""
     out = {}
-    for name in sorted(h.core.topics):
+    for name in sorted(h.core.registry.topics):
         info = {k: v for k, v in h.get(name).items() if k not in VOLATILE}
         out[name] = (info, h.records(name))
     return out
@@ -207,7 +207,7 @@ def test_absorbed_records_read_the_same_from_segments(env):
     before = state(h)
     env.checkpoint([h], env.checkpointer(max_events=4))
     for name in ("fs", "dk", "mem", "again"):
-        topic = h.core.topics[name]
+        topic = h.core.registry.topics[name]
         assert topic.absorbed == topic.head > 0 and len(topic.locs) == 0
         assert len(topic.seg_firsts) == (1 if name == "again" else -(-topic.count // 4))
     assert state(h) == before
@@ -224,7 +224,7 @@ def test_clean_restart_after_a_checkpoint_replays_only_the_tail(env):
     h.append("fs", rec(b'"tail-2"'))
     before = state(h)
     h.restart(crash=False)
-    assert h.replay.snapshot_id == h.core.snapshot_id == snap_id
+    assert h.replay.snapshot_id == h.core.wal.snapshot_id == snap_id
     assert h.replay.applied == 2 < everything          # the two appends, nothing else
     assert logged(state(h)) == logged(before)
     h.crash()
@@ -298,13 +298,13 @@ def test_recreated_topic_after_the_barrier_keeps_its_own_records(env):
     snap_id = cp.checkpoint(barriers)
     assert entry(env.data_dir, snap_id, "t")["head"] == 3      # the old incarnation
     assert h.call(Absorbed(snap_id))["topics"] == 0
-    assert h.core.topics["t"].absorbed == 0
+    assert h.core.registry.topics["t"].absorbed == 0
     assert [(r[0], r[2]) for r in h.records("t")] == expected
     assert h.get("t")["head_seq"] == 1 and h.get("t")["count"] == 1
     h.restart(crash=True)
     assert [(r[0], r[2]) for r in h.records("t")] == expected
     assert env.checkpoint([h], cp) == snap_id + 1
-    assert h.core.topics["t"].absorbed == 1
+    assert h.core.registry.topics["t"].absorbed == 1
     assert [(r[0], r[2]) for r in h.records("t")] == expected
     h.append("t", rec(b'"new-2"'))
     h.restart(crash=False)
@@ -329,7 +329,7 @@ def test_max_events_seals_segments_and_reads_cross_their_boundaries(env):
         count = min(5, 24 - first)
         assert idx_size == 20 * count
         assert data_size == sum(map(frame_size, records[first - 1:first - 1 + count]))
-    assert h.core.topics["f"].seg_firsts == [1, 6, 11, 16, 21]
+    assert h.core.registry.topics["f"].seg_firsts == [1, 6, 11, 16, 21]
     for start in (0, 4, 5, 6, 9, 10, 20, 22):
         assert h.records("f", start) == records[start:]
     for i in range(24, 28):                            # the open segment 21 fills up, then 26

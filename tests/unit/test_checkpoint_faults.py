@@ -18,7 +18,7 @@ import pytest
 
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import Absorbed, Append, DeleteTopic, Diff, GetTopic
-from topics_actors.shard.shard_core import HEAD_RESERVE
+from topics_actors.shard.record_append import HEAD_RESERVE
 from topics_actors.storage import failpoint
 from topics_actors.storage.fault_fs import MUTATING, FaultFs
 from topics_actors.storage.segment import IDX_ENTRY, data_path, idx_path
@@ -247,8 +247,8 @@ def test_corrupt_segment_record_is_an_error_never_wrong_data(env, field):
         h.batch(Append("a", [rec(b'"a-%d"' % i, "tag")]), Append("b", [rec(b'"b-%d"' % i)]))
     a_records, b_records = h.records("a"), h.records("b")
     env.checkpoint([h], env.checkpointer(max_events=4))
-    seg_dir = h.core.topics["a"].seg_dir
-    assert h.core.topics["a"].seg_firsts == [1, 5, 9]
+    seg_dir = h.core.registry.topics["a"].seg_dir
+    assert h.core.registry.topics["a"].seg_firsts == [1, 5, 9]
     with open(idx_path(seg_dir, 5), "rb") as handle:
         offset, length, _, _ = IDX_ENTRY.unpack_from(handle.read(), 20)     # seq 6
     flip(data_path(seg_dir, 5), offset + FIELDS[field] % length)

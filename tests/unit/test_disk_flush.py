@@ -4,7 +4,7 @@ unsynced write is older than disk_flush_interval_ms, however busy the shard is."
 import time
 
 from topics_actors.protocol.messages import Append
-from topics_actors.shard.replay import Replay
+
 from topics_actors.config import ShardOptions
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.storage.fs import RealFs
@@ -16,7 +16,7 @@ def make_core(data_dir: str, interval_ms: int) -> ShardCore:
     core = ShardCore(RealFs(), ShardOptions(data_dir, 0, 1, wal_file_bytes=1 << 20,
                                             disk_flush_interval_ms=interval_ms,
                                             background_prealloc=False))
-    for _ in Replay(core).run():
+    for _ in core.replay().run():
         pass
     return core
 
@@ -30,8 +30,8 @@ def test_flush_waits_for_the_interval(tmp_path):
     core = make_core(str(tmp_path), interval_ms=60_000)
     append(core, 1)
     append(core, 2)   # the second append is past the reservation: no forced sync
-    assert core.writer.dirty
-    assert core.flush_due() is False and core.writer.dirty
+    assert core.wal.writer.dirty
+    assert core.flush_due() is False and core.wal.writer.dirty
     core.close()
 
 
@@ -39,9 +39,9 @@ def test_busy_shard_still_flushes_the_oldest_unsynced_write(tmp_path):
     core = make_core(str(tmp_path), interval_ms=50)
     append(core, 1)
     append(core, 2)
-    syncs = core.writer.syncs
-    core.writer.dirty_since_ns -= 60 * 1_000_000   # the oldest unsynced write is 60 ms old
+    syncs = core.wal.writer.syncs
+    core.wal.writer.dirty_since_ns -= 60 * 1_000_000   # the oldest unsynced write is 60 ms old
     append(core, 3)                                # a fresh write must not postpone the flush
     assert core.flush_due() is True
-    assert not core.writer.dirty and core.writer.syncs == syncs + 1
+    assert not core.wal.writer.dirty and core.wal.writer.syncs == syncs + 1
     core.close()

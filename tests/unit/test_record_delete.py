@@ -8,7 +8,7 @@ import pytest
 from tests.unit.conftest import rec
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import Absorbed, Append, Checkpoint, DeleteRecords, Diff
-from topics_actors.shard.record_delete import parse_match
+from topics_actors.ledger.delete_rules import parse_match
 from topics_actors.storage.frame_body import MATCH_EQ, MATCH_GLOB
 
 
@@ -83,18 +83,18 @@ def test_tag_index_is_built_once_and_kept_current(shard):
     """The first delete by tag builds the index; appends after it are indexed, so a later
     delete finds them, and a delete reads only the records its tag names."""
     fill(shard, "ix", 6)
-    topic = shard.core.topics["ix"]
+    topic = shard.core.registry.topics["ix"]
     assert topic.tags is None
     assert shard.call(DeleteRecords("ix", match="odd-1"))["deleted"] == 1
     assert topic.tags is not None
     shard.call(Append("ix", [rec(b"7", "odd-7"), rec(b"8", "even"), rec(b"9", "late")]))
     reads = []
-    real = shard.core.read_record
-    shard.core.read_record = lambda t, s: reads.append(s) or real(t, s)
+    real = shard.core.reader.read
+    shard.core.reader.read = lambda t, s: reads.append(s) or real(t, s)
     try:
         assert shard.call(DeleteRecords("ix", match="even"))["deleted"] == 4
     finally:
-        del shard.core.read_record
+        del shard.core.reader.read
     assert reads == [2, 4, 6, 8]                       # no scan of the other records
     assert shard.call(DeleteRecords("ix", match=["tag", "Glob", "odd-*"]))["deleted"] == 3
     assert seqs(shard, "ix") == [9]

@@ -15,7 +15,7 @@ import pytest
 from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import Append, DeleteTopic, Diff, PutTopic
 from topics_actors.shard import replay as replay_module
-from topics_actors.shard.shard_core import HEAD_RESERVE
+from topics_actors.shard.record_append import HEAD_RESERVE
 from topics_actors.storage import failpoint
 from topics_actors.storage.frame import append_envelope, encode
 from topics_actors.storage.frame_types import FrameType
@@ -272,8 +272,8 @@ def test_crash_during_replay_then_restart_is_identical(shard, monkeypatch):
     monkeypatch.setattr(failpoint, "_ARMED", {"recovery::mid_replay": "raise"})
     with pytest.raises(OSError):
         shard.start()
-    shard.core.writer.prealloc.close()
-    shard.core.files.close()
+    shard.core.wal.writer.prealloc.close()
+    shard.core.wal.files.close()
     monkeypatch.setattr(failpoint, "_ARMED", {})
     first = shard.start().snapshot()
     shard.restart(crash=True)
@@ -294,8 +294,8 @@ def test_io_error_during_recovery_aborts_startup(shard, op):
     with pytest.raises(OSError):
         shard.start()
     assert shard.fs.fired == [(op, before, "eio")]
-    shard.core.writer.prealloc.close()
-    shard.core.files.close()
+    shard.core.wal.writer.prealloc.close()
+    shard.core.wal.files.close()
     shard.start()
     assert shard.get("fs")["head_seq"] == 3 and shard.get("dk")["count"] == 31
 
@@ -320,7 +320,7 @@ def test_failed_batch_with_a_failed_erase_is_never_visible(shard):
     fs.fail("write_at", kind="short")                        # half the batch lands ...
     fs.fail("write_at", at=fs.count("write_at") + 1, always=True)   # ... then EIO, erase too
     reply = shard.batch(Append("f", [rec(b'"%d"' % i) for i in range(2, 8)]))[0]
-    assert isinstance(reply, TopicsError) and shard.core.writer.latched
+    assert isinstance(reply, TopicsError) and shard.core.wal.writer.latched
     fs.clear()
     shard.restart(crash=True)
     assert shard.get("f")["head_seq"] == 1                   # invariant 3

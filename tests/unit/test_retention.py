@@ -151,7 +151,8 @@ def test_retain_applies_ttl_to_an_idle_topic(env):
     h.append("idle", rec(b"1"), rec(b"2"))
     clock.now += 100
     assert h.call(Retain())["topics"] == 1
-    assert h.core.topics["idle"].expiry_floor == 2 and h.core.topics["idle"].count == 0
+    idle = h.core.registry.topics["idle"]
+    assert idle.expiry_floor == 2 and idle.count == 0
     h.crash()
 
 

@@ -196,11 +196,11 @@ def test_shard_scan_over_segments_answers_as_the_per_record_path(env, after, unt
                                                                  budget):
     h = env.single()
     fill(h, env)
-    topic = h.core.topics["s"]
+    topic = h.core.registry.topics["s"]
     assert topic.absorbed == 40 and len(topic.seg_firsts) == 7 and topic.deleted
     req = Scan("s", after, until, limit, budget)
-    fast = scan(topic, h.core.read_record, req, 10**13, h.core.segments)
-    slow = scan(topic, h.core.read_record, req, 10**13)
+    fast = scan(topic, h.core.reader.read, req, 10**13, h.core.reader.segments)
+    slow = scan(topic, h.core.reader.read, req, 10**13)
     assert fast == slow and fast["count"] > 0
     h.crash()
 
@@ -208,7 +208,7 @@ def test_shard_scan_over_segments_answers_as_the_per_record_path(env, after, unt
 def test_shard_scan_of_a_damaged_sealed_record_is_an_error(env):
     h = env.single()
     fill(h, env)
-    topic = h.core.topics["s"]
+    topic = h.core.registry.topics["s"]
     first = topic.seg_firsts[2]
     index = pathlib.Path(seg.idx_path(topic.seg_dir, first)).read_bytes()
     offset, length, _, _ = seg.idx_entry(index, first, first + 1)
@@ -219,8 +219,8 @@ def test_shard_scan_of_a_damaged_sealed_record_is_an_error(env):
         handle.seek(offset + length - 11)
         handle.write(bytes((byte[0] ^ 0x40,)))
         os.fsync(handle.fileno())
-    h.core.segments.forget(topic.seg_dir, first)
-    for segments in (h.core.segments, None):
+    h.core.reader.segments.forget(topic.seg_dir, first)
+    for segments in (h.core.reader.segments, None):
         with pytest.raises(CorruptionError):
-            scan(topic, h.core.read_record, Scan("s", 0, 0, 0, 0), 10**13, segments)
+            scan(topic, h.core.reader.read, Scan("s", 0, 0, 0, 0), 10**13, segments)
     h.crash()

@@ -96,7 +96,7 @@ def test_a_flip_during_the_copy_reaches_the_cold_copy(cold, monkeypatch):
     cold.fill()
     cold.checkpoint()
     upkeep = cold.upkeep(retain=3)
-    hot_dir = cold.tiers.data_dir + "/" + cold.cp.ledger.dirs[cold.h.core.topics["c"].tid]
+    hot_dir = cold.tiers.data_dir + "/" + cold.cp.ledger.dirs[cold.h.core.registry.topics["c"].tid]
     real_acquire = upkeep.lock.acquire
 
     def compactor_flips_first(*args):

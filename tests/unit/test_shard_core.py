@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.limits import INBOX_REQUESTS_MAX
 from topics_actors.protocol.messages import (
     Append, DeleteTopic, Diff, GetTopic, ListTopics, PutTopic, Status,
 )
-from topics_actors.shard import shard_core
+from topics_actors.shard import batch_stager
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.wal_scan import FileScan
 
@@ -145,10 +146,11 @@ INVALID = [
 def test_validation_errors_change_nothing(shard, msg, wire):
     shard.put("t", durable=True)
     shard.append("t", rec(b"1"))
-    before = (shard.snapshot(), shard.fs.mutations(), shard.core.topics["t"].next_seq)
+    topic = shard.core.registry.topics["t"]
+    before = (shard.snapshot(), shard.fs.mutations(), topic.next_seq)
     reply = shard.batch(msg)[0]
     assert code(reply) == wire
-    assert (shard.snapshot(), shard.fs.mutations(), shard.core.topics["t"].next_seq) == before
+    assert (shard.snapshot(), shard.fs.mutations(), topic.next_seq) == before
     assert shard.append("t")["first_seq"] == 2
 
 
@@ -224,10 +226,10 @@ def test_reads_in_a_batch_see_committed_state(shard):
 def test_staged_but_uncommitted_records_are_invisible(shard):
     shard.put("f", durable=True)
     shard.core.submit(b"p", 1, Append("f", [rec()]), 0)
-    assert shard.core.topics["f"].head == 0              # staged only
+    assert shard.core.registry.topics["f"].head == 0              # staged only
     assert shard.core.has_work()
     shard.core.commit()
-    assert shard.core.topics["f"].head == 1
+    assert shard.core.registry.topics["f"].head == 1
 
 
 # --- failed batches ------------------------------------------------------------------------
@@ -260,7 +262,7 @@ def test_failed_commit_fails_every_write_and_publishes_nothing(shard, op, kind):
     assert [r[0] for r in replies[6]["records"]] == [1, 2]   # ... with committed state
     assert shard.snapshot() == before                    # nothing published or staged
     assert not shard.exists("fresh") and not shard.exists("born") and shard.exists("gone")
-    assert shard.core.stats["failed_batches"] == 1
+    assert shard.core.stats.failed_batches == 1
 
     later = shard.append("keep", rec(b'"later"'), idempotency_key="k")
     assert (later["first_seq"], later["deduped"]) == (3, False)   # key was not kept
@@ -297,7 +299,7 @@ def test_failure_in_a_disk_batch_restores_the_reservation(shard):
     shard.put("d")
     shard.fs.fail("write_at")
     assert code(shard.batch(Append("d", [rec()]))[0]) == "internal"
-    topic = shard.core.topics["d"]
+    topic = shard.core.registry.topics["d"]
     assert (topic.head, topic.next_seq, topic.reserved_head) == (0, 1, 0)
     syncs = shard.fs.count("sync_data")
     assert shard.append("d")["first_seq"] == 1
@@ -328,11 +330,11 @@ def test_latched_writer_refuses_every_later_batch(shard):
     shard.put("f", durable=True)
     shard.fs.fail("write_at", always=True)               # the undo cannot erase either
     assert code(shard.batch(Append("f", [rec()]))[0]) == "internal"
-    assert shard.core.writer.latched
+    assert shard.core.wal.writer.latched
     shard.fs.clear()
     assert code(shard.batch(Append("f", [rec()]))[0]) == "internal"
     assert shard.get("f")["head_seq"] == 0
-    assert shard.core.stats["failed_batches"] == 2
+    assert shard.core.stats.failed_batches == 2
 
 
 def test_failed_delete_and_recreate_in_one_batch_restores_the_topic(shard):
@@ -343,7 +345,7 @@ def test_failed_delete_and_recreate_in_one_batch_restores_the_topic(shard):
     assert code(replies[0]) == code(replies[1]) == "internal"
     assert [r[0] for r in replies[2]["records"]] == [1, 2]
     assert shard.get("t")["config"]["durability"] == "fsync"
-    assert shard.core.names == ["t"] and len(shard.core.by_tid) == 1
+    assert shard.core.registry.names == ["t"] and len(shard.core.registry.by_tid) == 1
     assert shard.append("t")["first_seq"] == 3
     shard.restart(crash=True)
     assert [r[2] for r in shard.records("t")] == [b'{"d":1}', b'{"d":2}', b'{"d":{"x":1}}']
@@ -361,7 +363,7 @@ def test_rotation_failure_latches_the_shard_but_keeps_acked_records(env):
     acked += len(replies) - len(failed)
     assert failed and all(code(r) == "internal" for r in failed)
     assert replies.index(failed[0]) + len(failed) == len(replies)   # every later one fails
-    assert h.core.writer.latched
+    assert h.core.wal.writer.latched
     h.fs.clear()
     h.restart(crash=True)
     assert h.get("f")["head_seq"] == acked
@@ -445,12 +447,12 @@ def test_key_expires_after_the_window(env):
     h.close()
     now[0] += 500
     h.start()                                            # k2 is still inside its window
-    assert len(h.core.topics["t"].dedupe) == 2
+    assert len(h.core.registry.topics["t"].dedupe) == 2
     assert h.append("t", idempotency_key="k2")["deduped"] is True
     h.close()
     now[0] += 5000
     h.start()                                            # expired keys are not replayed
-    assert len(h.core.topics["t"].dedupe) == 0
+    assert len(h.core.registry.topics["t"].dedupe) == 0
     assert h.append("t", idempotency_key="k2")["deduped"] is False
     h.crash()
 
@@ -458,7 +460,7 @@ def test_key_expires_after_the_window(env):
 # --- inbox bounds ----------------------------------------------------------------------------
 
 def test_inbox_overflow_answers_throttled(shard, monkeypatch):
-    monkeypatch.setattr(shard_core, "INBOX_REQUESTS_MAX", 3)
+    monkeypatch.setattr(batch_stager, "INBOX_REQUESTS_MAX", 3)
     shard.put("t", durable=True)
     replies = shard.batch(*[Append("t", [rec(b"%d" % i)]) for i in range(5)],
                           GetTopic("t"), PutTopic("u", None))
@@ -468,7 +470,7 @@ def test_inbox_overflow_answers_throttled(shard, monkeypatch):
         assert reply.detail == {"retry_after_ms": 1000}
     assert replies[5]["head_seq"] == 3                   # reads are not throttled
     assert not shard.exists("u")
-    assert shard.core.stats["throttled"] == 3
+    assert shard.core.stats.throttled == 3
     assert shard.append("t")["first_seq"] == 4           # the next turn has room again
     shard.restart(crash=True)
     assert [r[2] for r in shard.records("t")] == [b'{"d":0}', b'{"d":1}', b'{"d":2}',
@@ -476,7 +478,7 @@ def test_inbox_overflow_answers_throttled(shard, monkeypatch):
 
 
 def test_inbox_byte_bound(shard, monkeypatch):
-    monkeypatch.setattr(shard_core, "INBOX_BYTES_MAX", 1000)
+    monkeypatch.setattr(batch_stager, "INBOX_BYTES_MAX", 1000)
     big = rec(b'"' + b"x" * 2000 + b'"')
     replies = shard.batch(Append("t", [big]), Append("t", [rec()]))
     assert replies[0]["first_seq"] == 1
@@ -485,7 +487,7 @@ def test_inbox_byte_bound(shard, monkeypatch):
 
 
 def test_the_real_inbox_limit(shard):
-    msgs = [Append("t", [rec()]) for _ in range(shard_core.INBOX_REQUESTS_MAX + 1)]
+    msgs = [Append("t", [rec()]) for _ in range(INBOX_REQUESTS_MAX + 1)]
     replies = shard.batch(*msgs)
     assert code(replies[-1]) == "throttled"
-    assert replies[-2]["first_seq"] == shard_core.INBOX_REQUESTS_MAX
+    assert replies[-2]["first_seq"] == INBOX_REQUESTS_MAX

@@ -17,12 +17,12 @@ import dataclasses
 import os
 from collections.abc import Callable
 
-from topics_actors.shard.topic_ledger import TopicLedger, snapshot_entry
-from topics_actors.shard.topic_state import TopicState
+from topics_actors.ledger import delete_rules
+from topics_actors.ledger.topic_ledger import TopicLedger, snapshot_entry
+from topics_actors.ledger.topic_state import TopicState
+from topics_actors.storage import failpoint
 from topics_actors.storage.frame import envelope_payload_bytes
 from topics_actors.storage.fs import RealFs
-from topics_actors.shard import record_delete
-from topics_actors.storage import failpoint
 from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.segment import (
     OpenSegment, SegmentReader, data_path, flip_deleted, sync_file, topic_dir,
@@ -74,7 +74,7 @@ class SegmentLedger(TopicLedger):
         delete floor: whole segments below it are dropped, the rest is below earliest)."""
         if body.match is not None:
             self.flush_open(topic.tid)   # matching records may still be in its buffer
-        record_delete.apply(topic, self._read, body.before_seq, body.match,
+        delete_rules.apply(topic, self._read, body.before_seq, body.match,
                             body.bound_head or topic.head + 1, self._flip, account=False)
 
     def flush_open(self, tid: int) -> None:

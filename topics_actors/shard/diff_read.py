@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from topics_actors.errors import invalid
+from collections.abc import Callable
+
+from topics_actors.errors import invalid, topic_not_found
+from topics_actors.ledger.topic_state import TopicState
 from topics_actors.limits import (
     DIFF_BATCH_BYTES_DEFAULT, DIFF_BATCH_BYTES_MAX, DIFF_LIMIT_DEFAULT, DIFF_LIMIT_MAX,
     NODE_BYTES_MAX, clamp,
 )
 from topics_actors.protocol.messages import Diff
-from collections.abc import Callable
-
-from topics_actors.shard.file_table import StoredRecord
-from topics_actors.shard.topic_state import TopicState
+from topics_actors.shard import retention
+from topics_actors.shard.batch_stager import BatchStager, Staged, read_op
+from topics_actors.shard.long_poll import Park
+from topics_actors.shard.record_reader import RecordReader
+from topics_actors.shard.topic_registry import TopicRegistry
+from topics_actors.storage.file_table import StoredRecord
 from topics_actors.storage.frame import envelope_payload_bytes
 
 
@@ -37,7 +42,7 @@ def _reason(topic: TopicState, gap_from: int) -> str:
     return "cap"
 
 
-def _tombstone(topic: TopicState, from_seq: int, earliest: int) -> tuple[dict | None, int]:
+def tombstone_at(topic: TopicState, from_seq: int, earliest: int) -> tuple[dict | None, int]:
     """(tombstone or None, cursor to walk from)."""
     head = topic.head
     if from_seq > head:
@@ -61,7 +66,7 @@ def _reader_nodes(topic: TopicState, node: object) -> frozenset[str]:
 def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | None], req: Diff,
          now_ms: int) -> dict:
     earliest = topic.earliest_seq()
-    tombstone, cursor = _tombstone(topic, req.from_seq, earliest)
+    tombstone, cursor = tombstone_at(topic, req.from_seq, earliest)
     limit = clamp(req.limit or DIFF_LIMIT_DEFAULT, 1, DIFF_LIMIT_MAX)
     budget = clamp(req.max_batch_bytes or DIFF_BATCH_BYTES_DEFAULT, 1, DIFF_BATCH_BYTES_MAX)
     nodes = _reader_nodes(topic, req.node)
@@ -88,3 +93,25 @@ def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
     return {"topic": topic.name, "records": records, "next_from_seq": seq, "head_seq": head,
             "earliest_seq": earliest, "caught_up": seq == head, "tombstone": tombstone,
             "lag": head - seq, "records_scanned": scanned}
+
+
+def diff_request(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
+                 msg: Diff) -> Staged:
+    """The shard's handler of `diff`: a read after the turn's commit; a caught-up empty
+    page with `wait_ms` parks until the topic publishes (long_poll.py)."""
+    validate_diff(msg)
+    retention.stage_unless_busy(stager, reader, registry.get(msg.topic))
+
+    def now() -> dict:
+        topic = registry.get(msg.topic)
+        if topic is None:
+            raise topic_not_found(msg.topic)
+        return diff(topic, reader.read, msg, stager.clock())
+
+    def answer(_info) -> dict | Park:
+        result = now()
+        if (msg.wait_ms > 0 and not result["records"] and result["tombstone"] is None
+                and result["caught_up"]):
+            return Park(msg.topic, msg.wait_ms, now)
+        return result
+    return read_op(answer)

@@ -8,25 +8,25 @@ was acked".
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
 
+from topics_actors.ledger.topic_state import TopicState
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame import encode
 from topics_actors.storage.frame_types import FLAG_DURABLE, FrameType
-
-if TYPE_CHECKING:
-    from topics_actors.shard.shard_core import ShardCore
+from topics_actors.storage.wal_writer import WalWriter
 
 
-def seal_reservations(core: ShardCore, pad: bool) -> None:
+def seal_reservations(topics: Iterable[TopicState], writer: WalWriter,
+                      clock: Callable[[], int], pad: bool) -> None:
     """Log an exact head mark for every topic holding a reservation above its head.
 
     After a crash (pad=True) a reserved seq may have been acked and lost, so the head
     jumps to the reservation and the skipped seqs stay holes. At a clean shutdown
     (pad=False) everything acked is synced, so the reservation is simply released.
     """
-    buf, now = bytearray(), core.clock()
-    for topic in core.topics.values():
+    buf, now = bytearray(), clock()
+    for topic in topics:
         if topic.reserved_head > topic.head:
             if pad:
                 topic.pad_to(topic.reserved_head)
@@ -35,5 +35,5 @@ def seal_reservations(core: ShardCore, pad: bool) -> None:
                        now, frame_body.encode_u64(topic.head))
             topic.reserved_head = topic.head
     if buf:
-        core.writer.write(buf)
-        core.writer.sync()
+        writer.write(buf)
+        writer.sync()

@@ -8,16 +8,27 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Callable
+from typing import NamedTuple
 
 from topics_actors.limits import DIFF_WAIT_MS_MAX, LONG_POLLS_MAX
 
 
-class Waiter:
-    __slots__ = ("peer", "corr", "t0_ns", "msg", "deadline_ns", "done")
+class Park(NamedTuple):
+    """What a read answers when it would rather wait: park me on `topic` for `wait_ms`, and
+    call `answer()` when the topic publishes or the wait is over."""
+    topic: str
+    wait_ms: int
+    answer: Callable[[], dict]
 
-    def __init__(self, peer: bytes, corr: int, t0_ns: int, msg, now_ns: int):
-        self.peer, self.corr, self.t0_ns, self.msg = peer, corr, t0_ns, msg
-        self.deadline_ns = now_ns + min(msg.wait_ms, DIFF_WAIT_MS_MAX) * 1_000_000
+
+class Waiter:
+    __slots__ = ("peer", "corr", "t0_ns", "topic", "answer", "deadline_ns", "done")
+
+    def __init__(self, peer: bytes, corr: int, t0_ns: int, park: Park, now_ns: int):
+        self.peer, self.corr, self.t0_ns = peer, corr, t0_ns
+        self.topic, self.answer = park.topic, park.answer
+        self.deadline_ns = now_ns + min(park.wait_ms, DIFF_WAIT_MS_MAX) * 1_000_000
         self.done = False
 
 
@@ -29,10 +40,10 @@ class LongPolls:
         self.count = 0
         self._order = itertools.count()
 
-    def park(self, topic: str, waiter: Waiter) -> bool:
+    def park(self, waiter: Waiter) -> bool:
         if self.count >= self.capacity:
             return False
-        self.by_topic.setdefault(topic, []).append(waiter)
+        self.by_topic.setdefault(waiter.topic, []).append(waiter)
         heapq.heappush(self.deadlines, (waiter.deadline_ns, next(self._order), waiter))
         self.count += 1
         return True
@@ -52,11 +63,11 @@ class LongPolls:
         while self.deadlines and self.deadlines[0][0] <= now_ns:
             due.append(heapq.heappop(self.deadlines)[2])
         for waiter in due:
-            peers = self.by_topic.get(waiter.msg.topic)
+            peers = self.by_topic.get(waiter.topic)
             if peers is not None and waiter in peers:
                 peers.remove(waiter)
                 if not peers:
-                    del self.by_topic[waiter.msg.topic]
+                    del self.by_topic[waiter.topic]
         return self._finish(due)
 
     def ms_until_next(self, now_ns: int) -> float | None:

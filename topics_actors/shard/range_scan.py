@@ -17,10 +17,14 @@ from topics_actors.errors import invalid, topic_not_found
 from topics_actors.limits import (
     DIFF_BATCH_BYTES_MAX, SCAN_LIMIT_DEFAULT, SCAN_LIMIT_MAX, clamp,
 )
+from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.messages import Scan
-from topics_actors.shard.diff_read import _tombstone as tombstone_at
-from topics_actors.shard.file_table import StoredRecord
-from topics_actors.shard.topic_state import TopicState
+from topics_actors.shard import retention
+from topics_actors.shard.batch_stager import BatchStager, Staged, read_op
+from topics_actors.shard.diff_read import tombstone_at
+from topics_actors.shard.record_reader import RecordReader
+from topics_actors.shard.topic_registry import TopicRegistry
+from topics_actors.storage.file_table import StoredRecord
 from topics_actors.storage.frame import envelope_data
 from topics_actors.storage.segment import SegmentReader, segment_stem
 from topics_actors.storage.segment_run import Columns, decode_run
@@ -109,14 +113,15 @@ def _reply(topic: TopicState, cols: Columns, seq: int, head: int, earliest: int,
             "caught_up": seq == head, "tombstone": tombstone}
 
 
-def scan_request(core, peer: bytes, corr: int, msg: Scan, t0_ns: int) -> None:
-    """The shard core's handler of `scan` (a read op: it runs after the turn's commit)."""
+def scan_request(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
+                 msg: Scan) -> Staged:
+    """The shard's handler of `scan`: a read, answered after the turn's commit."""
     validate_scan(msg)
-    core._retain_named(msg.topic)
+    retention.stage_unless_busy(stager, reader, registry.get(msg.topic))
 
-    def read(_info) -> dict:
-        topic = core.topics.get(msg.topic)
+    def answer(_info) -> dict:
+        topic = registry.get(msg.topic)
         if topic is None:
             raise topic_not_found(msg.topic)
-        return scan(topic, core.read_record, msg, core.clock(), core.segments)
-    core._read_op(peer, corr, t0_ns, read)
+        return scan(topic, reader.read, msg, stager.clock(), reader.segments)
+    return read_op(answer)

@@ -17,12 +17,17 @@ import logging
 import time
 from collections.abc import Iterator
 
-from topics_actors.shard import head_marks, record_delete, retention
-from topics_actors.shard.file_table import make_loc
-from topics_actors.shard.shard_core import ShardCore
-from topics_actors.shard.topic_ledger import TopicLedger
-from topics_actors.shard.topic_state import TopicState
+from topics_actors.config import ShardOptions
+from topics_actors.ledger import delete_rules, retention_rules
+from topics_actors.ledger.topic_ledger import TopicLedger
+from topics_actors.ledger.topic_state import TopicState
+from topics_actors.shard import head_marks
+from topics_actors.shard.record_reader import RecordReader
+from topics_actors.shard.topic_registry import TopicRegistry
+from topics_actors.shard.wal_file_set import WalFileSet
 from topics_actors.storage import failpoint
+from topics_actors.storage.file_table import make_loc
+from topics_actors.storage.fs import RealFs
 from topics_actors.storage.frame_types import FLAG_META
 from topics_actors.storage.segment import topic_dir
 from topics_actors.storage.snapshot import BODY_KEYS, load_newest
@@ -38,24 +43,25 @@ PROGRESS_INTERVAL_NS = 50_000_000     # a yield at least this often: beats, not_
 
 
 class ShardLedger(TopicLedger):
-    """The ledger of a recovering shard: topics register with the core, records get WAL
+    """The ledger of a recovering shard: topics go into its registry, records get WAL
     locations."""
 
-    def __init__(self, core: ShardCore):
-        super().__init__(core.clock(), core.owns)
-        self.core = core
-        self.by_tid = core.by_tid
+    def __init__(self, registry: TopicRegistry, reader: RecordReader, now_ms: int):
+        super().__init__(now_ms, registry.owns)
+        self.registry = registry
+        self.reader = reader
+        self.by_tid = registry.by_tid
         self.loc_base = 0             # location of offset 0 of the file being read
 
     def add_topic(self, topic: TopicState) -> None:
-        self.core.register(topic)
+        self.registry.register(topic)
 
     def drop_topic(self, topic: TopicState) -> None:
-        self.core.unregister(topic)
+        self.registry.unregister(topic)
 
     def delete_records(self, topic: TopicState, body) -> None:
-        record_delete.apply(topic, self.core.read_record, body.before_seq, body.match,
-                            body.bound_head or topic.head + 1, TopicState.delete_one)
+        delete_rules.apply(topic, self.reader.read, body.before_seq, body.match,
+                           body.bound_head or topic.head + 1, TopicState.delete_one)
 
     def store_append(self, topic, view, offset, seq, ts, flags, data_len) -> None:
         # The hottest call of a recovery: the location and size arithmetic is inlined.
@@ -64,9 +70,15 @@ class ShardLedger(TopicLedger):
 
 
 class Replay:
-    def __init__(self, core: ShardCore):
-        self.core = core
-        self.ledger = ShardLedger(core)
+    def __init__(self, fs: RealFs, options: ShardOptions, registry: TopicRegistry,
+                 wal: WalFileSet, reader: RecordReader, clock):
+        self.fs = fs
+        self.options = options
+        self.registry = registry
+        self.wal = wal
+        self.reader = reader
+        self.clock = clock
+        self.ledger = ShardLedger(registry, reader, clock())
         self.positions: dict[str, list[int]] = {}
         self.done_groups: set[str] = set()
         self.snapshot_id = 0
@@ -81,20 +93,16 @@ class Replay:
 
     def run(self) -> Iterator[float]:
         """Replay, yielding progress in [0, 1) now and then; ends with the shard writable."""
-        core = self.core
-        core.generation = layout_generation(core.fs, core.options.data_dir)
+        wal = self.wal
+        wal.generation = layout_generation(self.fs, self.options.data_dir)
         self._load_snapshot()
         plan = self._plan()
         total, done = max(1, sum(end - start for *_, start, end in plan)), 0
         resume = None
         next_yield = time.monotonic_ns() + PROGRESS_INTERVAL_NS
         for key, own, idx, path, last, start, end in plan:
-            view = core.fs.map_read(path)
-            file_no = core.files.add_path(path, view)
-            if own:
-                core._own_files[idx] = file_no
-            else:
-                core.retired_files[file_no] = path
+            view = self.fs.map_read(path)
+            file_no = wal.add_replayed(path, view, own, idx)
             self.ledger.loc_base = make_loc(file_no, 0)
             self.ledger.position = (key_generation(key), idx)
             offset, ended = start, start >= end
@@ -110,77 +118,76 @@ class Replay:
             if own and last:
                 resume = self._finish_own(path, file_no, idx, offset, len(view))
         log.info("event=replayed shard=%d snapshot=%d frames=%d ignored=%s topics=%d",
-                 core.options.shard, self.snapshot_id, self.ledger.applied,
-                 dict(self.ledger.ignored), len(core.topics))
+                 self.options.shard, self.snapshot_id, self.ledger.applied,
+                 dict(self.ledger.ignored), len(self.registry))
         self._open_writer(resume)
-        head_marks.seal_reservations(core, pad=True)
-        for topic in core.topics.values():   # records cap floors and the drop accounting
-            retention.settle(topic, core.read_record)
+        head_marks.seal_reservations(self.registry, wal.writer, self.clock, pad=True)
+        for topic in self.registry:   # records cap floors and the drop accounting
+            retention_rules.settle(topic, self.reader.read)
 
     def _load_snapshot(self) -> None:
-        core = self.core
-        found = load_newest(core.fs, core.options.data_dir, BODY_KEYS)
+        data_dir, wal = self.options.data_dir, self.wal
+        found = load_newest(self.fs, data_dir, BODY_KEYS)
         if found is None:
             return
         self.snapshot_id, body = found
-        core.snapshot_id = self.snapshot_id
+        wal.snapshot_id = self.snapshot_id
         self.positions = body["positions"]
-        core.kept_checkpoint_idx = self.positions.get(core.group_key, (0, 0))[0]
+        wal.kept_checkpoint_idx = self.positions.get(wal.group_key, (0, 0))[0]
         for entry in body["topics"]:
-            if core.owns(entry["tid"]):
-                self.ledger.restore_entry(entry, topic_dir(core.options.data_dir,
-                                                           entry["dir"]))
+            if self.registry.owns(entry["tid"]):
+                self.ledger.restore_entry(entry, topic_dir(data_dir, entry["dir"]))
         self.done_groups = set(body["retired_done"])
 
     def _plan(self) -> list[tuple]:
         """(key, own, idx, path, last in group, start offset, end offset) per file to read."""
-        core, plan = self.core, []
-        groups = replay_groups(core.fs, core.options.data_dir, core.options.shard)
+        fs, plan = self.fs, []
+        groups = replay_groups(fs, self.options.data_dir, self.options.shard)
         for n, (key, directory) in enumerate(groups):
             own = n == len(groups) - 1
             if key in self.done_groups:
                 continue
             start_idx, start_offset = self.positions.get(key, (0, 0))
-            files = list_wal_files(core.fs, directory)
+            files = list_wal_files(fs, directory)
             for i, (idx, path) in enumerate(files):
                 if idx < start_idx:
                     continue   # absorbed; deleted once a newer snapshot is taken in
                 start = start_offset if idx == start_idx else 0
                 plan.append((key, own, idx, path, i == len(files) - 1, start,
-                             core.fs.file_size(path)))
+                             fs.file_size(path)))
         return plan
 
     def _finish_own(self, path: str, file_no: int, idx: int, valid_len: int,
                     size: int) -> tuple[int, int]:
         # Only zeros after the log (the preallocation) are kept, so the writer goes on in
         # place; anything else is cut off, lest a later scan read stale frames past new ones.
-        if valid_len < size and not zeros_from(self.core.files.view(file_no), valid_len):
+        if valid_len < size and not zeros_from(self.wal.files.view(file_no), valid_len):
             self._truncate(path, file_no, valid_len)
         return idx, valid_len
 
     def _open_writer(self, resume: tuple[int, int] | None) -> None:
-        core = self.core
-        checkpoint = tuple(self.positions.get(core.group_key, (0, 0)))
+        writer = self.wal.writer
+        checkpoint = tuple(self.positions.get(self.wal.group_key, (0, 0)))
         if resume is not None and resume >= checkpoint:
-            core.writer.open(*resume)
+            writer.open(*resume)
             return
         if checkpoint != (0, 0):
             # The log ends before the checkpoint (lost or damaged files): never write below
             # a checkpoint position, or a later recovery would skip the new frames.
             log.error("event=wal_ends_before_checkpoint shard=%d checkpoint=%s end=%s",
-                      core.options.shard, checkpoint, resume)
-        core.writer.open(checkpoint[0] + 1 if checkpoint != (0, 0) else 0, 0, fresh=True)
+                      self.options.shard, checkpoint, resume)
+        writer.open(checkpoint[0] + 1 if checkpoint != (0, 0) else 0, 0, fresh=True)
 
     def _truncate(self, path: str, file_no: int, valid_len: int) -> None:
         failpoint.hit("recovery::before_truncate")
-        view = self.core.files.view(file_no)
+        view = self.wal.files.view(file_no)
         reason = describe_end(view, valid_len, len(view))
         if reason.startswith("torn"):
             log.warning("event=torn_tail path=%s offset=%d reason=%r", path, valid_len, reason)
-        handle = self.core.fs.open(path)
+        handle = self.fs.open(path)
         try:
             handle.set_len(valid_len)
             handle.sync_all()
         finally:
             handle.close()
-        self.core.files.remap(file_no)
+        self.wal.files.remap(file_no)

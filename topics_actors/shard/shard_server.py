@@ -17,7 +17,6 @@ from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
 from topics_actors.protocol import decode, encode_error
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
-from topics_actors.shard.replay import Replay
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.supervisor_link import SupervisorLink
 
@@ -67,7 +66,7 @@ class ShardServer:
         if self.link:
             self.link.hello(self.endpoint, self.ipc)
         t0 = time.monotonic()
-        for progress in Replay(self.core).run():
+        for progress in self.core.replay().run():
             self.core.replay_progress = progress
             self._answer_not_ready()
             self._beat("replaying")
@@ -80,7 +79,7 @@ class ShardServer:
             return
         self.core.ready, self.core.replay_progress = True, 1.0
         log.info("event=ready shard=%d topics=%d replay_s=%.3f endpoint=%s", shard,
-                 len(self.core.topics), time.monotonic() - t0, self.endpoint)
+                 len(self.core.registry), time.monotonic() - t0, self.endpoint)
         self._beat("ready", force=True)
         while not self.stopping:
             self.turn()
@@ -106,11 +105,9 @@ class ShardServer:
 
     def _timeout_ms(self) -> float:
         timeout = IDLE_POLL_MS
-        writer = self.core.writer
-        if writer.dirty:
-            unsynced_ms = (time.monotonic_ns() - writer.dirty_since_ns) / 1e6
-            timeout = min(timeout, max(0.0, self.core.options.disk_flush_interval_ms
-                                       - unsynced_ms))
+        flush_ms = self.core.ms_until_flush()
+        if flush_ms is not None:
+            timeout = min(timeout, flush_ms)
         if self.link:
             timeout = min(timeout, self.link.ms_until_beat())
         poll_ms = self.core.polls.ms_until_next(time.monotonic_ns())

@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import xxhash
 
-from topics_actors.shard.dedupe_index import DedupeEntry
-from topics_actors.shard.topic_state import TopicState
+from topics_actors.ledger.dedupe_index import DedupeEntry
+from topics_actors.ledger.topic_state import TopicState
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame import (
     FRAME_LEN_MIN, HEADER, Frame, decode_at, envelope_payload_bytes,

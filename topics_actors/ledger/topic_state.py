@@ -12,8 +12,9 @@ from __future__ import annotations
 import bisect
 from array import array
 
-from topics_actors.shard.dedupe_index import DedupeIndex
-from topics_actors.shard.file_table import OFFSET_BITS
+from topics_actors.errors import InvariantViolation
+from topics_actors.ledger.dedupe_index import DedupeIndex
+from topics_actors.storage.file_table import OFFSET_BITS
 from topics_actors.topic_config import TopicConfig
 from topics_actors.topic_identity import topic_id
 
@@ -76,8 +77,10 @@ class TopicState:
         self.reserved_head = max(self.reserved_head, self.head)
 
     def publish(self, first_seq: int, locs: list[int], payload_bytes: int, ts: int) -> None:
+        """Records first_seq.. become visible: the head only ever moves to the next seq."""
         if first_seq != self.head + 1:
-            self.pad_to(first_seq - 1)
+            raise InvariantViolation(f"{self.name!r}: publishing seq {first_seq} after head "
+                                     f"{self.head}")
         if self.indexed:
             self.locs.extend(locs)
         self.head = first_seq + len(locs) - 1
@@ -185,7 +188,7 @@ class TopicState:
         return {"topic": self.name, "head_seq": self.head, "earliest_seq": self.earliest_seq(),
                 "count": self.count, "bytes": self.bytes, "durable": self.config.durable,
                 "effective_priority": self.effective_priority(now_ms),
-                "durability": self.config.durability}
+                "durability": self.config.durability.value}
 
     def state(self, now_ms: int) -> dict:
         return {"topic": self.name, "type": self.config.type, "head_seq": self.head,

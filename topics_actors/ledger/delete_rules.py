@@ -1,0 +1,87 @@
+"""The rules of permanent record deletes (spec/api.md 5.7, spec/storage.md 3.3): voluntary,
+silent, point-in-time.
+
+A delete names `before_seq` and/or a tag `match`, and is bounded by the head at call time
+(`bound`: records appended later are never touched). A `before_seq`-only delete raises the
+topic's delete_floor; a match deletes each matching live record below the limit. Deletes
+never move the involuntary floors, so they never produce a tombstone. The same function
+applies a delete live, in a shard's recovery and in the compactor; only `mark` differs (a
+hole in the shard's index, or the segment's del byte).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from topics_actors.errors import invalid
+from topics_actors.ledger import retention_rules
+from topics_actors.ledger.tag_index import TagIndex
+from topics_actors.ledger.topic_state import TopicState
+from topics_actors.storage.frame_body import MATCH_EQ, MATCH_GLOB
+
+Match = tuple[int, str]
+
+
+def parse_match(raw: Any) -> Match | None:
+    """`["tag", "Eq", "v"]`, `["tag", "Glob", "p*"]` or a bare string (Eq, or Glob when it
+    ends in `*`); None when absent. A Glob's value is the prefix before the final `*`."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        return (MATCH_GLOB, raw[:-1]) if raw.endswith("*") else (MATCH_EQ, raw)
+    if (not isinstance(raw, list) or len(raw) != 3 or not all(isinstance(p, str) for p in raw)
+            or raw[0] != "tag" or raw[1] not in ("Eq", "Glob")):
+        raise invalid('match must be ["tag", "Eq"|"Glob", value] or a tag string')
+    if raw[1] == "Eq":
+        return MATCH_EQ, raw[2]
+    if not raw[2].endswith("*"):
+        raise invalid("a Glob match must end in '*'")
+    return MATCH_GLOB, raw[2][:-1]
+
+
+def matches(match: Match, tag: str | None) -> bool:
+    if tag is None:   # untagged records never match
+        return False
+    op, value = match
+    return tag == value if op == MATCH_EQ else tag.startswith(value)
+
+
+def apply(topic: TopicState, read: retention_rules.Reader, before_seq: int | None,
+          match: Match | None, bound: int, mark: Callable[[TopicState, int], None],
+          account: bool = True, indexed: bool = False) -> int:
+    """Delete what the selector names below min(before_seq, bound); returns how many live
+    records went. `read(topic, seq)` gives a record or None; `mark` removes one record.
+    Without `account` (the compactor) count and bytes are left alone. `indexed` (the live
+    shard only: replay and the compactor do not keep the index current) finds matches
+    through the topic's tag index."""
+    limit = min(before_seq if before_seq is not None else bound, bound)
+    if match is None:
+        topic.delete_floor = max(topic.delete_floor, limit - 1)
+        gone = retention_rules.drop_below(topic, read, topic.earliest_seq()) if account else 0
+    else:
+        floor = max(topic.evict_floor, topic.expiry_floor, topic.delete_floor,
+                    topic.source_trim_floor)
+        limit = min(limit, topic.head + 1)
+        gone = 0
+        for seq in _candidates(topic, read, match, floor, limit, indexed):
+            rec = read(topic, seq)
+            if rec is not None and matches(match, rec.tag):
+                if account:
+                    topic.count -= 1
+                    topic.bytes -= retention_rules.record_size(rec)
+                mark(topic, seq)
+                gone += 1
+    topic.deletions += gone
+    return gone
+
+
+def _candidates(topic: TopicState, read: retention_rules.Reader, match: Match, floor: int,
+                limit: int, indexed: bool) -> Iterable[int]:
+    """The seqs a match may name: from the topic's tag index (built on first use), else
+    every seq of the range."""
+    if not indexed:
+        return range(floor + 1, limit)
+    if topic.tags is None:
+        topic.tags = TagIndex.build(floor + 1, topic.head, lambda seq: read(topic, seq))
+    return sorted(topic.tags.candidates(match[0], match[1], floor, limit))

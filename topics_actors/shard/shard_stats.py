@@ -1,0 +1,18 @@
+"""A shard's counters, reported by `status` (and summed into the node's metrics)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class ShardStats:
+    batches: int = 0          # commits that wrote to the WAL
+    syncs: int = 0            # fdatasyncs (group commits and background flushes)
+    records: int = 0          # records published
+    requests: int = 0         # requests taken in
+    throttled: int = 0        # writes refused because the inbox was full
+    failed_batches: int = 0   # commits whose write or sync failed (rolled back)
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
