@@ -17,9 +17,9 @@ import dataclasses
 import os
 from collections.abc import Callable
 
+from topics_actors.record_envelope import payload_bytes
 from topics_actors.shard.topic_ledger import TopicLedger, snapshot_entry
 from topics_actors.shard.topic_state import TopicState
-from topics_actors.storage.frame import envelope_payload_bytes
 from topics_actors.storage.fs import RealFs
 from topics_actors.shard import record_delete
 from topics_actors.storage import failpoint
@@ -115,7 +115,7 @@ class SegmentLedger(TopicLedger):
         segment.add_from_wal(view, offset, ts)
         if len(segment.data_buf) >= BUFFER_BYTES_MAX:
             segment.flush()
-        topic.publish_one(seq, 0, envelope_payload_bytes(data_len, flags), ts)
+        topic.publish_one(seq, 0, payload_bytes(data_len, flags), ts)
 
     # --- segments --------------------------------------------------------------------------------
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from topics_actors.errors import invalid
 from topics_actors.limits import (
     DIFF_BATCH_BYTES_DEFAULT, DIFF_BATCH_BYTES_MAX, DIFF_LIMIT_DEFAULT, DIFF_LIMIT_MAX,
     NODE_BYTES_MAX, clamp,
 )
 from topics_actors.protocol.messages import Diff
-from collections.abc import Callable
-
+from topics_actors.record_envelope import has_meta, payload_bytes
 from topics_actors.shard.file_table import StoredRecord
 from topics_actors.shard.topic_state import TopicState
-from topics_actors.storage.frame import envelope_payload_bytes
 
 
 def validate_diff(req: Diff) -> None:
@@ -77,11 +77,11 @@ def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
         if (ttl_ms and now_ms - rec.ts > ttl_ms) or (nodes and rec.node in nodes):
             seq += 1
             continue
-        size = envelope_payload_bytes(len(rec.envelope), rec.flags)
+        size = payload_bytes(len(rec.envelope), rec.flags)
         if records and used + size > budget:
             break
-        records.append([rec.seq, rec.ts, rec.envelope,
-                        rec.tag if req.include_tags else None, rec.node])
+        records.append([rec.seq, rec.ts, rec.envelope, rec.tag if req.include_tags else None,
+                        rec.node, has_meta(rec.flags)])
         used += size
         seq += 1
     topic.last_read_ts = now_ms
