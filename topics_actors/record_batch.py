@@ -3,6 +3,10 @@
 A wire record is [data, tag?, node?, meta?]: data and meta are JSON bytes (msgpack bin),
 tag and node strings. Validation happens before anything is staged, so a rejected batch
 changes nothing.
+
+Every `data` is parsed once, to prove it is JSON, except in a VouchedRecords batch: the
+gateway parsed the HTTP body and wrote each data with orjson itself, so a second parse here
+would only repeat its work. Limits (sizes, tag, node, meta) are checked for every batch.
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ from topics_actors.limits import (
     BATCH_RECORDS_MAX, META_BYTES_MAX, META_KEYS_MAX, NODE_BYTES_MAX, RECORD_BYTES_MAX,
     TAG_BYTES_MAX,
 )
-from topics_actors.storage.frame import append_envelope
-from topics_actors.storage.frame_types import FLAG_META
+from topics_actors.record_envelope import build as build_envelope
+from topics_actors.record_envelope import meta_flag
 
 
 # A staged record is a plain tuple (cheaper than a named one on the hot path):
@@ -28,11 +32,25 @@ TAG = 1
 PAYLOAD_BYTES = 4
 
 
-def _json(raw: object, what: str) -> object:
+class VouchedRecords(list):
+    """The records of an Append whose `data` a trusted node process (the gateway) has
+    already parsed and written as JSON itself, so staging does not parse it again.
+
+    Only the shard's socket shell makes one, for an Append marked `prevalidated` that came
+    off its node-internal ipc socket (shard/shard_server.py). msgpack never decodes into
+    this type, so no wire peer can forge it."""
+    __slots__ = ()
+
+
+def _bytes(raw: object, what: str) -> bytes:
     if not isinstance(raw, bytes) or not raw:
         raise invalid(f"record {what} must be non-empty JSON bytes")
+    return raw
+
+
+def _json(raw: object, what: str) -> object:
     try:
-        return orjson.loads(raw)
+        return orjson.loads(_bytes(raw, what))
     except orjson.JSONDecodeError:
         raise invalid(f"record {what} is not valid JSON") from None
 
@@ -62,23 +80,25 @@ def validate_batch_node(node: object) -> bytes:
     return _text(node, "node", NODE_BYTES_MAX)
 
 
-def stage_record(record: object, batch_node: bytes) -> StagedRecord:
+def stage_record(record: object, batch_node: bytes, vouched: bool = False) -> StagedRecord:
     if not isinstance(record, (list, tuple)) or not 1 <= len(record) <= 4:
         raise invalid("a record must be [data, tag?, node?, meta?]")
     data = record[0]
-    _json(data, "data")
+    if vouched:
+        _bytes(data, "data")
+    else:
+        _json(data, "data")
     tag = _text(record[1], "tag", TAG_BYTES_MAX) if len(record) > 1 else b""
     node = _text(record[2], "node", NODE_BYTES_MAX) if len(record) > 2 else b""
     meta = record[3] if len(record) > 3 else None
     if meta is not None:
         if len(meta if isinstance(meta, bytes) else b"") > META_BYTES_MAX:
             raise invalid(f"record meta is longer than {META_BYTES_MAX} bytes")
-        parsed = _json(meta, "meta")
+        parsed = _json(meta, "meta")    # even when vouched: its key count is a shard limit
         if isinstance(parsed, dict) and len(parsed) > META_KEYS_MAX:
             raise invalid(f"record meta has more than {META_KEYS_MAX} keys")
     size = _checked_size(len(data) + (len(meta) if meta is not None else 0))
-    return (append_envelope(data, meta), tag, node or batch_node,
-            FLAG_META if meta is not None else 0, size)
+    return (build_envelope(data, meta), tag, node or batch_node, meta_flag(meta), size)
 
 
 def check_batch_size(records: list) -> None:
@@ -92,19 +112,23 @@ def check_batch_size(records: list) -> None:
 
 
 def stage_batch(records: list, batch_node: object) -> list[StagedRecord]:
+    """The staged records of a batch, or the first record's error; `records` as decoded
+    from the wire, or VouchedRecords (whose data is not parsed again)."""
     check_batch_size(records)
     node = validate_batch_node(batch_node)
+    vouched = type(records) is VouchedRecords
     staged, loads = [], orjson.loads
     for record in records:
         # Fast path: [data] or [data, None, None, None], the common shape of a record.
         if (type(record) is list and 0 < len(record) <= 4 and type(record[0]) is bytes
-                and record[1:] == _NONES[len(record)]):
+                and record[0] and record[1:] == _NONES[len(record)]):
             data = record[0]
-            try:
-                loads(data)
-            except orjson.JSONDecodeError:
-                raise invalid("record data is not valid JSON") from None
-            staged.append((append_envelope(data, None), b"", node, 0, _checked_size(len(data))))
+            if not vouched:
+                try:
+                    loads(data)
+                except orjson.JSONDecodeError:
+                    raise invalid("record data is not valid JSON") from None
+            staged.append((build_envelope(data, None), b"", node, 0, _checked_size(len(data))))
         else:
-            staged.append(stage_record(record, node))
+            staged.append(stage_record(record, node, vouched))
     return staged

@@ -30,9 +30,9 @@ from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import (
     Append, DeleteRecords, DeleteTopic, Diff, PutTopic, Retain,
 )
+from topics_actors.record_envelope import build as append_envelope
 from topics_actors.storage import failpoint
 from topics_actors.storage.crash_fs import CrashFs
-from topics_actors.storage.frame import append_envelope
 from topics_actors.topic_identity import shard_of_name
 
 SHARDS = 2
@@ -177,7 +177,8 @@ class Run:
     def append_op(self, name: str, rnd: int) -> tuple:
         model = self.models[name]
         wire = records_for(model, rnd)
-        rows = [[self.clock.now, append_envelope(d, m), t, n] for d, t, n, m in wire]
+        rows = [[self.clock.now, append_envelope(d, m), t, n, m is not None]
+                for d, t, n, m in wire]
 
         def effect(reply, in_flight: bool) -> None:
             if not in_flight:

@@ -119,6 +119,33 @@ def test_diff_splices_payloads_exactly(node):
     assert records[2]["meta"] == [',"m":']
 
 
+def _trusted_appends(client) -> int:
+    return sum(s["statistics"]["trusted_appends"] for s in client.shard_statuses())
+
+
+def test_http_and_the_library_agree_and_only_the_gateway_is_trusted(node):
+    """The same records appended through HTTP (gateway -> shard ipc, data parsed once, at
+    the gateway) and through the library (shard TCP, parsed by the shard) read back the
+    same through both; include_meta false drops meta everywhere."""
+    records = [{"data": {"a": 1, "m": {"b": 2, "m": 3}}, "meta": {"x": 0, "m": [1]}},
+               {"data": 'q,"m":', "meta": {"k": "v"}, "tag": "t"}, {"data": [1.5, None]},
+               {"data": {"m": 1}, "meta": [',"m":']}]
+    client = node.client()
+    before = _trusted_appends(client)
+    assert append(node, "same-http", *records).status == 201
+    assert _trusted_appends(client) == before + 1
+    client.append("same-lib", records)
+    assert _trusted_appends(client) == before + 1
+    expected = [{k: r[k] for k in ("data", "meta") if k in r} for r in records]
+    without_meta = [{"data": r["data"]} for r in records]
+    for topic in ("same-http", "same-lib"):
+        for include_meta, want in ((True, expected), (False, without_meta)):
+            pages = (diff(node, topic, include_meta=include_meta)["records"],
+                     client.diff(topic, include_meta=include_meta)["records"])
+            for page in pages:
+                assert [{k: r[k] for k in ("data", "meta") if k in r} for r in page] == want
+
+
 def test_diff_byte_budget_and_limit_zero(node):
     append(node, "df3", *[{"data": "x" * 98} for _ in range(300)])      # 100 bytes each
     assert len(diff(node, "df3")["records"]) == 256                     # limit 0 = 256

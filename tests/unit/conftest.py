@@ -109,7 +109,7 @@ class ShardHarness:
         return topic in self.core.registry.topics
 
     def records(self, topic: str, from_seq: int = 0) -> list:
-        """Every record after from_seq as [seq, ts, envelope, tag, node]."""
+        """Every record after from_seq as [seq, ts, envelope, tag, node, has_meta]."""
         out = []
         while True:
             reply = self.call(Diff(topic, from_seq, limit=1000, include_tags=True))

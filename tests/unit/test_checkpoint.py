@@ -101,7 +101,7 @@ def bulk(h, topic: str = "bulk", n: int = 25, label: bytes = b"") -> None:
 
 def frame_size(record: list) -> int:
     """Bytes of a segment frame: 38 + node + tag + envelope (spec 1.4)."""
-    _seq, _ts, envelope, tag, node = record
+    _seq, _ts, envelope, tag, node, _has_meta = record
     return 38 + len(envelope) + len((tag or "").encode()) + len((node or "").encode())
 
 

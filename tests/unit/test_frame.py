@@ -8,10 +8,11 @@ import struct
 import pytest
 import xxhash
 
+from topics_actors.record_envelope import build as append_envelope
+from topics_actors.record_envelope import payload_bytes
 from topics_actors.storage import frame_body as fb
 from topics_actors.storage.frame import (
-    CHECKSUM, FRAME_LEN_MIN, HEADER, HEADER_BYTES, append_envelope, decode_at, encode,
-    encode_frame, envelope_payload_bytes,
+    CHECKSUM, FRAME_LEN_MIN, HEADER, HEADER_BYTES, decode_at, encode, encode_frame,
 )
 from topics_actors.storage.frame_types import (
     FLAG_DURABLE, FLAG_META, FLAG_NODE, FLAG_TAG, FrameType,
@@ -93,9 +94,9 @@ def test_append_with_tag_node_utf8_and_meta_flag():
     assert frame.tag == "tág✓" and frame.node == "nöde-1"
     assert frame.flags == FLAG_META | FLAG_TAG | FLAG_NODE
     assert frame.data == b'{"d":"h\xc3\xa9","m":{}}'
-    assert envelope_payload_bytes(len(frame.data), frame.flags) == len(b'"h\xc3\xa9"') + 2
+    assert payload_bytes(len(frame.data), frame.flags) == len(b'"h\xc3\xa9"') + 2
     no_meta = decode(encode_frame(T.APPEND, data=append_envelope(b"[1]", None)))
-    assert no_meta.data == b'{"d":[1]}' and envelope_payload_bytes(len(no_meta.data), 0) == 3
+    assert no_meta.data == b'{"d":[1]}' and payload_bytes(len(no_meta.data), 0) == 3
 
 
 def test_tag_only_and_node_only_sections_do_not_bleed():

@@ -8,12 +8,14 @@ import json
 import orjson
 import pytest
 
+from topics_actors.client.async_client import AsyncClient
+from topics_actors.client.shard_map import ShardMap
 from topics_actors.errors import ErrorCode, TopicsError, topic_not_found
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import KeySyntaxError, parse_api_keys
 from topics_actors.gateway.append_body import parse_append
 from topics_actors.gateway.diff_page import render_diff, render_records
-from topics_actors.gateway.engine_link import Census
+from topics_actors.gateway.engine_link import Census, EngineLink
 from topics_actors.gateway.gateway_core import GatewayCore
 from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.gateway.http_message import HttpRequest
@@ -22,7 +24,7 @@ from topics_actors.gateway.metrics_report import MetricsInput, metrics_json, met
 from topics_actors.gateway.route_table import resolve
 from topics_actors.gateway.topic_listing import narrowed_prefixes
 from topics_actors.protocol.messages import Append, GetTopic, PutTopic
-from topics_actors.storage.frame import append_envelope
+from topics_actors.record_envelope import build as append_envelope
 
 JSON_CT = {"content-type": "application/json"}
 
@@ -125,6 +127,7 @@ def test_append_plan_order_and_wire_form():
                         "hdr", False, "fb")
     assert plan.message.records == [[b'{"a":1}'], [b'"x"', "g", None, b"[1]"]]
     assert plan.message.idempotency_key == "hdr" and plan.message.return_seqs is False
+    assert plan.message.prevalidated      # the shard trusts it only from its ipc socket
     assert plan.payload_bytes == 7 + 3 + 3 and plan.may_create
     assert parse_append("t", {"records": [{"data": 1}]}, None, True, "fb").message \
         .idempotency_key == "fb"
@@ -138,7 +141,7 @@ def test_append_plan_order_and_wire_form():
 
 def _wire(seq, data, meta=None, tag=None, node=None):
     envelope = append_envelope(orjson.dumps(data), None if meta is None else orjson.dumps(meta))
-    return [seq, 1000 + seq, envelope, tag, node]
+    return [seq, 1000 + seq, envelope, tag, node, meta is not None]
 
 
 @pytest.mark.parametrize("data,meta", [
@@ -154,6 +157,28 @@ def test_render_records_splices_exactly(data, meta):
     assert records == [expected]
     plain = json.loads(render_records([_wire(2, data, meta)], include_meta=False))
     assert plain == [{"$seq": 2, "$ts": 1002, "data": data}]
+
+
+@pytest.mark.parametrize("data,meta", [
+    ({"a": 1, "m": 2}, None), ({"m": 1}, {"m": 2}), ('a,"m":b', [',"m":']), ([1], {"k": 1}),
+])
+def test_render_records_goes_by_the_meta_flag_without_parsing(monkeypatch, data, meta):
+    """The wire record's has_meta decides; an envelope is never parsed while it holds
+    `,"m":` at most once (a record without meta is not even searched)."""
+    def refuse(_raw):
+        raise AssertionError("the envelope was parsed")
+    monkeypatch.setattr(orjson, "loads", refuse)
+    rendered = render_records([_wire(3, data, meta)], include_meta=True)
+    monkeypatch.undo()
+    expected = {"$seq": 3, "$ts": 1003, "data": data}
+    assert json.loads(rendered) == [expected if meta is None else {**expected, "meta": meta}]
+
+
+def test_render_records_with_nested_m_members_in_data_and_meta():
+    data, meta = {"a": 1, "m": {"b": 2, "m": 3}}, {"x": 0, "m": [{"y": 1, "m": 2}]}
+    assert json.loads(render_records([_wire(1, data, meta)], True))[0]["meta"] == meta
+    assert json.loads(render_records([_wire(1, data, meta)], False)) == [
+        {"$seq": 1, "$ts": 1001, "data": data}]
 
 
 def test_render_diff_fills_performance():
@@ -207,6 +232,22 @@ def test_check_bind():
         GatewaySettings().check_bind("0.0.0.0", False)
     GatewaySettings(keys=parse_api_keys("k")).check_bind("0.0.0.0", False)
     GatewaySettings(allow_insecure_no_auth=True).check_bind("0.0.0.0", False)
+
+
+def test_the_gateway_reaches_shards_on_their_ipc_endpoints():
+    """On ipc the shard trusts the gateway's prevalidated appends; TCP only while the map
+    has no ipc endpoint for a shard (the shard then parses the data anyway)."""
+    status = {"shard_count": 2, "node_ready": True, "shards": [
+        {"shard": 1, "endpoint": "tcp://h:2", "ipc": "", "incarnation": 1, "state": "ready"},
+        {"shard": 0, "endpoint": "tcp://h:1", "ipc": "ipc:///run/shard-00.sock",
+         "incarnation": 1, "state": "ready"}]}
+    link = EngineLink("tcp://front:1")
+    link.client._map = ShardMap.from_status(status)
+    assert [link.client._endpoint(s) for s in (0, 1)] == ["ipc:///run/shard-00.sock",
+                                                          "tcp://h:2"]
+    library = AsyncClient("tcp://front:1")
+    library._map = link.client._map
+    assert library._endpoint(0) == "tcp://h:1"
 
 
 # --- GatewayCore against a fake engine ------------------------------------------------------

@@ -17,7 +17,8 @@ from topics_actors.protocol.messages import Append, DeleteTopic, Diff, PutTopic
 from topics_actors.shard import replay as replay_module
 from topics_actors.shard.record_append import HEAD_RESERVE
 from topics_actors.storage import failpoint
-from topics_actors.storage.frame import append_envelope, encode
+from topics_actors.record_envelope import build as append_envelope
+from topics_actors.storage.frame import encode
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.wal_scan import FileScan
 from topics_actors.topic_identity import topic_id

@@ -1,7 +1,7 @@
 """The bulk decode of sealed segment runs (storage/segment_run.py) and the shard's `scan`
 fast path built on it: the same records, in the same columns, as the per-record read.
 
-Goal: a run decoded in bulk holds exactly what segment.read_record + envelope_data yields
+Goal: a run decoded in bulk holds exactly what segment.read_record + record_envelope.data yields
 record by record (tags, nodes, meta envelopes, deleted records skipped), a damaged record
 is still a CorruptionError (never served, never skipped), and the shard's `scan` over
 sealed segments answers exactly as its record-by-record path does.
@@ -23,7 +23,9 @@ from topics_actors.protocol.messages import DeleteRecords, Scan
 from topics_actors.shard.range_scan import scan
 from topics_actors.spark.segment_files import SegmentPiece, group_pieces, read_piece
 from topics_actors.storage import segment as seg
-from topics_actors.storage.frame import append_envelope, envelope_data
+from topics_actors.record_envelope import build as append_envelope
+from topics_actors.record_envelope import data as envelope_data
+from topics_actors.record_envelope import has_meta
 from topics_actors.storage.frame_types import FLAG_META
 from topics_actors.storage.segment_run import Columns, decode_run
 from tests.unit.conftest import rec
@@ -48,7 +50,7 @@ def per_record(data, idx, skip=(), ts_min=-1) -> list:
     for seq in range(FIRST, FIRST + len(idx) // 20):
         r = seg.read_record(bytes(data), idx, FIRST, seq)
         if seq not in skip and not r.deleted and r.ts >= ts_min:
-            out.append((seq, r.ts, envelope_data(r.envelope, r.flags), r.tag, r.node))
+            out.append((seq, r.ts, envelope_data(r.envelope, has_meta(r.flags)), r.tag, r.node))
     return out
 
 

@@ -50,10 +50,10 @@ def test_diff_returns_records_with_tag_node_and_meta(shard):
     shard.call(Append("t", [rec(b'{"a":1}', "tag-1", None, b'{"k":"v"}'),
                             rec(b"2", None, "own-node"), rec(b"3", "é")], node="batch-node"))
     reply = shard.call(Diff("t", 0, include_tags=True))
-    records = [[r[0], r[2], r[3], r[4]] for r in reply["records"]]
-    assert records == [[1, b'{"d":{"a":1},"m":{"k":"v"}}', "tag-1", "batch-node"],
-                       [2, b'{"d":2}', None, "own-node"],
-                       [3, b'{"d":3}', "é", "batch-node"]]
+    records = [[r[0], *r[2:]] for r in reply["records"]]
+    assert records == [[1, b'{"d":{"a":1},"m":{"k":"v"}}', "tag-1", "batch-node", True],
+                       [2, b'{"d":2}', None, "own-node", False],
+                       [3, b'{"d":3}', "é", "batch-node", False]]
     assert all(isinstance(r[1], int) and r[1] > 0 for r in reply["records"])
     assert (reply["next_from_seq"], reply["head_seq"], reply["caught_up"], reply["lag"],
             reply["tombstone"]) == (3, 3, True, 0, None)

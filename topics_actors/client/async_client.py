@@ -143,7 +143,7 @@ class AsyncClient:
                 target = shard if shard is not None else self._map.shard_for(topic)
                 reply = None
                 if self._map.serving(target):
-                    conn = self._conn(target, self._map.endpoints[target])
+                    conn = self._conn(target, self._endpoint(target))
                     reply = await self._call(conn, msg, wait_ms)
                 if reply is not None:
                     return reply
@@ -152,6 +152,9 @@ class AsyncClient:
                 if budget.absorb(error):
                     self._map = None
             await asyncio.sleep(budget.next_delay_s())
+
+    def _endpoint(self, shard: int) -> str:
+        return self._map.endpoints[shard]
 
     async def request(self, topic: str | None, msg, wait_ms: int = 0) -> dict:
         """Send any request kind to the shard owning `topic`; the raw reply (the gateway
@@ -197,3 +200,12 @@ class AsyncClient:
                                   wait_ms, max_batch_bytes)
         reply = await self._request(name, msg, wait_ms=wait_ms)
         return shapes.shape_diff(reply, include_meta)
+
+
+class NodeClient(AsyncClient):
+    """The AsyncClient of a process of the node (the gateway). It reaches each shard on its
+    ipc socket, the one where a `prevalidated` append is trusted (docs/PROTOCOL.md 3.1), and
+    on TCP only while the shard map names no ipc endpoint (the shard then parses anyway)."""
+
+    def _endpoint(self, shard: int) -> str:
+        return self._map.ipcs[shard] or self._map.endpoints[shard]

@@ -11,6 +11,7 @@ import orjson
 from topics_actors.errors import invalid
 from topics_actors.limits import LIST_PAGE_SIZE_DEFAULT, LIST_PAGE_SIZE_MAX, clamp
 from topics_actors.protocol.messages import Append, Diff, ListTopics
+from topics_actors.record_envelope import split
 
 _MISSING = object()
 
@@ -38,16 +39,16 @@ def diff_request(topic: str, from_seq: int, limit: int, node, include_tags: bool
 
 
 def api_record(wire: list, include_meta: bool) -> dict:
-    seq, ts, envelope, tag, node = wire
-    body = orjson.loads(envelope)
+    seq, ts, envelope, tag, node, has_meta = wire
+    data, meta = split(envelope, has_meta)
     out: dict[str, Any] = {"$seq": seq, "$ts": ts}
     if node is not None:
         out["$node"] = node
     if tag is not None:
         out["$tag"] = tag
-    out["data"] = body["d"]
-    if include_meta and "m" in body:
-        out["meta"] = body["m"]
+    out["data"] = orjson.loads(data)
+    if include_meta and meta is not None:
+        out["meta"] = orjson.loads(meta)
     return out
 
 

@@ -14,13 +14,14 @@ class ShardMap:
     incarnations: tuple[int, ...]
     states: tuple[str, ...]
     node_ready: bool
+    ipcs: tuple[str, ...] = ()      # each shard's ipc endpoint, for processes of the node
 
     @classmethod
     def from_status(cls, status: dict) -> "ShardMap":
         shards = sorted(status["shards"], key=lambda s: s["shard"])
         return cls(status["shard_count"], tuple(s["endpoint"] for s in shards),
                    tuple(s["incarnation"] for s in shards), tuple(s["state"] for s in shards),
-                   bool(status["node_ready"]))
+                   bool(status["node_ready"]), tuple(s.get("ipc", "") for s in shards))
 
     def shard_for(self, topic: str) -> int:
         return shard_of_name(topic, self.shard_count)

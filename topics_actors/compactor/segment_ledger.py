@@ -20,8 +20,8 @@ from collections.abc import Callable
 from topics_actors.ledger import delete_rules
 from topics_actors.ledger.topic_ledger import TopicLedger, snapshot_entry
 from topics_actors.ledger.topic_state import TopicState
+from topics_actors.record_envelope import payload_bytes
 from topics_actors.storage import failpoint
-from topics_actors.storage.frame import envelope_payload_bytes
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.segment import (
@@ -115,7 +115,7 @@ class SegmentLedger(TopicLedger):
         segment.add_from_wal(view, offset, ts)
         if len(segment.data_buf) >= BUFFER_BYTES_MAX:
             segment.flush()
-        topic.publish_one(seq, 0, envelope_payload_bytes(data_len, flags), ts)
+        topic.publish_one(seq, 0, payload_bytes(data_len, flags), ts)
 
     # --- segments --------------------------------------------------------------------------------
 

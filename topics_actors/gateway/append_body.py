@@ -5,6 +5,10 @@ Checked here, in the order of the spec: records present (400), at most 10000
 tag, node and meta and `record_too_large` are the shard's (record_batch.py), which sees the
 same bytes. Each `data` and `meta` is serialized once to compact JSON, the bytes the shard
 stores and the byte accounting counts.
+
+Those bytes are JSON by construction (orjson wrote them from the parsed body), so the Append
+is marked `prevalidated` and the shard does not parse each `data` a second time. This is
+the trust boundary: the shard honours the mark only on its node-internal ipc socket.
 """
 
 from __future__ import annotations
@@ -83,5 +87,6 @@ def parse_append(topic: str, body: dict, header_key: str | None, return_seqs: bo
     wire, payload = wire_records(records)
     may_create = create if create is not None else (
         parsed.auto_create if parsed is not None else True)
-    message = Append(topic, wire, node, key or fallback_key, create, config, return_seqs)
+    message = Append(topic, wire, node, key or fallback_key, create, config, return_seqs,
+                     prevalidated=True)
     return AppendPlan(message, may_create, payload)

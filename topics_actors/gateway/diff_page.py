@@ -1,40 +1,32 @@
 """A diff reply from the shard rendered as the /v0 JSON body (spec/api.md 5.6).
 
-Record payloads are spliced, not parsed: a stored envelope is `{"d":<data>}` or
-`{"d":<data>,"m":<meta>}`, and when its bytes hold no `,"m":` at all it has no meta, so
-`<data>` is the slice between the two. Only an envelope that may carry meta (or whose data
-merely contains those bytes) is parsed to find the boundary.
+Record payloads are spliced, not parsed: each wire record says whether its stored envelope
+has meta, and record_envelope.split cuts data and meta out of it.
 """
 
 from __future__ import annotations
 
 import orjson
 
-_PLAIN_HEAD = b'{"d":'
-_META_MARK = b',"m":'
-
-
-def _payload(envelope: bytes, include_meta: bool) -> bytes:
-    if _META_MARK not in envelope and envelope.startswith(_PLAIN_HEAD):
-        return b',"data":' + envelope[5:-1] + b"}"
-    body = orjson.loads(envelope)
-    out = b',"data":' + orjson.dumps(body["d"])
-    if include_meta and "m" in body:
-        out += b',"meta":' + orjson.dumps(body["m"])
-    return out + b"}"
+from topics_actors.record_envelope import split
 
 
 def render_records(records: list, include_meta: bool) -> bytes:
-    """[[seq, ts, envelope, tag|None, node|None], ...] -> the JSON array of API records."""
+    """[[seq, ts, envelope, tag|None, node|None, has_meta], ...] -> the JSON array of API
+    records."""
     dumps = orjson.dumps
     parts = []
-    for seq, ts, envelope, tag, node in records:
+    for seq, ts, envelope, tag, node, has_meta in records:
         head = b'{"$seq":%d,"$ts":%d' % (seq, ts)
         if node is not None:
             head += b',"$node":' + dumps(node)
         if tag is not None:
             head += b',"$tag":' + dumps(tag)
-        parts.append(head + _payload(envelope, include_meta))
+        data, meta = split(envelope, has_meta)
+        head += b',"data":' + data
+        if include_meta and meta is not None:
+            head += b',"meta":' + meta
+        parts.append(head + b"}")
     return b"[" + b",".join(parts) + b"]"
 
 

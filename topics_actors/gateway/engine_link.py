@@ -1,6 +1,7 @@
-"""The gateway's way to the engine: an AsyncClient to the node's front and its shards, and
-node-wide figures (topic count, live records and bytes) gathered from the shards and kept
-for a short while, so a quota check does not ask every shard on every request.
+"""The gateway's way to the engine: a NodeClient to the node's front and its shards (on
+their ipc sockets, which trust the gateway's prevalidated appends), and node-wide figures
+(topic count, live records and bytes) gathered from the shards and kept for a short while,
+so a quota check does not ask every shard on every request.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import asyncio
 import dataclasses
 import time
 
-from topics_actors.client.async_client import AsyncClient
+from topics_actors.client.async_client import NodeClient
 from topics_actors.errors import TopicsError
 from topics_actors.limits import LIST_PAGE_SIZE_MAX
 from topics_actors.topic_config import DURABILITY_CLASSES
@@ -47,9 +48,9 @@ class Census:
 class EngineLink:
     def __init__(self, front: str, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 3_000, max_in_flight: int = 1_024):
-        self.client = AsyncClient(front, request_timeout_ms=request_timeout_ms,
-                                  retry_deadline_ms=retry_deadline_ms,
-                                  max_in_flight=max_in_flight)
+        self.client = NodeClient(front, request_timeout_ms=request_timeout_ms,
+                                 retry_deadline_ms=retry_deadline_ms,
+                                 max_in_flight=max_in_flight)
         self._topics: tuple[int, float] = (0, -1e9)   # (count, taken at)
         self._census = Census(taken_s=-1e9)
         self._census_lock = asyncio.Lock()

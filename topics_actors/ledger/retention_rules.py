@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.storage import failpoint
-from topics_actors.storage.frame import envelope_payload_bytes
+from topics_actors.record_envelope import payload_bytes
 
 Reader = Callable[[TopicState, int], object]
 
@@ -29,7 +29,7 @@ class Floors(NamedTuple):
 
 
 def record_size(rec) -> int:
-    return envelope_payload_bytes(len(rec.envelope), rec.flags)
+    return payload_bytes(len(rec.envelope), rec.flags)
 
 
 def plan(topic: TopicState, read: Reader, now_ms: int) -> Floors:

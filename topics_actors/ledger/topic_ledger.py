@@ -21,10 +21,9 @@ import xxhash
 
 from topics_actors.ledger.dedupe_index import DedupeEntry
 from topics_actors.ledger.topic_state import TopicState
+from topics_actors.record_envelope import payload_bytes
 from topics_actors.storage import frame_body
-from topics_actors.storage.frame import (
-    FRAME_LEN_MIN, HEADER, Frame, decode_at, envelope_payload_bytes,
-)
+from topics_actors.storage.frame import FRAME_LEN_MIN, HEADER, Frame, decode_at
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.topic_config import TopicConfig
 from topics_actors.topic_identity import topic_id
@@ -52,7 +51,7 @@ class TopicLedger:
 
     def store_append(self, topic: TopicState, view, offset: int, seq: int, ts: int,
                      flags: int, data_len: int) -> None:
-        topic.publish_one(seq, 0, envelope_payload_bytes(data_len, flags), ts)
+        topic.publish_one(seq, 0, payload_bytes(data_len, flags), ts)
 
     def new_topic(self, name: str, config: TopicConfig, tid: int) -> TopicState:
         return TopicState(name, config, tid)

@@ -18,7 +18,9 @@ class Append(Message):
     records: list of [data bin (JSON bytes), tag str|nil, node str|nil, meta bin|nil];
     node: default node of the batch; idempotency_key: a retry with the same key within the
     topic's window returns the original seqs (deduped: true); create/config: whether and how
-    a missing topic is created; return_seqs: include `seqs`.
+    a missing topic is created; return_seqs: include `seqs`; prevalidated: the sender wrote
+    every data as JSON itself (the gateway), so the shard need not parse it; honoured only
+    on the shard's ipc endpoint, ignored on TCP (every limit is checked either way).
     Reply: {topic, first_seq, last_seq, seqs?, head_seq, count, created, deduped, performance}.
     """
     KIND = "append"
@@ -29,6 +31,7 @@ class Append(Message):
     create: bool | None = None
     config: dict | None = None
     return_seqs: bool = True
+    prevalidated: bool = False
 
 
 @message
@@ -38,11 +41,12 @@ class Diff(Message):
     limit: records (0 = 256, at most 1000); node: a reader node or list of nodes whose own
     records are skipped; max_batch_bytes: payload budget (0 = 1 MiB); wait_ms: long-poll for an
     append when caught up (at most 30000).
-    Reply: {topic, records: [[seq, ts, envelope bin, tag|nil, node|nil]], next_from_seq,
-    head_seq, earliest_seq, caught_up, tombstone, lag, records_scanned, performance}. The
-    envelope is the stored JSON {"d": data, "m": meta} ("m" only when the record has meta);
-    the receiver drops "m" when it asked for include_meta false. Tags are nil unless
-    include_tags. Negative numbers and a malformed node are rejected (invalid_request).
+    Reply: {topic, records: [[seq, ts, envelope bin, tag|nil, node|nil, has_meta bool]],
+    next_from_seq, head_seq, earliest_seq, caught_up, tombstone, lag, records_scanned,
+    performance}. The envelope is the stored JSON {"d": data, "m": meta}, "m" exactly when
+    has_meta (topics_actors/record_envelope.py splits it); the receiver drops "m" when it
+    asked for include_meta false. Tags are nil unless include_tags. Negative numbers and a
+    malformed node are rejected (invalid_request).
     """
     KIND = "diff"
     topic: str

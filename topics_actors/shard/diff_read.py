@@ -11,13 +11,13 @@ from topics_actors.limits import (
     NODE_BYTES_MAX, clamp,
 )
 from topics_actors.protocol.messages import Diff
+from topics_actors.record_envelope import has_meta, payload_bytes
 from topics_actors.shard import retention
 from topics_actors.shard.batch_stager import BatchStager, Staged, read_op
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage.file_table import StoredRecord
-from topics_actors.storage.frame import envelope_payload_bytes
 
 
 def validate_diff(req: Diff) -> None:
@@ -82,11 +82,11 @@ def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
         if (ttl_ms and now_ms - rec.ts > ttl_ms) or (nodes and rec.node in nodes):
             seq += 1
             continue
-        size = envelope_payload_bytes(len(rec.envelope), rec.flags)
+        size = payload_bytes(len(rec.envelope), rec.flags)
         if records and used + size > budget:
             break
-        records.append([rec.seq, rec.ts, rec.envelope,
-                        rec.tag if req.include_tags else None, rec.node])
+        records.append([rec.seq, rec.ts, rec.envelope, rec.tag if req.include_tags else None,
+                        rec.node, has_meta(rec.flags)])
         used += size
         seq += 1
     topic.last_read_ts = now_ms

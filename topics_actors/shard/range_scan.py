@@ -5,7 +5,7 @@ cursor, holes and TTL-expired records passed over silently. What differs is the 
 reply, built for analytics readers (the Spark source): seqs and timestamps as packed int64
 arrays, every record's `data` JSON text concatenated with an int32 offsets array, so a
 reader turns a reply into Arrow columns without one Python object per record. `data` is
-cut out of the stored envelope without parsing it (storage.frame.envelope_data).
+cut out of the stored envelope without parsing it (record_envelope.data).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from topics_actors.limits import (
 )
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.messages import Scan
+from topics_actors.record_envelope import data as envelope_data, has_meta
 from topics_actors.shard import retention
 from topics_actors.shard.batch_stager import BatchStager, Staged, read_op
 from topics_actors.shard.diff_read import tombstone_at
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage.file_table import StoredRecord
-from topics_actors.storage.frame import envelope_data
 from topics_actors.storage.segment import SegmentReader, segment_stem
 from topics_actors.storage.segment_run import Columns, decode_run
 
@@ -64,7 +64,7 @@ def scan(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
         if rec is None or (ttl_ms and now_ms - rec.ts > ttl_ms):
             seq += 1
             continue
-        payload = envelope_data(rec.envelope, rec.flags)
+        payload = envelope_data(rec.envelope, has_meta(rec.flags))
         if tags and len(cols.data) + len(payload) > budget:
             break
         cols.seqs.append(rec.seq)

@@ -8,7 +8,9 @@ in fdatasync, so the next turn's batch shares the next fsync.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import time
 
 import zmq
@@ -17,6 +19,8 @@ from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
 from topics_actors.protocol import decode, encode_error
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
+from topics_actors.protocol.messages import Append
+from topics_actors.record_batch import VouchedRecords
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.supervisor_link import SupervisorLink
 
@@ -26,28 +30,61 @@ GROUP_SLICE_MS = 0.5
 GROUP_WINDOW_MAX_MS = 10.0
 IDLE_POLL_MS = 100
 HWM_MESSAGES = 100_000
+DRAIN_SLICE = 64
+_TCP, _IPC = b"t", b"i"      # the tag before a peer's identity: which socket it is on
+
+
+def admitted(msg, trusted: bool):
+    """The request as the core gets it. An Append marked `prevalidated` that came from the
+    trusted socket carries VouchedRecords (its data is not parsed again); from anywhere else
+    the mark changes nothing, since the core goes by the records' type alone."""
+    if trusted and type(msg) is Append and msg.prevalidated:
+        return dataclasses.replace(msg, records=VouchedRecords(msg.records))
+    return msg
 
 
 class ShardServer:
+    """Two ROUTER sockets: TCP for clients anywhere, ipc for processes of the node.
+
+    The ipc socket is the trust boundary for a `prevalidated` append (the gateway's): its
+    file is the node user's alone (mode 0600), and a process that can open it could write
+    the WAL directly anyway, whereas a TCP peer may be anyone. A node secret would trust
+    the same processes at the price of distributing it and checking it per message. The
+    core sees every peer as a one-byte socket tag + its identity, so a reply goes back on
+    the socket its request came from and two sockets' identities never collide."""
+
     def __init__(self, core: ShardCore, ctx: zmq.Context, link: SupervisorLink | None,
                  host: str = "127.0.0.1", port: int = 0, ipc_path: str | None = None):
         self.core = core
         self.ctx = ctx
         self.link = link
-        self.sock = ctx.socket(zmq.ROUTER)
+        self.sock = self._router()
+        self.endpoint = self._bind_tcp(host, port)
+        self.sources = [(self.sock, _TCP, False)]
+        self.ipc = ""
+        if ipc_path:
+            local = self._router()
+            self.ipc = f"ipc://{ipc_path}"
+            local.bind(self.ipc)
+            os.chmod(ipc_path, 0o600)   # before this, the umask's mode (022: no one else
+                                        # may connect, which needs write permission)
+            self.sources.append((local, _IPC, True))
+        self.by_tag = {tag: sock for sock, tag, _ in self.sources}
+        # the core answers `status`, so this shell's count joins the core's statistics
+        core.stats.setdefault("trusted_appends", 0)
+        self.poller = zmq.Poller()
+        for sock, _, _ in self.sources:
+            self.poller.register(sock, zmq.POLLIN)
+        self.stopping = False
+        self.dropped_replies = 0
+
+    def _router(self) -> zmq.Socket:
+        sock = self.ctx.socket(zmq.ROUTER)
         for option, value in ((zmq.LINGER, 0), (zmq.RCVHWM, HWM_MESSAGES),
                               (zmq.SNDHWM, HWM_MESSAGES), (zmq.ROUTER_MANDATORY, 1),
                               (zmq.MAXMSGSIZE, MESSAGE_BYTES_MAX)):
-            self.sock.setsockopt(option, value)
-        self.endpoint = self._bind_tcp(host, port)
-        self.ipc = ""
-        if ipc_path:
-            self.ipc = f"ipc://{ipc_path}"
-            self.sock.bind(self.ipc)
-        self.poller = zmq.Poller()
-        self.poller.register(self.sock, zmq.POLLIN)
-        self.stopping = False
-        self.dropped_replies = 0
+            sock.setsockopt(option, value)
+        return sock
 
     def _bind_tcp(self, host: str, port: int) -> str:
         try:
@@ -58,6 +95,10 @@ class ShardServer:
             log.warning("event=port_taken shard=%d port=%d", self.core.options.shard, port)
             self.sock.bind(f"tcp://{host}:0")
         return self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+
+    def _close(self) -> None:
+        for sock, _, _ in self.sources:
+            sock.close(0)
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -75,7 +116,7 @@ class ShardServer:
         if self.stopping:   # never serve, not even briefly, after a stop during replay
             log.info("event=stopped_during_replay shard=%d", shard)
             self.core.close()
-            self.sock.close(0)
+            self._close()
             return
         self.core.ready, self.core.replay_progress = True, 1.0
         log.info("event=ready shard=%d topics=%d replay_s=%.3f endpoint=%s", shard,
@@ -98,7 +139,7 @@ class ShardServer:
         self._send(self.core.commit())
         self._send(self.core.release_polls())
         self.core.close()
-        self.sock.close(0)
+        self._close()
         log.info("event=stopped shard=%d", self.core.options.shard)
 
     # --- one turn ---------------------------------------------------------------------------
@@ -131,17 +172,29 @@ class ShardServer:
             if not self.poller.poll(GROUP_SLICE_MS) or not self._drain(2 * INBOX_REQUESTS_MAX):
                 return
 
-    def _recv(self):
+    def _recv(self, sock: zmq.Socket, tag: bytes):
         try:
-            frames = self.sock.recv_multipart(zmq.NOBLOCK)
+            frames = sock.recv_multipart(zmq.NOBLOCK)
         except zmq.Again:
             return None
-        return frames[0], frames[-1], time.perf_counter_ns()
+        return tag + frames[0], frames[-1], time.perf_counter_ns()
 
     def _drain(self, limit: int) -> int:
+        """Take up to `limit` requests, DRAIN_SLICE at a time from each socket in turn, so a
+        flood on one socket does not starve the other."""
+        count, more = 0, True
+        while more and count < limit:
+            more = False
+            for sock, tag, trusted in self.sources:
+                taken = self._drain_socket(sock, tag, trusted, min(DRAIN_SLICE, limit - count))
+                count += taken
+                more |= taken == DRAIN_SLICE
+        return count
+
+    def _drain_socket(self, sock: zmq.Socket, tag: bytes, trusted: bool, limit: int) -> int:
         count = 0
         while count < limit:
-            item = self._recv()
+            item = self._recv(sock, tag)
             if item is None:
                 break
             count += 1
@@ -151,7 +204,10 @@ class ShardServer:
             except ProtocolError as error:
                 self.core.submit_error(peer, getattr(error, "corr", 0), error, t0)
                 continue
-            self.core.submit(peer, corr, msg, t0)
+            taken = admitted(msg, trusted)
+            if taken is not msg:
+                self.core.stats["trusted_appends"] += 1
+            self.core.submit(peer, corr, taken, t0)
         return count
 
     def _answer_not_ready(self) -> None:
@@ -159,13 +215,14 @@ class ShardServer:
                             {"replay_progress": self.core.replay_progress,
                              "shard": self.core.options.shard})
         replies = []
-        while (item := self._recv()) is not None:
-            peer, raw, _ = item
-            try:
-                corr = decode(raw)[0]
-            except ProtocolError as bad:
-                corr = getattr(bad, "corr", 0)
-            replies.append((peer, encode_error(corr, error)))
+        for sock, tag, _ in self.sources:
+            while (item := self._recv(sock, tag)) is not None:
+                peer, raw, _ = item
+                try:
+                    corr = decode(raw)[0]
+                except ProtocolError as bad:
+                    corr = getattr(bad, "corr", 0)
+                replies.append((peer, encode_error(corr, error)))
         self._send(replies)
 
     def _send(self, replies: list[tuple[bytes, bytes]]) -> None:
@@ -174,6 +231,6 @@ class ShardServer:
             by_peer.setdefault(peer, []).append(raw)
         for peer, raws in by_peer.items():
             try:
-                self.sock.send_multipart([peer, *raws], zmq.NOBLOCK)
+                self.by_tag[peer[:1]].send_multipart([peer[1:], *raws], zmq.NOBLOCK)
             except zmq.ZMQError:   # the peer is gone or not reading: it will retry
                 self.dropped_replies += len(raws)

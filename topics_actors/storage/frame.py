@@ -13,8 +13,9 @@
     38      node | tag | data
      .   8  xxh3_64 over bytes [4, checksum_start)
 
-bit3 (has_meta) is ours: it tells a reader whether an Append envelope carries "m" without
-parsing it. Type 12 (IdemKey) is ours too: it makes idempotency keys survive a crash.
+bit3 (has_meta) is ours: it tells a reader which form an Append body (the record envelope,
+topics_actors/record_envelope.py) has without parsing it. Type 12 (IdemKey) is ours too: it
+makes idempotency keys survive a crash.
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-import orjson
 import xxhash
 
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame_types import (
-    FLAG_META, FLAG_NODE, FLAG_TAG, KNOWN_TYPES, FrameType,
+    FLAG_NODE, FLAG_TAG, KNOWN_TYPES, FrameType,
 )
 
 HEADER = struct.Struct("<IBBQQQHHI")
@@ -147,24 +147,3 @@ def body_is_valid(ftype: int, data: bytes) -> bool:
     except (ValueError, struct.error, UnicodeDecodeError):
         return False
     return True
-
-
-def append_envelope(data: bytes, meta: bytes | None) -> bytes:
-    """The Append body: {"d":<data>} or {"d":<data>,"m":<meta>}, payloads spliced as given."""
-    if meta is None:
-        return b'{"d":' + data + b"}"
-    return b'{"d":' + data + b',"m":' + meta + b"}"
-
-
-def envelope_data(envelope: bytes, flags: int) -> bytes:
-    """The data JSON text of an Append envelope (the inverse of append_envelope): a slice
-    when there is no meta; with meta the split is not fixed, so it is decoded and re-encoded
-    (the same JSON value, compact)."""
-    if flags & FLAG_META:
-        return orjson.dumps(orjson.loads(envelope)["d"])
-    return envelope[5:-1]
-
-
-def envelope_payload_bytes(envelope_len: int, flags: int) -> int:
-    """Byte accounting of a record (len(data) + len(meta)) from its envelope size."""
-    return envelope_len - (11 if flags & FLAG_META else 6)

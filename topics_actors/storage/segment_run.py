@@ -23,14 +23,14 @@ from itertools import count
 import xxhash
 
 from topics_actors.errors import CorruptionError
-from topics_actors.storage.frame import envelope_data
+from topics_actors.record_envelope import PLAIN_DATA
+from topics_actors.record_envelope import data as envelope_data
 from topics_actors.storage.frame_types import FLAG_META
 from topics_actors.storage.segment import DATA_HEADER, DATA_HEADER_BYTES, DEL_DELETED
 
 _TAIL = struct.Struct("<QB")                       # checksum, del byte
 _TAIL_BYTES = _TAIL.size                           # 9
 _FIXED = DATA_HEADER_BYTES + _TAIL_BYTES           # a frame's bytes besides its sections
-_ENVELOPE_HEAD, _ENVELOPE_TAIL = 5, 1              # {"d": ... }
 _digest = xxhash.xxh3_64_intdigest
 
 
@@ -82,10 +82,10 @@ def decode_run(view, base: int, offsets: array, lengths: array, lo: int, cols: C
             last = seq
             continue
         pos = at + DATA_HEADER_BYTES + node_len + tag_len
-        if flags & FLAG_META:
-            payload = envelope_data(view[pos:pos + data_len], flags)
-        else:
-            payload = view[pos + _ENVELOPE_HEAD:pos + data_len - _ENVELOPE_TAIL]
+        envelope = view[pos:pos + data_len]
+        # record_envelope.data, with its common case inlined: a call per record costs the
+        # bulk decode 10%
+        payload = envelope_data(envelope, True) if flags & FLAG_META else envelope[PLAIN_DATA]
         if len(data) + len(payload) > budget and tags:
             break
         try:
