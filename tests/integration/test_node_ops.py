@@ -12,6 +12,7 @@ import pytest
 import zmq
 
 from topics_actors.client import AsyncClient, TopicsError
+from topics_actors.protocol.envelope import PROTOCOL_VERSION
 from topics_actors.topic_identity import shard_of_name
 from tests.support import wait_for
 
@@ -167,9 +168,9 @@ def test_malformed_messages_get_error_replies(node):
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(shard_endpoint)
     try:
-        bad = [b"\xc1garbage", msgpack.packb([1, "nope", 5, {}]),
+        bad = [b"\xc1garbage", msgpack.packb([PROTOCOL_VERSION, "nope", 5, {}]),
                msgpack.packb([9, "diff", 6, {"topic": "x"}]),
-               msgpack.packb([1, "append", 7, {"topic": 1, "records": []}])]
+               msgpack.packb([PROTOCOL_VERSION, "append", 7, {"topic": 1, "records": []}])]
         for raw in bad:
             sock.send(raw)
             assert sock.poll(5000), "no reply to a malformed message"
@@ -226,7 +227,8 @@ def test_a_request_for_another_shards_topic_is_refused(node):
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(node.status()["shards"][0]["endpoint"])
     try:
-        sock.send(msgpack.packb([1, "append", 3, {"topic": theirs, "records": [[b"2"]]}]))
+        sock.send(msgpack.packb([PROTOCOL_VERSION, "append", 3,
+                                 {"topic": theirs, "records": [[b"2"]]}]))
         assert sock.poll(5000)
         _, kind, corr, body = msgpack.unpackb(sock.recv_multipart()[0])
     finally:

@@ -102,11 +102,11 @@ def test_a_prevalidated_append_is_trusted_only_on_ipc(server):
         assert refused.code.wire == "invalid_request" and "not valid JSON" in str(refused)
         tcp.send(encode(Append("t", [[b'{"a":1}']], prevalidated=True), 2))
         assert _replies(server, tcp, 1)[2]["seqs"] == [1]
-        assert stats["trusted_appends"] == 0
+        assert stats.trusted_appends == 0
         ipc.send(encode(Append("t", [[b'{"b":2}'], [b"3", None, None, b'{"k":1}']],
                                prevalidated=True), 3))
         assert _replies(server, ipc, 1)[3]["seqs"] == [2, 3]
-        assert stats["trusted_appends"] == 1
+        assert stats.trusted_appends == 1
         ipc.send(encode(Append("t", [[b'"' + b"x" * (1 << 20) + b'"']], prevalidated=True),
                         4))
         assert _replies(server, ipc, 1)[4].code.wire == "record_too_large"

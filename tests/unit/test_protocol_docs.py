@@ -28,6 +28,7 @@ from topics_actors.protocol.envelope import (
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "PROTOCOL.md"
 KINDS = registered_kinds()
+V = PROTOCOL_VERSION
 KIND_NAMES = sorted(KINDS)
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
@@ -247,11 +248,11 @@ def test_non_map_body_is_rejected_with_corr(body):
 
 @pytest.mark.parametrize("raw", [
     b"", b"\xc1", b"\xc1garbage", b"\x94\x01", b"\xff" * 64,
-    msgpack.packb({"version": 1}), msgpack.packb([1, "status", 1]),
-    msgpack.packb([1, "status", 1, {}, "extra"]), msgpack.packb("status"),
-    msgpack.packb([1, "status", -1, {}]), msgpack.packb([1, "status", True, {}]),
-    msgpack.packb([1, "status", "7", {}]), msgpack.packb([1, "status", None, {}]),
-    msgpack.packb([1, "get_topic", 1, {1: "t"}]),
+    msgpack.packb({"version": 1}), msgpack.packb([V, "status", 1]),
+    msgpack.packb([V, "status", 1, {}, "extra"]), msgpack.packb("status"),
+    msgpack.packb([V, "status", -1, {}]), msgpack.packb([V, "status", True, {}]),
+    msgpack.packb([V, "status", "7", {}]), msgpack.packb([V, "status", None, {}]),
+    msgpack.packb([V, "get_topic", 1, {1: "t"}]),
 ], ids=lambda raw: raw[:12].hex() or "empty")
 def test_unreadable_envelopes_are_rejected_without_corr(raw):
     _rejects(raw, corr=None)

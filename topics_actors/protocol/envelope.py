@@ -18,7 +18,7 @@ import msgpack
 from topics_actors.errors import ProtocolError, TopicsError
 from topics_actors.limits import MESSAGE_BYTES_MAX
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 REPLY = "reply"
 ERROR = "error"
 

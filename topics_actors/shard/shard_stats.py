@@ -13,6 +13,7 @@ class ShardStats:
     requests: int = 0         # requests taken in
     throttled: int = 0        # writes refused because the inbox was full
     failed_batches: int = 0   # commits whose write or sync failed (rolled back)
+    trusted_appends: int = 0  # prevalidated appends taken from the node's ipc socket
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)
