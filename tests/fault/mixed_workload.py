@@ -23,6 +23,7 @@ import random
 
 from tests.fault.oracle import Recovered, TopicModel
 from tests.unit.conftest import ShardEnv, ShardHarness
+from tools.testing.crash_fs import CrashFs
 from topics_actors import fsck
 from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.compactor.segment_ledger import SegmentLimits
@@ -31,7 +32,6 @@ from topics_actors.protocol.messages import (
     Append, DeleteRecords, DeleteTopic, Diff, PutTopic, Retain,
 )
 from topics_actors.storage import failpoint
-from topics_actors.storage.crash_fs import CrashFs
 from topics_actors.storage.frame import append_envelope
 from topics_actors.topic_identity import shard_of_name
 

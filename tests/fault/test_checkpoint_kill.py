@@ -28,7 +28,7 @@ import threading
 import pytest
 
 from tests.integration.test_node_ops import names_on
-from tests.support import wait_for
+from tools.testing.node_harness import wait_for
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import list_segment_files
 from topics_actors.storage.snapshot import decode_snapshot, list_snapshots, read_file

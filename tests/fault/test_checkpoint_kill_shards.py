@@ -35,7 +35,7 @@ from tests.fault.test_checkpoint_kill import (
     wait_shard_ready, wal_idxs,
 )
 from tests.integration.test_node_ops import names_on
-from tests.support import wait_for
+from tools.testing.node_harness import wait_for
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.snapshot import load_newest
 from topics_actors.storage.wal_layout import list_wal_files

@@ -22,7 +22,7 @@ from topics_actors.shard.replay import Replay
 from topics_actors.config import ShardOptions
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.storage import segment_sweep
-from topics_actors.storage.fault_fs import FaultFs
+from tools.testing.fault_fs import FaultFs
 from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.wal_layout import group_dir, list_wal_files, prepare_layout
 from topics_actors.topic_identity import shard_of_name

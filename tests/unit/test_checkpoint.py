@@ -21,7 +21,7 @@ from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.compactor.segment_ledger import SegmentLimits
 from topics_actors.protocol.messages import Absorbed, Append, Checkpoint, DeleteTopic
 from topics_actors.shard.shard_core import HEAD_RESERVE
-from topics_actors.storage.fault_fs import FaultFs
+from tools.testing.fault_fs import FaultFs
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.snapshot import (
     decode_snapshot, list_snapshots, meta_dir, read_file, snapshot_path,

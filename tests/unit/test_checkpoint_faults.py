@@ -20,7 +20,7 @@ from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import Absorbed, Append, DeleteTopic, Diff, GetTopic
 from topics_actors.shard.shard_core import HEAD_RESERVE
 from topics_actors.storage import failpoint
-from topics_actors.storage.fault_fs import MUTATING, FaultFs
+from tools.testing.fault_fs import MUTATING, FaultFs
 from topics_actors.storage.segment import IDX_ENTRY, data_path, idx_path
 from topics_actors.storage.snapshot import HEADER_BYTES, snapshot_path
 from tests.unit.conftest import ShardEnv, rec
