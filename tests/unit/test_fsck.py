@@ -1,4 +1,4 @@
-"""topics fsck (topics_actors/fsck.py, `topics fsck`): real data dirs built in-process by the
+"""topics fsck (topics_actors/fsck/, `topics fsck`): real data dirs built in-process by the
 shard harness and the checkpointer, then damaged byte by byte; every problem must name its
 file and offset, the exit code must follow the worst severity, and the check must never
 change a byte of the dir."""
