@@ -13,6 +13,7 @@ import os
 from typing import Protocol, runtime_checkable
 
 
+# runtime_checkable: a unit test holds RealFs and the wrappers of tools/testing to both.
 @runtime_checkable
 class FsFile(Protocol):
     """An open file addressed by offset, as the engine uses it."""
