@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from tests.support import Node, alive
+from tools.testing.node_harness import Node, alive
 
 
 @pytest.fixture

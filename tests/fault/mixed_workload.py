@@ -22,7 +22,8 @@ import os
 import random
 
 from tests.fault.oracle import Recovered, TopicModel
-from tests.unit.conftest import ShardEnv, ShardHarness
+from tools.testing.shard_harness import ShardEnv, ShardHarness
+from tools.testing.crash_fs import CrashFs
 from topics_actors import fsck
 from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.compactor.segment_ledger import SegmentLimits
@@ -32,7 +33,6 @@ from topics_actors.protocol.messages import (
 )
 from topics_actors.record_envelope import build as append_envelope
 from topics_actors.storage import failpoint
-from topics_actors.storage.crash_fs import CrashFs
 from topics_actors.topic_identity import shard_of_name
 
 SHARDS = 2

@@ -16,7 +16,7 @@ identical content (the Client retries through shard restarts with session keys),
 fabricated, per-writer order kept, fsync-class seqs dense with an exact head (disk topics
 may show holes after a crash: head reservations); retired WAL groups go away.
 
-The writers, the oracle and the probes come from test_checkpoint_kill.py.
+The writers, the oracle and the probes come from checkpoint_harness.py.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ import threading
 
 import pytest
 
-from tests.fault.test_checkpoint_kill import (
+from tests.fault.checkpoint_harness import (
     FAST_CHECKPOINTS, MIB, SEED, assert_log_clean, check_oracle, checkpoints_logged, compactor,
     finish, make_topics, spread_topics, start_writers, wait_acked, wait_checkpoints,
     wait_shard_ready, wal_idxs,
 )
-from tests.integration.test_node_ops import names_on
-from tests.support import wait_for
+from tools.testing.node_harness import names_on
+from tools.testing.node_harness import wait_for
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.snapshot import load_newest
 from topics_actors.storage.wal_layout import list_wal_files

@@ -35,7 +35,7 @@ import pytest
 from tests.fault.mixed_workload import (
     RETAINING, crash_points, recover_and_check, run_to_crash,
 )
-from topics_actors.storage.crash_fs import POWER_MODES
+from tools.testing.crash_fs import POWER_MODES
 
 EXHAUSTIVE = os.environ.get("TOPICS_TEST_EXHAUSTIVE") == "1"
 PARTS = 6 if EXHAUSTIVE else 1

@@ -30,16 +30,16 @@ import sys
 import pytest
 
 from tests.fault.mixed_workload import recover_and_check, run_to_crash
-from tests.unit.conftest import ShardEnv, rec
+from tools.testing.shard_harness import ShardEnv, rec
+from tools.testing.crash_fs import CrashFs
 from topics_actors.storage import failpoint
-from topics_actors.storage.crash_fs import CrashFs
 from topics_actors.storage.wal_layout import prepare_layout
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "topics_actors"
 SITE_RE = re.compile(r'failpoint\.(?:hit|armed)\("([^"]+)"\)')
 PERSISTENCE_RE = re.compile(r"\b(?:fs|handle|_data|_idx)\.(?:open|rename|remove|rmdir|makedirs|"
                             r"sync_dir|write_all_at|sync_data|sync_all|set_len)\(")
-SEAM = {"fs.py", "fault_fs.py", "crash_fs.py", "failpoint.py"}
+SEAM = {"fs.py", "failpoint.py"}
 RECOVERY_SITES = ("recovery::mid_replay", "recovery::before_truncate")
 # Sites after a commit, where the reference panics: a crash site, not an I/O error site (an
 # error there would answer a write that is already durable with an error).

@@ -4,9 +4,9 @@ a shard killed by an environment-armed failpoint between fsync and ack.
     fault id         what strikes                                  where
     K-<role>         SIGKILL at a seeded random instant            one process of the kind:
                                                                    shard, compactor, reclaimer,
-                                                                   supervisor (tools/crashtest/
-                                                                   kills.py ROLES: one line per
-                                                                   kind, gateway included)
+                                                                   supervisor (tools/testing/
+                                                                   kill_table.py ROLES: one line
+                                                                   per kind, gateway included)
     K-STOP-SHARD     SIGSTOP of a shard past its heartbeat         a shard
                      deadline
     K-ORPHAN         SIGKILL of the supervisor while a shard is    the supervisor, a shard
@@ -17,7 +17,7 @@ a shard killed by an environment-armed failpoint between fsync and ack.
                      before its ack (the client retries with its
                      idempotency key)
 
-Method: tools/crashtest/load.py runs one writer thread per topic (fsync, disk, memory,
+Method: tools/testing/client_load.py runs one writer thread per topic (fsync, disk, memory,
 ephemeral, a churned topic), appending batches, deleting by seq and by tag, with an oracle.
 After the kill the node must heal (the victim restarted by the supervisor and ready; for
 the supervisor: a new supervisor started at once waits until every child of the old one
@@ -37,9 +37,9 @@ import time
 
 import pytest
 
-from tests.support import alive, wait_for
-from tools.crashtest.kills import ROLES
-from tools.crashtest.load import Load
+from tools.testing.client_load import Load
+from tools.testing.kill_table import ROLES
+from tools.testing.node_harness import alive, wait_for
 from topics_actors import fsck
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]

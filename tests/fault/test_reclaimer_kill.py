@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from tests.support import wait_for
+from tools.testing.node_harness import wait_for
 from topics_actors import fsck
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import wait_for
+from tools.testing.node_harness import wait_for
 
 FAST = {"TOPICS_CHECKPOINT_INTERVAL_MS": "300", "TOPICS_SEGMENT_MAX_EVENTS": "8",
         "TOPICS_RECLAIM_INTERVAL_MS": "200"}

@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from tests.integration.test_node_ops import names_on
-from tests.support import wait_for
+from tools.testing.node_harness import names_on
+from tools.testing.node_harness import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -3,7 +3,7 @@ dir and process group); a module sets NODE_ENV / NODE_SHARDS to configure it."""
 
 import pytest
 
-from tests.support import Node, alive
+from tools.testing.node_harness import Node, alive
 
 
 @pytest.fixture(scope="module")

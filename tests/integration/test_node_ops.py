@@ -13,20 +13,10 @@ import zmq
 
 from topics_actors.client import AsyncClient, TopicsError
 from topics_actors.protocol.envelope import PROTOCOL_VERSION
-from topics_actors.topic_identity import shard_of_name
+from tools.testing.node_harness import names_on
 from tests.support import wait_for
 
 pytestmark = pytest.mark.timeout(90)
-
-
-def names_on(shard: int, count: int, prefix: str = "t", shards: int = 2) -> list[str]:
-    names, i = [], 0
-    while len(names) < count:
-        name = f"{prefix}{i}"
-        if shard_of_name(name, shards) == shard:
-            names.append(name)
-        i += 1
-    return names
 
 
 @pytest.fixture

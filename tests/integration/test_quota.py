@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from topics_actors.client import TopicsError
-from tests.integration.test_node_ops import names_on
+from tools.testing.node_harness import names_on
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]
 

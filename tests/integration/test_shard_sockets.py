@@ -26,7 +26,7 @@ from topics_actors.shard.shard_server import ShardServer
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import prepare_layout
 from tests.support import wait_for
-from tests.unit.conftest import ShardHarness
+from tools.testing.shard_harness import ShardHarness
 
 pytestmark = pytest.mark.timeout(30)
 

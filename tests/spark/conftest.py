@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.support import Node, alive
+from tools.testing.node_harness import Node, alive
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

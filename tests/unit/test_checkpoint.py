@@ -21,12 +21,12 @@ from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.compactor.segment_ledger import SegmentLimits
 from topics_actors.protocol.messages import Absorbed, Append, Checkpoint, DeleteTopic
 from topics_actors.shard.record_append import HEAD_RESERVE
-from topics_actors.storage.fault_fs import FaultFs
+from tools.testing.fault_fs import FaultFs
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.snapshot import (
     decode_snapshot, list_snapshots, meta_dir, read_file, snapshot_path,
 )
-from tests.unit.conftest import ShardEnv, rec
+from tools.testing.shard_harness import ShardEnv, rec
 
 GROUP = "0001/shard-00"
 PAD = b"x" * 40

@@ -20,10 +20,10 @@ from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import Absorbed, Append, DeleteTopic, Diff, GetTopic
 from topics_actors.shard.record_append import HEAD_RESERVE
 from topics_actors.storage import failpoint
-from topics_actors.storage.fault_fs import MUTATING, FaultFs
+from tools.testing.fault_fs import MUTATING, FaultFs
 from topics_actors.storage.segment import IDX_ENTRY, data_path, idx_path
 from topics_actors.storage.snapshot import HEADER_BYTES, snapshot_path
-from tests.unit.conftest import ShardEnv, rec
+from tools.testing.shard_harness import ShardEnv, rec
 from tests.unit.test_checkpoint import (
     barrier, body, bulk, checkpoint_idx, seg_files, snapshot_ids, state, wal_idxs,
 )

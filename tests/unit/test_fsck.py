@@ -1,4 +1,4 @@
-"""topics fsck (topics_actors/fsck.py, `topics fsck`): real data dirs built in-process by the
+"""topics fsck (topics_actors/fsck/, `topics fsck`): real data dirs built in-process by the
 shard harness and the checkpointer, then damaged byte by byte; every problem must name its
 file and offset, the exit code must follow the worst severity, and the check must never
 change a byte of the dir."""
@@ -21,7 +21,7 @@ from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import DEL_DELETED, IDX_ENTRY, IDX_ENTRY_BYTES
 from topics_actors.storage.snapshot import list_snapshots
 from topics_actors.storage.wal_scan import FileScan
-from tests.unit.conftest import rec
+from tools.testing.shard_harness import rec
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 WAL = "wal/shard-00/wal-0000000000000001.log"

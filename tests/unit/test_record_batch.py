@@ -23,7 +23,7 @@ from topics_actors.limits import (
 from topics_actors.protocol.messages import Append, Diff, GetTopic
 from topics_actors.record_batch import VouchedRecords, stage_batch
 from topics_actors.shard.shard_server import admitted
-from tests.unit.conftest import rec
+from tools.testing.shard_harness import rec
 
 BATCH = [[b'{"a":1}'], [b"2", None, None, None], [b'"x"', "tag", "node", b'{"k":"v"}'],
          [b"[3]", None, "n2"]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.conftest import rec
+from tools.testing.shard_harness import rec
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import Absorbed, Append, Checkpoint, DeleteRecords, Diff
 from topics_actors.ledger.delete_rules import parse_match

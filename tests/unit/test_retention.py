@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.unit.conftest import rec
+from tools.testing.shard_harness import rec
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import Append, Diff, GetTopic, Retain
 from topics_actors.storage.frame_types import FrameType

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from topics_actors.errors import CorruptionError
 from topics_actors.storage import segment as seg
-from topics_actors.storage.fault_fs import FaultFs
+from tools.testing.fault_fs import FaultFs
 from topics_actors.storage.frame import encode_frame
 from topics_actors.storage.frame_types import (
     FLAG_DURABLE, FLAG_META, FLAG_NODE, FLAG_TAG, FrameType,

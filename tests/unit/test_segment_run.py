@@ -28,7 +28,7 @@ from topics_actors.record_envelope import data as envelope_data
 from topics_actors.record_envelope import has_meta
 from topics_actors.storage.frame_types import FLAG_META
 from topics_actors.storage.segment_run import Columns, decode_run
-from tests.unit.conftest import rec
+from tools.testing.shard_harness import rec
 
 FIRST = 7
 

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tests.unit.conftest import ShardEnv, rec
+from tools.testing.shard_harness import ShardEnv, rec
 from tests.unit.test_checkpoint_faults import CrashPoint, SweepFs
 from topics_actors import fsck
 from topics_actors.protocol.messages import DeleteRecords, DeleteTopic

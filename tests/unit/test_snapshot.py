@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from topics_actors.errors import CorruptionError
 from topics_actors.storage import failpoint
 from topics_actors.storage import snapshot as snap
-from topics_actors.storage.fault_fs import FaultFs
+from tools.testing.fault_fs import FaultFs
 from topics_actors.storage.fs import RealFs
 
 OLD = {"id": 1, "ts": 1000, "next_topic_id": 3, "checkpoint": {"shards": [[1, 4096]]},

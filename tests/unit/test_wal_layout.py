@@ -7,7 +7,7 @@ import os
 import orjson
 import pytest
 
-from topics_actors.storage.fault_fs import FaultFs
+from tools.testing.fault_fs import FaultFs
 from topics_actors.storage.wal_layout import (
     group_dir, list_wal_files, prepare_layout, read_layout, replay_groups, wal_file_name,
     wal_root,

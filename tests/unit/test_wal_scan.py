@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from topics_actors.storage.fault_fs import FaultFs
+from tools.testing.fault_fs import FaultFs
 from topics_actors.storage.frame import encode
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.fs import RealFs

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from topics_actors.errors import StorageError
-from topics_actors.storage.fault_fs import FaultFs
+from tools.testing.fault_fs import FaultFs
 from topics_actors.storage.frame import encode
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.wal_layout import list_wal_files, wal_file_name

@@ -3,15 +3,14 @@
     python -m tools.crashtest [--iterations N] [--duration-s S] [--seed K] [--shards N]
                               [--roles shard,compactor,...] [--data-dir DIR]
 
-Each iteration: the mixed load of tools/crashtest/load.py runs; at a seeded random instant
-one process of a seeded random kind (tools/crashtest/kills.py ROLES) gets SIGKILL; the
-node must heal (the supervisor restarts the victim; for a killed supervisor a new one
-starts at once on the same front port and waits for the old children to exit by
-themselves); the load must progress;
-then it pauses and the oracle checks every topic. One progress line per iteration; at the
-end a clean stop, fsck, and a summary: iterations, kills per kind, acked writes verified,
-violations. Exit status 1 on any violation. Stops after --iterations or --duration-s,
-whichever comes first (0: no limit of that kind).
+Each iteration: the mixed load of tools/testing/client_load.py runs; at a seeded random
+instant one process of a seeded random kind (tools/testing/kill_table.py ROLES) gets
+SIGKILL; the node must heal (the supervisor restarts the victim; for a killed supervisor a
+new one starts at once on the same front port and waits for the old children to exit by
+themselves); the load must progress; then it pauses and the oracle checks every topic. One
+progress line per iteration; at the end a clean stop, fsck, and a summary: iterations, kills
+per kind, acked writes verified, violations. Exit status 1 on any violation. Stops after
+--iterations or --duration-s, whichever comes first (0: no limit of that kind).
 """
 
 from __future__ import annotations
@@ -25,9 +24,9 @@ import sys
 import tempfile
 import time
 
-from tests.support import Node, wait_for
-from tools.crashtest.kills import ROLES
-from tools.crashtest.load import Load
+from tools.testing.client_load import Load
+from tools.testing.kill_table import ROLES
+from tools.testing.node_harness import Node, wait_for
 from topics_actors import fsck
 
 NODE_ENV = {"TOPICS_CHECKPOINT_INTERVAL_MS": "500", "TOPICS_SEGMENT_MAX_EVENTS": "200",

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from topics_actors.compactor.segment_ledger import SegmentLedger, SegmentLimits
 from topics_actors.errors import CorruptionError
 from topics_actors.storage import failpoint, snapshot
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment_sweep import remove_dir
 from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.wal_layout import (
@@ -34,7 +34,7 @@ CHUNK_FRAMES = 16_384
 
 
 class Checkpointer:
-    def __init__(self, fs: RealFs, data_dir: str, limits: SegmentLimits = SegmentLimits(),
+    def __init__(self, fs: Fs, data_dir: str, limits: SegmentLimits = SegmentLimits(),
                  clock: Callable[[], int] | None = None, tiers: Tiers | None = None):
         self.fs = fs
         self.data_dir = data_dir

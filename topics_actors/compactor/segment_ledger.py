@@ -22,7 +22,7 @@ from topics_actors.ledger.topic_ledger import TopicLedger, snapshot_entry
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
 from topics_actors.storage import failpoint
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.segment import (
     OpenSegment, SegmentReader, data_path, flip_deleted, sync_file, topic_dir,
@@ -40,7 +40,7 @@ class SegmentLimits:
 
 
 class SegmentLedger(TopicLedger):
-    def __init__(self, fs: RealFs, data_dir: str, limits: SegmentLimits, now_ms: int,
+    def __init__(self, fs: Fs, data_dir: str, limits: SegmentLimits, now_ms: int,
                  tiers: Tiers | None = None):
         super().__init__(now_ms)
         self.fs = fs

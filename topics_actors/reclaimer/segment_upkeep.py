@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable
 
 from topics_actors.storage import failpoint, segment_sweep, snapshot
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment import (
     DEL_LIVE, data_path, idx_entry, idx_path, topic_dir,
 )
@@ -36,7 +36,7 @@ LOCK_WAIT_S = 120.0      # a checkpoint of a large backlog holds the lock for se
 
 
 class SegmentUpkeep:
-    def __init__(self, fs: RealFs, tiers: Tiers, lock: SegmentLock, hot_retain_segments: int):
+    def __init__(self, fs: Fs, tiers: Tiers, lock: SegmentLock, hot_retain_segments: int):
         self.fs = fs
         self.tiers = tiers
         self.lock = lock

@@ -19,7 +19,7 @@ from topics_actors.shard.wal_file_set import WalFileSet
 from topics_actors.storage import frame_body
 from topics_actors.storage.file_table import OFFSET_BITS
 from topics_actors.storage.frame_types import FrameType
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment import topic_dir
 from topics_actors.storage.snapshot import decode_snapshot, read_file, snapshot_path
 
@@ -37,13 +37,13 @@ def barrier_request(stager: BatchStager, wal: WalFileSet, registry: TopicRegistr
         "accounting": accounting_rows(registry)})
 
 
-def absorb_request(fs: RealFs, data_dir: str, wal: WalFileSet, registry: TopicRegistry,
+def absorb_request(fs: Fs, data_dir: str, wal: WalFileSet, registry: TopicRegistry,
                    snap_id: int) -> Staged:
     """`absorbed`: take in a durable snapshot (a read: it logs nothing)."""
     return read_op(lambda info: absorb_snapshot(fs, data_dir, wal, registry, snap_id))
 
 
-def absorb_snapshot(fs: RealFs, data_dir: str, wal: WalFileSet, registry: TopicRegistry,
+def absorb_snapshot(fs: Fs, data_dir: str, wal: WalFileSet, registry: TopicRegistry,
                     snap_id: int) -> dict:
     if snap_id <= wal.snapshot_id:
         return {"snapshot_id": wal.snapshot_id, "topics": 0, "removed_files": 0}

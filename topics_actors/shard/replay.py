@@ -28,7 +28,7 @@ from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.shard.wal_file_set import WalFileSet
 from topics_actors.storage import failpoint
 from topics_actors.storage.file_table import make_loc
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment import topic_dir
 from topics_actors.storage.snapshot import BODY_KEYS, load_newest
 from topics_actors.storage.wal_layout import (
@@ -69,7 +69,7 @@ class ShardLedger(TopicLedger):
 
 
 class Replay:
-    def __init__(self, fs: RealFs, options: ShardOptions, registry: TopicRegistry,
+    def __init__(self, fs: Fs, options: ShardOptions, registry: TopicRegistry,
                  wal: WalFileSet, reader: RecordReader, clock):
         self.fs = fs
         self.options = options

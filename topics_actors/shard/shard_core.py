@@ -39,7 +39,7 @@ from topics_actors.shard.replay import Replay
 from topics_actors.shard.shard_stats import ShardStats
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.shard.wal_file_set import WalFileSet
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment import SegmentReader
 from topics_actors.storage.segment_tier import Tiers
 from topics_actors.topic_identity import topic_id
@@ -54,7 +54,7 @@ def now_ms() -> int:
 
 
 class ShardCore:
-    def __init__(self, fs: RealFs, options: ShardOptions, clock: Callable[[], int] = now_ms):
+    def __init__(self, fs: Fs, options: ShardOptions, clock: Callable[[], int] = now_ms):
         self.fs = fs
         self.options = options
         self.clock = clock

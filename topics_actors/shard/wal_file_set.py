@@ -18,7 +18,7 @@ from topics_actors.errors import InvariantViolation
 from topics_actors.shard.shard_stats import ShardStats
 from topics_actors.storage import failpoint
 from topics_actors.storage.file_table import FileTable
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 from topics_actors.storage.wal_layout import group_dir, list_wal_files, shard_key, wal_file_name
 from topics_actors.storage.wal_writer import WalWriter
 
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 class WalFileSet:
-    def __init__(self, fs: RealFs, options: ShardOptions, stats: ShardStats):
+    def __init__(self, fs: Fs, options: ShardOptions, stats: ShardStats):
         self.fs = fs
         self.shard = options.shard
         self.stats = stats

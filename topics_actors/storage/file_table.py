@@ -11,7 +11,7 @@ import mmap
 from typing import NamedTuple
 
 from topics_actors.storage.frame import HEADER, HEADER_BYTES
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 
 OFFSET_BITS = 40
 OFFSET_MASK = (1 << OFFSET_BITS) - 1
@@ -31,7 +31,7 @@ def make_loc(file_no: int, offset: int) -> int:
 
 
 class FileTable:
-    def __init__(self, fs: RealFs):
+    def __init__(self, fs: Fs):
         self.fs = fs
         self._paths: dict[int, str] = {}
         self._views: dict[int, object] = {}

@@ -1,13 +1,78 @@
-"""The Fs seam: every persistence call of the engine goes through these two classes.
+"""The Fs seam: every persistence call of the engine goes through an Fs and its files.
 
-Production uses RealFs. Tests wrap it (storage.fault_fs.FaultFs) to inject EIO, ENOSPC,
-short writes and crashes at a chosen call, so every call site here is a fault site.
+`Fs` and `FsFile` are the protocols the engine codes against: a function that touches the
+disk takes an `Fs`. Production constructs `RealFs` (plain POSIX calls). Tests pass wrappers
+from tools/testing (FaultFs injects EIO, ENOSPC and short writes at a chosen call; CrashFs
+dies at one, then loses power), so every call site of the seam is a fault site.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+from typing import Protocol, runtime_checkable
+
+
+# runtime_checkable: a unit test holds RealFs and the wrappers of tools/testing to both.
+@runtime_checkable
+class FsFile(Protocol):
+    """An open file addressed by offset, as the engine uses it."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def fd(self) -> int: ...
+
+    def write_at(self, data: bytes | memoryview, offset: int) -> int: ...
+
+    def write_all_at(self, data: bytes | memoryview, offset: int) -> None:
+        """Every byte written, short writes retried; a write without progress raises."""
+
+    def read_at(self, size: int, offset: int) -> bytes: ...
+
+    def sync_data(self) -> None: ...
+
+    def sync_all(self) -> None: ...
+
+    def set_len(self, size: int) -> None: ...
+
+    def size(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Fs(Protocol):
+    """The file system calls the engine makes (RealFs; FaultFs and CrashFs in tools/testing)."""
+
+    def open(self, path: str, create: bool = False, truncate: bool = False) -> FsFile: ...
+
+    def open_read(self, path: str) -> FsFile: ...
+
+    def map_read(self, path: str) -> mmap.mmap | bytes:
+        """A read-only view of a whole file (b"" for an empty one)."""
+
+    def rename(self, src: str, dst: str) -> None: ...
+
+    def remove(self, path: str) -> None: ...
+
+    def listdir(self, path: str) -> list[str]:
+        """The names in `path`, sorted."""
+
+    def rmdir(self, path: str) -> None: ...
+
+    def makedirs(self, path: str) -> None:
+        """Create `path` and its missing parents; an existing directory is fine."""
+
+    def exists(self, path: str) -> bool: ...
+
+    def is_dir(self, path: str) -> bool: ...
+
+    def file_size(self, path: str) -> int: ...
+
+    def sync_dir(self, path: str) -> None:
+        """Make the entries of directory `path` (creates, renames, removes) durable."""
 
 
 class File:

@@ -43,7 +43,7 @@ from topics_actors.errors import CorruptionError
 from topics_actors.storage import failpoint
 from topics_actors.storage.frame import HEADER
 from topics_actors.storage.frame_types import FLAG_META, FLAG_NODE, FLAG_TAG
-from topics_actors.storage.fs import File, RealFs
+from topics_actors.storage.fs import Fs, FsFile
 
 SEGMENT_FORMAT_VERSION = 1
 DATA_HEADER = struct.Struct("<IBQQHHI")
@@ -87,7 +87,7 @@ def idx_path(topic_dir: str, first_seq: int) -> str:
     return os.path.join(topic_dir, segment_stem(first_seq) + ".idx")
 
 
-def list_segment_files(fs: RealFs, topic_dir: str) -> dict[int, set[str]]:
+def list_segment_files(fs: Fs, topic_dir: str) -> dict[int, set[str]]:
     """first_seq -> the parts present ("data", "idx"), transient .tmp files excluded."""
     found: dict[int, set[str]] = {}
     for name in fs.listdir(topic_dir):
@@ -201,7 +201,7 @@ class OpenSegment:
     first, so an .idx entry never points at bytes that are not durable) and closes them, so
     the compactor holds no descriptor per topic between checkpoints."""
 
-    def __init__(self, fs: RealFs, topic_dir: str, first_seq: int, data_len: int = 0,
+    def __init__(self, fs: Fs, topic_dir: str, first_seq: int, data_len: int = 0,
                  count: int = 0):
         self.fs = fs
         self.topic_dir = topic_dir
@@ -211,8 +211,8 @@ class OpenSegment:
         self.data_buf = bytearray()
         self.idx_buf = bytearray()
         self.first_ts = 0
-        self._data: File | None = None
-        self._idx: File | None = None
+        self._data: FsFile | None = None
+        self._idx: FsFile | None = None
 
     def open(self) -> None:
         """Open (create) both files; all or nothing, so a failed open is simply tried again
@@ -267,7 +267,7 @@ class OpenSegment:
         self._data = self._idx = None
 
 
-def flip_deleted(fs: RealFs, topic_dir: str, first_seq: int, seq: int) -> None:
+def flip_deleted(fs: Fs, topic_dir: str, first_seq: int, seq: int) -> None:
     """Mark `seq` deleted in place: its del byte (outside the checksum) becomes 0xD5. Not
     synced here: the caller syncs each touched file once (sync_file)."""
     idx = fs.open_read(idx_path(topic_dir, first_seq))
@@ -285,7 +285,7 @@ def flip_deleted(fs: RealFs, topic_dir: str, first_seq: int, seq: int) -> None:
         handle.close()
 
 
-def sync_file(fs: RealFs, path: str) -> None:
+def sync_file(fs: Fs, path: str) -> None:
     handle = fs.open(path)
     try:
         handle.sync_data()
@@ -298,7 +298,7 @@ def sync_file(fs: RealFs, path: str) -> None:
 class SegmentReader:
     """Maps segment files on demand and keeps the most recently used ones mapped."""
 
-    def __init__(self, fs: RealFs, max_open: int = 256, tiers=None):
+    def __init__(self, fs: Fs, max_open: int = 256, tiers=None):
         self.fs = fs
         self.max_open = max_open
         self.tiers = tiers       # segment_tier.Tiers: look in the cold tier too

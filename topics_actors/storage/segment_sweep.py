@@ -15,14 +15,14 @@ import os
 
 from topics_actors.errors import TopicsError
 from topics_actors.storage import failpoint, snapshot
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment import list_segment_files, segment_stem
 from topics_actors.storage.segment_tier import Tiers
 
 log = logging.getLogger(__name__)
 
 
-def snapshot_bodies(fs: RealFs, data_dir: str) -> list[dict] | None:
+def snapshot_bodies(fs: Fs, data_dir: str) -> list[dict] | None:
     """Every snapshot on disk, decoded and checked, newest first; None when one cannot be
     read (then nothing may be removed)."""
     bodies = []
@@ -49,7 +49,7 @@ def kept_segments(bodies: list[dict]) -> dict[str, set[int]]:
     return keep
 
 
-def sweep(fs: RealFs, tiers: Tiers, keep: dict[str, set[int]]) -> int:
+def sweep(fs: Fs, tiers: Tiers, keep: dict[str, set[int]]) -> int:
     """Remove unlisted segment files and topic directories in every tier; returns the
     number of files removed."""
     removed = 0
@@ -67,7 +67,7 @@ def sweep(fs: RealFs, tiers: Tiers, keep: dict[str, set[int]]) -> int:
     return removed
 
 
-def remove_segment(fs: RealFs, directory: str, first: int, parts: set[str]) -> int:
+def remove_segment(fs: Fs, directory: str, first: int, parts: set[str]) -> int:
     """Unlink a segment's files, .data first (a lone .idx is never a complete segment),
     tolerating files already gone, then sync the directory."""
     for i, part in enumerate(sorted(parts)):
@@ -82,7 +82,7 @@ def remove_segment(fs: RealFs, directory: str, first: int, parts: set[str]) -> i
     return len(parts)
 
 
-def remove_dir(fs: RealFs, directory: str) -> None:
+def remove_dir(fs: Fs, directory: str) -> None:
     """Remove a directory and the files in it."""
     for name in fs.listdir(directory):
         fs.remove(os.path.join(directory, name))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment import data_path
 
 
@@ -25,7 +25,7 @@ class Tiers:
             return None
         return os.path.join(self.cold_dir, os.path.relpath(hot_topic_dir, self.data_dir))
 
-    def resolve(self, fs: RealFs, hot_topic_dir: str, first_seq: int) -> str:
+    def resolve(self, fs: Fs, hot_topic_dir: str, first_seq: int) -> str:
         """The directory holding the segment: hot when its .data is there, else cold (when
         the cold tier has it); the hot directory when neither has it."""
         cold = self.cold_of(hot_topic_dir)

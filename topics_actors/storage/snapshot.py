@@ -28,7 +28,7 @@ import xxhash
 
 from topics_actors.errors import CorruptionError
 from topics_actors.storage import failpoint
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def decode_snapshot(data: bytes) -> dict:
     return decoded
 
 
-def list_snapshots(fs: RealFs, data_dir: str) -> list[tuple[int, str]]:
+def list_snapshots(fs: Fs, data_dir: str) -> list[tuple[int, str]]:
     """(id, path) of every snapshot file, newest first."""
     directory = meta_dir(data_dir)
     if not fs.is_dir(directory):
@@ -88,7 +88,7 @@ def list_snapshots(fs: RealFs, data_dir: str) -> list[tuple[int, str]]:
     return sorted(found, reverse=True)
 
 
-def read_file(fs: RealFs, path: str) -> bytes:
+def read_file(fs: Fs, path: str) -> bytes:
     handle = fs.open_read(path)
     try:
         size = handle.size()
@@ -97,7 +97,7 @@ def read_file(fs: RealFs, path: str) -> bytes:
         handle.close()
 
 
-def load_newest(fs: RealFs, data_dir: str,
+def load_newest(fs: Fs, data_dir: str,
                 required: tuple[str, ...] = ()) -> tuple[int, dict] | None:
     """(id, body) of the newest snapshot that passes every check, or None. A body lacking
     one of the `required` keys counts as bad: recovery could not use it."""
@@ -113,7 +113,7 @@ def load_newest(fs: RealFs, data_dir: str,
     return None
 
 
-def write_snapshot(fs: RealFs, data_dir: str, snap_id: int, body: dict) -> str:
+def write_snapshot(fs: Fs, data_dir: str, snap_id: int, body: dict) -> str:
     """Write snapshot `snap_id` atomically: tmp, fsync, rename, fsync meta/. When this
     returns the snapshot is durable; a crash before that leaves the previous one in force."""
     directory = meta_dir(data_dir)
@@ -135,7 +135,7 @@ def write_snapshot(fs: RealFs, data_dir: str, snap_id: int, body: dict) -> str:
     return path
 
 
-def prune(fs: RealFs, data_dir: str, keep_id: int) -> int:
+def prune(fs: Fs, data_dir: str, keep_id: int) -> int:
     """Remove every snapshot older than `keep_id` and stray .tmp files; returns the count."""
     failpoint.hit("snapshot::before_prune")
     removed = 0

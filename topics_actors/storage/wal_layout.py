@@ -24,7 +24,7 @@ import re
 import orjson
 
 from topics_actors.storage import failpoint
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 
 WAL_FILE_RE = re.compile(r"^wal-(\d{16})\.log$")
 PRE_SUFFIX = ".pre"
@@ -44,7 +44,7 @@ def wal_file_name(idx: int) -> str:
     return f"wal-{idx:016d}.log"
 
 
-def list_wal_files(fs: RealFs, directory: str) -> list[tuple[int, str]]:
+def list_wal_files(fs: Fs, directory: str) -> list[tuple[int, str]]:
     """(idx, path) of the WAL files of one group, oldest first."""
     if not fs.is_dir(directory):
         return []
@@ -56,7 +56,7 @@ def list_wal_files(fs: RealFs, directory: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def read_layout(fs: RealFs, data_dir: str) -> dict | None:
+def read_layout(fs: Fs, data_dir: str) -> dict | None:
     path = os.path.join(wal_root(data_dir), "LAYOUT")
     if not fs.exists(path):
         return None
@@ -67,7 +67,7 @@ def read_layout(fs: RealFs, data_dir: str) -> dict | None:
         handle.close()
 
 
-def _write_layout(fs: RealFs, data_dir: str, shards: int, generation: int) -> None:
+def _write_layout(fs: Fs, data_dir: str, shards: int, generation: int) -> None:
     root = wal_root(data_dir)
     tmp = os.path.join(root, "LAYOUT.tmp")
     handle = fs.open(tmp, create=True, truncate=True)
@@ -81,7 +81,7 @@ def _write_layout(fs: RealFs, data_dir: str, shards: int, generation: int) -> No
     fs.sync_dir(root)
 
 
-def prepare_layout(fs: RealFs, data_dir: str, shards: int) -> int:
+def prepare_layout(fs: Fs, data_dir: str, shards: int) -> int:
     """Make the on-disk layout match `shards`, retiring the old groups if it changed.
 
     Idempotent and crash-safe: LAYOUT is rewritten last, so a crash midway is finished by the
@@ -109,7 +109,7 @@ def prepare_layout(fs: RealFs, data_dir: str, shards: int) -> int:
     return generation
 
 
-def _retire(fs: RealFs, root: str, generation: int) -> None:
+def _retire(fs: Fs, root: str, generation: int) -> None:
     retired = os.path.join(root, f"retired-{generation:04d}")
     fs.makedirs(retired)
     for name in fs.listdir(root):
@@ -120,7 +120,7 @@ def _retire(fs: RealFs, root: str, generation: int) -> None:
     fs.sync_dir(root)
 
 
-def layout_generation(fs: RealFs, data_dir: str) -> int:
+def layout_generation(fs: Fs, data_dir: str) -> int:
     layout = read_layout(fs, data_dir)
     return layout["generation"] if layout else 1
 
@@ -142,7 +142,7 @@ def key_shard(key: str) -> int:
     return int(key.rsplit("-", 1)[1])
 
 
-def retired_groups(fs: RealFs, data_dir: str) -> list[tuple[str, str]]:
+def retired_groups(fs: Fs, data_dir: str) -> list[tuple[str, str]]:
     """(key, dir) of every retired group, oldest generation first."""
     root = wal_root(data_dir)
     groups: list[tuple[str, str]] = []
@@ -161,7 +161,7 @@ def retired_groups(fs: RealFs, data_dir: str) -> list[tuple[str, str]]:
     return groups
 
 
-def replay_groups(fs: RealFs, data_dir: str, shard: int) -> list[tuple[str, str]]:
+def replay_groups(fs: Fs, data_dir: str, shard: int) -> list[tuple[str, str]]:
     """(key, dir) of every group a shard must read, in replay order: retired generations
     oldest first (every group of each, since topics moved), then its own current group."""
     own = (shard_key(layout_generation(fs, data_dir), shard), group_dir(data_dir, shard))

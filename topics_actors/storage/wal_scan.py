@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from topics_actors.storage.frame import HEADER, FRAME_LEN_MIN, Frame, decode_at
-from topics_actors.storage.fs import RealFs
+from topics_actors.storage.fs import Fs
 
 
 class FileScan:
     """One pass over a WAL file. After `frames()` is exhausted, `valid_len` is the end of the
     last valid frame and `end_reason` says why the scan stopped."""
 
-    def __init__(self, fs: RealFs, path: str):
+    def __init__(self, fs: Fs, path: str):
         self.path = path
         self.view = fs.map_read(path)
         self.size = len(self.view)

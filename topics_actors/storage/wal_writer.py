@@ -15,7 +15,7 @@ import time
 
 from topics_actors.errors import StorageError
 from topics_actors.storage import failpoint
-from topics_actors.storage.fs import File, RealFs
+from topics_actors.storage.fs import Fs, FsFile
 from topics_actors.storage.wal_layout import PRE_SUFFIX, wal_file_name
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ WAL_FILE_BYTES_DEFAULT = 64 * 1024 * 1024
 _ZERO_CHUNK = bytes(1024 * 1024)
 
 
-def zero_fill(handle: File, start: int, end: int) -> None:
+def zero_fill(handle: FsFile, start: int, end: int) -> None:
     offset = start
     while offset < end:
         n = min(len(_ZERO_CHUNK), end - offset)
@@ -35,7 +35,7 @@ def zero_fill(handle: File, start: int, end: int) -> None:
 class Preallocator:
     """Prepares the next WAL file (zeroed, fsynced, named .pre) on a helper thread."""
 
-    def __init__(self, fs: RealFs, directory: str, file_bytes: int, background: bool):
+    def __init__(self, fs: Fs, directory: str, file_bytes: int, background: bool):
         self.fs = fs
         self.directory = directory
         self.file_bytes = file_bytes
@@ -97,13 +97,13 @@ class WalWriter:
     acked; if even that fails the writer latches and refuses every later write.
     """
 
-    def __init__(self, fs: RealFs, directory: str, file_bytes: int = WAL_FILE_BYTES_DEFAULT,
+    def __init__(self, fs: Fs, directory: str, file_bytes: int = WAL_FILE_BYTES_DEFAULT,
                  background_prealloc: bool = True):
         self.fs = fs
         self.directory = directory
         self.file_bytes = file_bytes
         self.prealloc = Preallocator(fs, directory, file_bytes, background_prealloc)
-        self.handle: File | None = None
+        self.handle: FsFile | None = None
         self.idx = 0
         self.tail = 0
         self.capacity = 0

@@ -13,7 +13,7 @@ import random
 import signal
 import time
 
-from tests.support import alive, wait_for
+from tools.testing.node_harness import alive, wait_for
 
 HEAL_TIMEOUT_S = 60
 

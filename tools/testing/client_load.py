@@ -1,4 +1,5 @@
-"""A mixed client load with an oracle, for kill tests (tools/crashtest, the kill matrix).
+"""A mixed client load with an oracle, for kill tests (tools/crashtest, the kill matrix
+tests/fault/test_kill_matrix.py).
 
 One thread per topic, so each topic's oracle is written by one thread only: fsync, disk,
 memory and ephemeral topics get batches of 1-3 records (tags `keep`/`drop`, meta on some),

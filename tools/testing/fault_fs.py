@@ -1,10 +1,10 @@
-"""FaultFs: the Fs seam (storage.fs) with injectable faults, for tests.
+"""FaultFs: the Fs seam (topics_actors/storage/fs.py) with injectable faults, for tests.
 
-FaultFs wraps a RealFs and hands out FaultFile objects; both count every call per op class
-(`counts`), including the mutating ones, so a test can assert how many writes or syncs
-happened. A fault is armed on an op class and fires at its N-th call (0-based, counted
-globally over all files of this FaultFs), either `once` (only call N) or `always` (call N and
-every later call):
+FaultFs wraps an Fs (a RealFs by default) and hands out FaultFile objects; both count every
+call per op class (`counts`), including the mutating ones, so a test can assert how many
+writes or syncs happened. A fault is armed on an op class and fires at its N-th call
+(0-based, counted globally over all files of this FaultFs), either `once` (only call N) or
+`always` (call N and every later call):
 
     op class    where                 kinds
     write_at    FaultFile.write_at    eio, enospc, short (writes and returns half: len // 2)
@@ -35,7 +35,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
-from topics_actors.storage.fs import File, RealFs
+from topics_actors.storage.fs import File, Fs, FsFile, RealFs
 
 KINDS = {"eio": errno.EIO, "enospc": errno.ENOSPC, "short": None}
 MUTATING = ("write_at", "sync_data", "sync_all", "set_len", "open", "rename", "remove",
@@ -56,7 +56,7 @@ class Fault:
 class FaultFs:
     file_class: type = None   # FaultFile (set below); a subclass may hand out its own files
 
-    def __init__(self, inner: RealFs | None = None):
+    def __init__(self, inner: Fs | None = None):
         self.inner = inner or RealFs()
         self.counts: Counter[str] = Counter()
         self.faults: list[Fault] = []
@@ -151,7 +151,7 @@ class FaultFs:
 class FaultFile:
     """An inner File whose calls are counted and may fail."""
 
-    def __init__(self, fs: FaultFs, inner: File):
+    def __init__(self, fs: FaultFs, inner: FsFile):
         self.fs = fs
         self.inner = inner
         self.path = inner.path

@@ -32,9 +32,9 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 
+from tools.testing.fault_fs import MUTATING, FaultFile, FaultFs
 from topics_actors.storage import failpoint
-from topics_actors.storage.fault_fs import MUTATING, FaultFile, FaultFs
-from topics_actors.storage.fs import File, RealFs
+from topics_actors.storage.fs import File, Fs
 
 POWER_MODES = ("keep", "drop", "torn", "garble")
 
@@ -110,7 +110,7 @@ class CrashFile(FaultFile):
 class CrashFs(FaultFs):
     file_class = CrashFile
 
-    def __init__(self, inner: RealFs | None = None, grave: str | None = None,
+    def __init__(self, inner: Fs | None = None, grave: str | None = None,
                  real_sync: bool = False):
         super().__init__(inner)
         self.real_sync = real_sync      # the model decides what a sync keeps; the device
