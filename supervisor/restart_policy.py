@@ -51,7 +51,7 @@ class RestartPolicy:
         `max_restarts` within `window_ms`."""
         if not was_ready:
             self.failed_starts_ns.append(self.clock_ns())
-            if self.max_restarts and self.failed_starts() > self.max_restarts:
+            if self.failed_starts() > self.max_restarts > 0:    # failed_starts() prunes
                 return None
         if uptime_ms >= self.stable_after_ms:
             self.consecutive_failures = 0
