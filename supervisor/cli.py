@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", help="data directory (TOPICS_DATA_DIR, ./topics-data)")
     serve.add_argument("--host", help="bind host (TOPICS_HOST, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="HTTP port (TOPICS_PORT, 4000; 0 = any)")
-    serve.add_argument("--zmq-port", type=int, help="ZeroMQ front port (TOPICS_ZMQ_PORT, 4001)")
+    serve.add_argument("--zmq-port", type=int,
+                       help="ZeroMQ front port (TOPICS_ZMQ_PORT, the HTTP port + 1)")
     serve.add_argument("--shards", type=int, help="WAL shards (TOPICS_WAL_SHARDS, min(cpus,8))")
     serve.add_argument("--port-file", help="write the chosen ports here as JSON")
     serve.set_defaults(func=_serve)

@@ -20,7 +20,10 @@ import orjson
 import xxhash
 import zmq
 
-from topics_actors.config import NodeConfig
+from topics_actors.config import (
+    NodeConfig, NodeWiring, compactor_options, encode_options, gateway_options,
+    reclaimer_options, shard_process_options,
+)
 from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.errors import ProtocolError, TopicsError
 from topics_actors.protocol import decode, encode_error, encode_reply
@@ -32,10 +35,12 @@ from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import prepare_layout
 from supervisor.data_lock import DataDirLock
 from supervisor.process_table import Child, ProcessTable, python_module_argv
+from supervisor.restart_policy import RestartPolicy
 
 log = logging.getLogger(__name__)
 
 POLL_MS = 100
+EXIT_CHILD_FLAPPING = 3     # a child failed to start too often (restart_policy); see OPERATIONS
 HTTP_BACKLOG = 1024
 _IPC_PATH_MAX = 100
 
@@ -81,12 +86,14 @@ class Supervisor:
     def __init__(self, config: NodeConfig):
         self.config = config
         self.stopping = False
+        self.exit_code = 0
         self.table = ProcessTable(self._state_changed)
         self.lock = DataDirLock(config.data_dir)
         self.ctx: zmq.Context | None = None
         self.zmq_port = 0
         self.http_port = 0
         self.http_sock: socket.socket | None = None
+        self.wiring: NodeWiring | None = None
         self.started_ms = time.time_ns() // 1_000_000
 
     # --- start-up ---------------------------------------------------------------------------
@@ -104,90 +111,47 @@ class Supervisor:
         self.ctx = zmq.Context(io_threads=1)
         self.control = self.ctx.socket(zmq.ROUTER)
         self.control.setsockopt(zmq.LINGER, 0)
-        self.control_endpoint = f"ipc://{self.run_dir}/control.sock"
-        self.quota_file = os.path.join(self.run_dir, "live-bytes")
-        self.control.bind(self.control_endpoint)
+        control_endpoint = f"ipc://{self.run_dir}/control.sock"
+        self.control.bind(control_endpoint)
         self.events = self.ctx.socket(zmq.PUB)
         self.events.setsockopt(zmq.LINGER, 0)
         self.events.bind(f"ipc://{self.run_dir}/events.sock")
         self.front = self.ctx.socket(zmq.ROUTER)
         self.front.setsockopt(zmq.LINGER, 0)
         self.front.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.front.bind(f"tcp://{cfg.host}:{cfg.zmq_port}")
+        self.front.bind(f"tcp://{cfg.host}:{cfg.front_port()}")
         self.zmq_port = int(self.front.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
         if cfg.gateway_workers:
             self.http_sock = listen_http(cfg.host, cfg.http_port)
             self.http_port = self.http_sock.getsockname()[1]
         else:
             self.http_port = cfg.http_port or _free_port(cfg.host)
+        self.wiring = NodeWiring(control_endpoint, self._front_endpoint(), self.zmq_port,
+                                 self.run_dir, os.getpid(), self.started_ms)
 
-    def _add_shards(self) -> None:
-        cfg = self.config
+    def _child(self, role: str, index: int, module: str, options_for, **spawn) -> None:
+        """Add a child whose argv is `python -m module --options <options_for(port)>`."""
+        def argv_for(port: int) -> list[str]:
+            return python_module_argv(module, "--options", encode_options(options_for(port)))
+        policy = RestartPolicy(max_restarts=self.config.restart_max,
+                               window_ms=self.config.restart_window_ms)
+        self.table.add(Child(role, index, argv_for, policy, **spawn))
+
+    def _add_children(self) -> None:
+        cfg, wiring = self.config, self.wiring
         for index in range(cfg.wal_shards):
-            def argv_for(port: int, index: int = index) -> list[str]:
-                return python_module_argv(
-                    "topics_actors.shard", "--data-dir", cfg.data_dir, "--shard", str(index),
-                    "--shards", str(cfg.wal_shards), "--host", cfg.host, "--port", str(port),
-                    "--ipc", os.path.join(self.run_dir, f"shard-{index:02d}.sock"),
-                    "--control", self.control_endpoint, "--parent-pid", str(os.getpid()),
-                    "--wal-file-bytes", str(cfg.wal_file_bytes),
-                    "--disk-flush-interval-ms", str(cfg.disk_flush_interval_ms),
-                    "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
-                    *self._quota_args(), *self._cold_args())
-            self.table.add(Child("shard", index, argv_for))
-
-    def _cold_args(self) -> list[str]:
-        return ["--cold-dir", self.config.cold_dir] if self.config.cold_dir else []
-
-    def _quota_args(self) -> list[str]:
-        """The live-bytes quota shared by the shards: a slot file zeroed at every start."""
-        if not self.config.max_total_bytes:
-            return []
-        return ["--quota-file", self.quota_file,
-                "--max-total-bytes", str(self.config.max_total_bytes)]
-
-    def _add_compactor(self) -> None:
-        cfg = self.config
-
-        def argv_for(_port: int) -> list[str]:
-            return python_module_argv(
-                "topics_actors.compactor", "--data-dir", cfg.data_dir,
-                "--front", self._front_endpoint(),
-                "--control", self.control_endpoint, "--parent-pid", str(os.getpid()),
-                "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
-                "--wal-file-bytes", str(cfg.wal_file_bytes),
-                "--checkpoint-wal-bytes", str(cfg.checkpoint_wal_bytes),
-                "--checkpoint-interval-ms", str(cfg.checkpoint_interval_ms),
-                "--segment-max-events", str(cfg.segment_max_events),
-                "--segment-max-bytes", str(cfg.segment_max_bytes),
-                "--segment-max-age-ms", str(cfg.segment_max_age_ms), *self._cold_args())
-        self.table.add(Child("compactor", 0, argv_for))
-
-    def _add_reclaimer(self) -> None:
-        cfg = self.config
-
-        def argv_for(_port: int) -> list[str]:
-            return python_module_argv(
-                "topics_actors.reclaimer", "--front", self._front_endpoint(),
-                "--control", self.control_endpoint, "--parent-pid", str(os.getpid()),
-                "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
-                "--reclaim-interval-ms", str(cfg.reclaim_interval_ms),
-                "--data-dir", cfg.data_dir, "--hot-retain-segments",
-                str(cfg.hot_retain_segments), *self._cold_args())
-        self.table.add(Child("reclaimer", 0, argv_for))
-
-    def _add_gateways(self) -> None:
-        cfg = self.config
+            self._child("shard", index, "topics_actors.shard",
+                        lambda port, index=index: shard_process_options(cfg, wiring, index,
+                                                                        port))
+        self._child("compactor", 0, "topics_actors.compactor",
+                    lambda _port: compactor_options(cfg, wiring))
+        self._child("reclaimer", 0, "topics_actors.reclaimer",
+                    lambda _port: reclaimer_options(cfg, wiring))
         fd = self.http_sock.fileno() if self.http_sock is not None else -1
         for index in range(cfg.gateway_workers):
-            def argv_for(_port: int, index: int = index) -> list[str]:
-                return python_module_argv(
-                    "topics_actors.gateway", "--listen-fd", str(fd), "--index", str(index),
-                    "--front", self._front_endpoint(), "--control", self.control_endpoint,
-                    "--parent-pid", str(os.getpid()),
-                    "--heartbeat-interval-ms", str(cfg.heartbeat_interval_ms),
-                    "--node-started-ms", str(self.started_ms))
-            self.table.add(Child("gateway", index, argv_for, pass_fds=(fd,)))
+            self._child("gateway", index, "topics_actors.gateway",
+                        lambda _port, index=index: gateway_options(cfg, wiring, index, fd),
+                        pass_fds=(fd,))
 
     def _front_endpoint(self) -> str:
         """How children reach the front: loopback when it listens on a wildcard."""
@@ -214,11 +178,8 @@ class Supervisor:
             if cfg.port_file:
                 write_port_file(cfg.port_file, {"http": self.http_port, "zmq": self.zmq_port})
             if cfg.max_total_bytes:
-                byte_quota.create_file(self.quota_file)
-            self._add_shards()
-            self._add_compactor()
-            self._add_reclaimer()
-            self._add_gateways()
+                byte_quota.create_file(self.wiring.quota_file)
+            self._add_children()
             for child in self.table.children:
                 self.table.spawn(child)
             self._install_signal_handlers()
@@ -227,7 +188,7 @@ class Supervisor:
             self._stop_answering("gateway")    # no new HTTP work, in-flight requests end
             self._stop_answering("compactor")
             self.table.stop_all(cfg.stop_grace_ms)
-            return 0
+            return self.exit_code
         finally:
             self._close()
 
@@ -295,7 +256,7 @@ class Supervisor:
                       and c.pid == msg.pid), None)
         if child is None:
             return   # a message from a process we did not spawn (or an old incarnation)
-        child.last_beat_ns = time.monotonic_ns()
+        child.last_beat_ns = self.table.clock_ns()
         if isinstance(msg, Hello):
             child.endpoint, child.ipc = msg.endpoint, msg.ipc
             child.port = int(msg.endpoint.rsplit(":", 1)[1]) if msg.endpoint else 0
@@ -330,11 +291,24 @@ class Supervisor:
 
     def _supervise(self) -> None:
         for child, code in self.table.reap():
-            self.table.schedule_restart(child, code)
+            if not self.table.schedule_restart(child, code):
+                self._give_up(child, code)
+        if self.stopping:
+            return
         for child in self.table.silent(self.config.heartbeat_timeout_ms):
             self.table.kill(child, f"no heartbeat for {self.config.heartbeat_timeout_ms} ms")
         for child in self.table.due_restarts():
             self.table.spawn(child)
+
+    def _give_up(self, child: Child, code: int) -> None:
+        """A flapping child: stop the node, loudly and with a non-zero status, rather than
+        restart it forever (a service manager or an operator takes over)."""
+        policy = child.policy
+        log.error("event=restart_gave_up child=%s exit_code=%d failed_starts=%d window_ms=%d "
+                  "action=stopping_node", child.name, code, policy.failed_starts(),
+                  policy.window_ms)
+        self.exit_code = EXIT_CHILD_FLAPPING
+        self.stopping = True
 
     def _state_changed(self, child: Child, state: str, extra: dict) -> None:
         fields = " ".join(f"{k}={v}" for k, v in extra.items())

@@ -33,6 +33,7 @@ class Child:
     endpoint: str = ""
     ipc: str = ""
     progress: float = 0.0
+    was_ready: bool = False             # this incarnation reported ready (restart_policy)
     started_ns: int = 0
     last_beat_ns: int = 0
     restart_at_ns: int = 0
@@ -53,9 +54,10 @@ class Child:
 
 
 class ProcessTable:
-    def __init__(self, on_state_change):
+    def __init__(self, on_state_change, clock_ns=time.monotonic_ns):
         self.children: list[Child] = []
         self.on_state_change = on_state_change
+        self.clock_ns = clock_ns
         self.inherited_fds: tuple[int, ...] = ()   # every child holds these (the data lock)
 
     def add(self, child: Child) -> None:
@@ -64,6 +66,7 @@ class ProcessTable:
     def set_state(self, child: Child, state: str, **extra) -> None:
         if child.state != state:
             child.state = state
+            child.was_ready = child.was_ready or state == "ready"
             self.on_state_change(child, state, extra)
 
     def spawn(self, child: Child) -> None:
@@ -71,9 +74,10 @@ class ProcessTable:
         child.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True,
                                       pass_fds=(*self.inherited_fds, *child.pass_fds))
         child.incarnation += 1
-        child.started_ns = child.last_beat_ns = time.monotonic_ns()
+        child.started_ns = child.last_beat_ns = self.clock_ns()
         child.restart_at_ns = 0
         child.progress = 0.0
+        child.was_ready = False
         self.set_state(child, "starting", pid=child.pid, incarnation=child.incarnation)
 
     def reap(self) -> list[tuple[Child, int]]:
@@ -86,21 +90,27 @@ class ProcessTable:
                     exited.append((child, code))
         return exited
 
-    def schedule_restart(self, child: Child, code: int) -> None:
-        uptime_ms = (time.monotonic_ns() - child.started_ns) / 1e6
-        delay_ms = child.policy.next_delay_ms(uptime_ms)
+    def schedule_restart(self, child: Child, code: int) -> bool:
+        """Mark an exited child down and time its restart; False when its policy gives up
+        (it is then left down)."""
+        uptime_ms = (self.clock_ns() - child.started_ns) / 1e6
+        delay_ms = child.policy.next_delay_ms(uptime_ms, child.was_ready)
         child.proc = None
-        child.restart_at_ns = time.monotonic_ns() + delay_ms * 1_000_000
+        if delay_ms is None:
+            self.set_state(child, "down", exit_code=code, restart="gave_up")
+            return False
+        child.restart_at_ns = self.clock_ns() + delay_ms * 1_000_000
         self.set_state(child, "down", exit_code=code, restart_in_ms=delay_ms)
+        return True
 
     def due_restarts(self) -> list[Child]:
-        now = time.monotonic_ns()
+        now = self.clock_ns()
         return [c for c in self.children if c.proc is None and c.restart_at_ns
                 and c.restart_at_ns <= now]
 
     def silent(self, timeout_ms: int) -> list[Child]:
         """Live children that have not heartbeat for `timeout_ms` (hung or SIGSTOPped)."""
-        limit = time.monotonic_ns() - timeout_ms * 1_000_000
+        limit = self.clock_ns() - timeout_ms * 1_000_000
         return [c for c in self.children if c.proc is not None and c.proc.poll() is None
                 and c.last_beat_ns < limit]
 

@@ -1,14 +1,32 @@
-"""Node configuration from TOPICS_* environment variables (CLI flags override them)."""
+"""Configuration as data: the node's config from TOPICS_* environment variables (CLI flags
+override them), and the frozen options of each kind of child process, built from it.
+
+Every default is written once, here (the WAL file size once, in storage/wal_writer.py).
+The supervisor passes a child its options as one argument, `--options <JSON>`
+(encode_options; the child reads it with decode_options): JSON so that `ps` shows what a
+child runs with. Nothing secret may go there, since any local user can read a command
+line: the gateway's settings, the API keys among them, stay in the environment that every
+child inherits unchanged from the supervisor (gateway/gateway_settings.py), which reads and
+checks them once before anything is spawned.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import typing
+
+import orjson
 
 from topics_actors.storage.wal_writer import WAL_FILE_BYTES_DEFAULT
 
+DISK_FLUSH_INTERVAL_MS_DEFAULT = 10
+RESTART_MAX_DEFAULT = 10              # failed starts of one child in the window (restart_policy)
+RESTART_WINDOW_MS_DEFAULT = 300_000
+_SINGLETON_ROLES = ("compactor", "reclaimer")
 
-def _int_env(env: dict, name: str, default: int) -> int:
+
+def _int_env(env: dict, name: str, default: int | None) -> int | None:
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -24,7 +42,8 @@ def default_shards() -> int:
 
 _STORAGE_INTS = ("checkpoint_wal_bytes", "checkpoint_interval_ms", "segment_max_events",
                  "segment_max_bytes", "segment_max_age_ms", "reclaim_interval_ms",
-                 "max_total_bytes", "hot_retain_segments", "gateway_workers")
+                 "max_total_bytes", "hot_retain_segments", "gateway_workers",
+                 "restart_max", "restart_window_ms")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,11 +51,11 @@ class NodeConfig:
     data_dir: str = "./topics-data"
     host: str = "127.0.0.1"
     http_port: int = 4000
-    zmq_port: int = 4001
+    zmq_port: int | None = None      # None: the HTTP port + 1 (front_port)
     port_file: str | None = None
     wal_shards: int = dataclasses.field(default_factory=default_shards)
-    wal_file_bytes: int = 64 * 1024 * 1024
-    disk_flush_interval_ms: int = 10
+    wal_file_bytes: int = WAL_FILE_BYTES_DEFAULT
+    disk_flush_interval_ms: int = DISK_FLUSH_INTERVAL_MS_DEFAULT
     heartbeat_interval_ms: int = 500
     heartbeat_timeout_ms: int = 10_000
     stop_grace_ms: int = 10_000
@@ -50,6 +69,8 @@ class NodeConfig:
     cold_dir: str | None = None      # the cold tier for old sealed segments
     hot_retain_segments: int = 4     # sealed segments per topic kept in the hot tier
     gateway_workers: int = 1            # gateway processes sharing the HTTP port (0: none)
+    restart_max: int = RESTART_MAX_DEFAULT          # 0: restart a failing child forever
+    restart_window_ms: int = RESTART_WINDOW_MS_DEFAULT
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "NodeConfig":
@@ -95,19 +116,167 @@ class NodeConfig:
             raise SystemExit("TOPICS_SEGMENT_MAX_AGE_MS must not be negative (0 disables)")
         if self.segment_max_bytes >= 1 << 32:
             raise SystemExit("TOPICS_SEGMENT_MAX_BYTES must be below 4 GiB (.idx offsets are u32)")
-        for name in ("http_port", "zmq_port"):
-            if not 0 <= getattr(self, name) <= 65535:
+        if self.restart_max < 0 or self.restart_window_ms < 1:
+            raise SystemExit("TOPICS_RESTART_MAX must not be negative (0 disables) and "
+                             "TOPICS_RESTART_WINDOW_MS must be at least 1")
+        for name, port in (("TOPICS_PORT", self.http_port), ("TOPICS_ZMQ_PORT", self.zmq_port)):
+            if port is not None and not 0 <= port <= 65535:
                 raise SystemExit(f"{name} must be a TCP port (0 = pick a free one)")
+        if self.front_port() > 65535:
+            raise SystemExit("TOPICS_PORT 65535 leaves no port for the ZeroMQ front (the "
+                             "next one); set TOPICS_ZMQ_PORT")
+
+    def front_port(self) -> int:
+        """The ZeroMQ front's port: TOPICS_ZMQ_PORT, else the one after the HTTP port, so
+        that nodes on one machine need only distinct HTTP ports (4000 -> 4001); any free
+        port when the HTTP port is 0."""
+        if self.zmq_port is not None:
+            return self.zmq_port
+        return self.http_port + 1 if self.http_port else 0
 
 
 @dataclasses.dataclass(frozen=True)
 class ShardOptions:
+    """What a shard's core needs (ShardCore reads these names)."""
+
     data_dir: str
     shard: int
     shard_count: int
     wal_file_bytes: int = WAL_FILE_BYTES_DEFAULT
-    disk_flush_interval_ms: int = 10
+    disk_flush_interval_ms: int = DISK_FLUSH_INTERVAL_MS_DEFAULT
     background_prealloc: bool = True
     quota_file: str | None = None   # the node's live-bytes slot file (byte_quota.py)
     max_total_bytes: int = 0
     cold_dir: str | None = None     # the cold tier, where old sealed segments may have moved
+
+
+# --- the options of each kind of child process -----------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ProcessOptions:
+    """A child's place under the supervisor; every kind of child has one."""
+
+    role: str                       # shard | compactor | reclaimer | gateway
+    index: int
+    heartbeat_interval_ms: int
+    control: str | None = None      # the supervisor's control endpoint; None: unsupervised
+    parent_pid: int = 0             # the supervisor, to die with; 0: none
+
+    @property
+    def log_name(self) -> str:
+        """The process's name in its log lines: shard-NN, gateway-NN, compactor, reclaimer."""
+        return self.role if self.role in _SINGLETON_ROLES else f"{self.role}-{self.index:02d}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardProcessOptions:
+    process: ProcessOptions
+    shard: ShardOptions
+    host: str
+    port: int                       # 0: any free port (a restarted shard asks for its old one)
+    ipc: str | None                 # the ipc:// path for the node's own processes
+
+
+@dataclasses.dataclass(frozen=True)
+class CompactorOptions:
+    process: ProcessOptions
+    front: str                      # the node's front endpoint (the shard map)
+    data_dir: str
+    cold_dir: str | None
+    wal_file_bytes: int
+    checkpoint_wal_bytes: int
+    checkpoint_interval_ms: int
+    segment_max_events: int
+    segment_max_bytes: int
+    segment_max_age_ms: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ReclaimerOptions:
+    process: ProcessOptions
+    front: str
+    data_dir: str
+    cold_dir: str | None
+    reclaim_interval_ms: int
+    hot_retain_segments: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GatewayOptions:
+    """The gateway's settings are not here but in the environment (see the module's doc)."""
+
+    process: ProcessOptions
+    front: str
+    listen_fd: int                  # the bound, listening HTTP socket, inherited
+    zmq_port: int                   # the front's port, published by GET /v0/health
+    node_started_ms: int            # wall clock, for uptime_ms
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeWiring:
+    """What the supervisor knows once its sockets are bound, for its children's options."""
+
+    control: str                    # the control endpoint (ipc://)
+    front: str                      # the front endpoint as the children reach it
+    zmq_port: int
+    run_dir: str                    # ipc sockets and the live-bytes slot file
+    parent_pid: int
+    started_ms: int
+
+    @property
+    def quota_file(self) -> str:
+        return os.path.join(self.run_dir, "live-bytes")
+
+
+def _process(cfg: NodeConfig, wiring: NodeWiring, role: str, index: int) -> ProcessOptions:
+    return ProcessOptions(role, index, cfg.heartbeat_interval_ms, wiring.control,
+                          wiring.parent_pid)
+
+
+def shard_process_options(cfg: NodeConfig, wiring: NodeWiring, index: int,
+                          port: int) -> ShardProcessOptions:
+    shard = ShardOptions(
+        cfg.data_dir, index, cfg.wal_shards, cfg.wal_file_bytes, cfg.disk_flush_interval_ms,
+        quota_file=wiring.quota_file if cfg.max_total_bytes else None,
+        max_total_bytes=cfg.max_total_bytes, cold_dir=cfg.cold_dir)
+    return ShardProcessOptions(_process(cfg, wiring, "shard", index), shard, cfg.host, port,
+                               os.path.join(wiring.run_dir, f"shard-{index:02d}.sock"))
+
+
+def compactor_options(cfg: NodeConfig, wiring: NodeWiring) -> CompactorOptions:
+    return CompactorOptions(
+        _process(cfg, wiring, "compactor", 0), wiring.front, cfg.data_dir, cfg.cold_dir,
+        cfg.wal_file_bytes, cfg.checkpoint_wal_bytes, cfg.checkpoint_interval_ms,
+        cfg.segment_max_events, cfg.segment_max_bytes, cfg.segment_max_age_ms)
+
+
+def reclaimer_options(cfg: NodeConfig, wiring: NodeWiring) -> ReclaimerOptions:
+    return ReclaimerOptions(_process(cfg, wiring, "reclaimer", 0), wiring.front, cfg.data_dir,
+                            cfg.cold_dir, cfg.reclaim_interval_ms, cfg.hot_retain_segments)
+
+
+def gateway_options(cfg: NodeConfig, wiring: NodeWiring, index: int,
+                    listen_fd: int) -> GatewayOptions:
+    return GatewayOptions(_process(cfg, wiring, "gateway", index), wiring.front, listen_fd,
+                          wiring.zmq_port, wiring.started_ms)
+
+
+# --- the one argument ---------------------------------------------------------------------------
+
+T = typing.TypeVar("T")
+
+
+def encode_options(options) -> str:
+    """A child's options as the text of its `--options` argument."""
+    return orjson.dumps(dataclasses.asdict(options)).decode()
+
+
+def decode_options(kind: type[T], text: str) -> T:
+    """The options of type `kind` from encode_options' text (nested options rebuilt)."""
+    return _build(kind, orjson.loads(text))
+
+
+def _build(kind, fields: dict):
+    hints = typing.get_type_hints(kind)
+    return kind(**{name: _build(hints[name], value) if dataclasses.is_dataclass(hints[name])
+                   else value for name, value in fields.items()})

@@ -6,7 +6,6 @@ check their parent pid every loop turn, so no child outlives a killed supervisor
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import logging
@@ -16,7 +15,6 @@ import time
 
 import zmq
 
-from topics_actors.client.sync_client import Client
 from topics_actors.protocol import encode
 from topics_actors.protocol.control import Heartbeat, Hello
 
@@ -88,37 +86,3 @@ def stop_on_signals(server) -> None:
         server.stopping = True
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-
-
-@contextlib.contextmanager
-def child_context(control: str | None, role: str, index: int, parent_pid: int,
-                  interval_ms: int):
-    """A child's ZeroMQ context and supervisor link (None without a control endpoint),
-    both closed on the way out."""
-    ctx = zmq.Context(io_threads=1)
-    link = (SupervisorLink(ctx, control, role, index, parent_pid, interval_ms)
-            if control else None)
-    try:
-        yield ctx, link
-    finally:
-        if link:
-            link.close()
-        ctx.term()
-
-
-def serve_through_front(args, role: str, make_server) -> None:
-    """Run a node process that reaches the shards through the front (compactor, reclaimer):
-    context, supervisor link, a Client with short timeouts (the process heartbeats between
-    calls, so no call may block for long), the server from make_server(client, link)."""
-    with child_context(args.control, role, 0, args.parent_pid,
-                       args.heartbeat_interval_ms) as (ctx, link):
-        if link:
-            link.hello("", "")
-        client = Client(args.front, request_timeout_ms=2_000, retry_deadline_ms=2_000,
-                        ctx=ctx)
-        try:
-            server = make_server(client, link)
-            stop_on_signals(server)
-            server.serve()
-        finally:
-            client.close()

@@ -14,6 +14,7 @@ import zmq
 import zmq.asyncio
 
 from topics_actors.client import request_shapes as shapes
+from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.retry_budget import RetryBudget, new_session, unavailable
 from topics_actors.client.shard_map import ShardMap
 from topics_actors.client.sync_client import DEFAULT_ENDPOINT
@@ -77,10 +78,13 @@ class _Connection:
 
 
 class AsyncClient:
+    """`endpoint` as for Client; an HTTP URL is resolved here, with a blocking request of at
+    most `request_timeout_ms` (build the client before the loop is busy)."""
+
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, max_in_flight: int = 256,
                  ctx: zmq.asyncio.Context | None = None):
-        self.endpoint = endpoint
+        self.endpoint = front_endpoint(endpoint, request_timeout_ms)
         self.request_timeout_ms = request_timeout_ms
         self.retry_deadline_ms = retry_deadline_ms
         self.max_in_flight = max_in_flight

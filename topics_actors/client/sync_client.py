@@ -16,6 +16,7 @@ import time
 import zmq
 
 from topics_actors.client import request_shapes as shapes
+from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.retry_budget import RetryBudget, new_session, unavailable
 from topics_actors.client.shard_map import ShardMap
 from topics_actors.errors import TopicsError
@@ -28,13 +29,16 @@ DEFAULT_ENDPOINT = "tcp://127.0.0.1:4001"
 
 
 class Client:
+    """`endpoint`: the node's front (tcp://host:port), or its HTTP URL (http://host:port),
+    whose /v0/health names the front (front_discovery; asked once, here)."""
+
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, ctx: zmq.Context | None = None):
-        self.endpoint = endpoint
+        self.endpoint = front_endpoint(endpoint, request_timeout_ms)
         self.request_timeout_ms = request_timeout_ms
         self.retry_deadline_ms = retry_deadline_ms
         self._ctx = ctx or zmq.Context.instance()
-        self._front = self._dealer(endpoint)
+        self._front = self._dealer(self.endpoint)
         self._shards: dict[int, tuple[str, zmq.Socket]] = {}
         self._map: ShardMap | None = None
         self._corr = itertools.count(1)

@@ -21,6 +21,7 @@ from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import Absorbed, Checkpoint, Status
 from topics_actors.storage.segment_lock import SegmentLock
 from topics_actors.storage.wal_layout import shard_key
+from topics_actors.storage.wal_writer import WAL_FILE_BYTES_DEFAULT
 from topics_actors.supervisor_link import SupervisorLink
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ class Cadence:
     checkpoint_wal_bytes: int = 64 * 1024 * 1024
     checkpoint_interval_ms: int = 60_000
     check_interval_ms: int = 1_000
-    wal_file_bytes: int = 64 * 1024 * 1024
+    wal_file_bytes: int = WAL_FILE_BYTES_DEFAULT
 
     def wal_bytes(self, position: tuple[int, int], since: tuple[int, int]) -> int:
         """Bytes written between two WAL positions of one group (files are this long)."""

@@ -16,7 +16,7 @@ import time
 
 from topics_actors import __version__
 from topics_actors.client.retry_budget import new_session
-from topics_actors.errors import ErrorCode, TopicsError, invalid
+from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError, invalid
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope, forbidden
 from topics_actors.gateway.append_body import parse_append
@@ -63,8 +63,10 @@ def shutting_down() -> TopicsError:
 
 
 class GatewayCore:
-    def __init__(self, settings: GatewaySettings, engine: EngineLink, started_ms: int):
+    def __init__(self, settings: GatewaySettings, engine: EngineLink, started_ms: int,
+                 zmq_port: int = 0):
         self.settings = settings
+        self.zmq_port = zmq_port        # the node's ZeroMQ front, for clients to discover
         self.keys = settings.keys
         self.engine = engine
         self.started_ms = started_ms
@@ -84,6 +86,8 @@ class GatewayCore:
                 return await getattr(self, "_" + route.handler)(route, request, key, t0)
         except TopicsError as error:
             return error_response(error)
+        except InvariantViolation:
+            raise           # a bug: the process's top level (rsgi_adapter) ends the process
         except Exception:
             log.exception("event=request_failed method=%s", request.method)
             return error_response(TopicsError("internal error", ErrorCode.INTERNAL))
@@ -112,7 +116,7 @@ class GatewayCore:
 
     async def _health(self, route, request, key, t0) -> HttpResponse:
         return json_response(200, {"status": "ok", "version": __version__,
-                                   "uptime_ms": self._uptime_ms()})
+                                   "uptime_ms": self._uptime_ms(), "zmq_port": self.zmq_port})
 
     async def _ready(self, route, request, key, t0) -> HttpResponse:
         if self.stopping:

@@ -13,6 +13,7 @@ import os
 import signal
 import time
 
+from topics_actors.config import GatewayOptions
 from topics_actors.gateway.engine_link import EngineLink
 from topics_actors.gateway.gateway_core import GatewayCore
 from topics_actors.gateway.gateway_settings import GatewaySettings
@@ -26,15 +27,13 @@ DRAIN_POLL_S = 0.02
 
 
 class GatewayServer:
-    def __init__(self, settings: GatewaySettings, front: str, listen_fd: int, index: int,
-                 link: SupervisorLink | None, heartbeat_interval_ms: int, started_ms: int):
+    def __init__(self, settings: GatewaySettings, options: GatewayOptions,
+                 link: SupervisorLink | None):
         self.settings = settings
-        self.front = front
-        self.listen_fd = listen_fd
-        self.index = index
+        self.options = options
+        self.index = options.process.index
         self.link = link
-        self.heartbeat_s = heartbeat_interval_ms / 1000
-        self.started_ms = started_ms
+        self.heartbeat_s = options.process.heartbeat_interval_ms / 1000
 
     def serve(self) -> None:
         loop = asyncio.new_event_loop()
@@ -48,10 +47,12 @@ class GatewayServer:
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        engine = EngineLink(self.front)
-        core = GatewayCore(self.settings, engine, self.started_ms)
+        options = self.options
+        engine = EngineLink(options.front)
+        core = GatewayCore(self.settings, engine, options.node_started_ms,
+                           zmq_port=options.zmq_port)
         app = RsgiApp(core, self.settings.body_bytes_max)
-        worker_signal, stopped = start_worker(app, self.listen_fd, loop, self.index + 1)
+        worker_signal, stopped = start_worker(app, options.listen_fd, loop, self.index + 1)
         log.info("event=serving gateway=%d pid=%d", self.index, os.getpid())
         beats = loop.create_task(self._beat(stop))
         await stop.wait()

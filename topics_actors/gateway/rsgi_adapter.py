@@ -6,16 +6,23 @@ process, which all accept on it: the port exists before the first gateway starts
 port file is exact, even for port 0) and stays bound while a gateway restarts. granian's
 RSGIWorker is driven the way its own embedded server drives it (granian 2.8); this module
 is the only one that imports granian.
+
+It is also the top level of request handling, where an InvariantViolation (a bug) ends the
+process: granian would turn the exception into a 500 and serve on with whatever broke.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from collections.abc import Callable
+from typing import NoReturn
 
 from granian._futures import _future_watcher_wrapper, _new_cbscheduler
 from granian._granian import RSGIWorker, SocketHolder, WorkerSignal
 
+from topics_actors.errors import InvariantViolation
 from topics_actors.gateway.gateway_core import GatewayCore
 from topics_actors.gateway.http_message import HttpRequest, HttpResponse, error_response
 from topics_actors.gateway.request_body import payload_too_large
@@ -26,14 +33,27 @@ BACKLOG = 1024
 BACKPRESSURE = 1024          # requests one gateway process works on at once
 BLOCKING_THREADS_MAX = 512
 _SSL_OFF = (False, None, None, None, "tls1.3", None, [], False)
+EXIT_BUG = 70                # EX_SOFTWARE; the supervisor restarts the gateway
+
+
+def die_of_bug(bug: InvariantViolation) -> NoReturn:
+    """End the process at once. Not SystemExit: granian catches whatever a request raises.
+    The gateway holds no topic state, so only the requests in flight are lost (their
+    clients see the connection close, as when a gateway is killed)."""
+    log.critical("event=invariant_violation pid=%d exit_code=%d", os.getpid(), EXIT_BUG,
+                 exc_info=bug)
+    logging.shutdown()
+    os._exit(EXIT_BUG)
 
 
 class RsgiApp:
     """An RSGI application: scope + protocol in, one buffered response out."""
 
-    def __init__(self, core: GatewayCore, body_bytes_max: int):
+    def __init__(self, core: GatewayCore, body_bytes_max: int,
+                 die: Callable[[InvariantViolation], None] = die_of_bug):
         self.core = core
         self.body_bytes_max = body_bytes_max
+        self.die = die
         self.in_flight = 0
 
     async def _body(self, scope, proto) -> bytes | None:
@@ -70,6 +90,8 @@ class RsgiApp:
                 response = await self.core.handle(HttpRequest(
                     scope.method, scope.path, scope.query_string, scope.headers, body))
             _send(proto, response)
+        except InvariantViolation as bug:
+            self.die(bug)
         finally:
             self.in_flight -= 1
 

@@ -1,0 +1,124 @@
+"""An InvariantViolation (a bug) ends the gateway process instead of becoming a 500:
+GatewayCore lets it through (any other exception is still a 500), RsgiApp hands it to its
+`die` seam without answering, and in a real granian worker the process logs CRITICAL and
+exits 70 (the supervisor restarts it). Also: /v0/health names the ZeroMQ front's port."""
+
+import asyncio
+import http.client
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from topics_actors.errors import InvariantViolation
+from topics_actors.gateway.gateway_core import GatewayCore
+from topics_actors.gateway.gateway_settings import GatewaySettings
+from topics_actors.gateway.http_message import HttpRequest
+from topics_actors.gateway.rsgi_adapter import EXIT_BUG, RsgiApp
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class BrokenEngine:
+    def __init__(self, error: BaseException):
+        self.error = error
+
+    async def call(self, topic, msg, wait_ms=0):
+        raise self.error
+
+    async def topic_count(self, max_age_s):
+        return 0
+
+
+def core_with(error: BaseException, zmq_port: int = 0) -> GatewayCore:
+    return GatewayCore(GatewaySettings(), BrokenEngine(error), 0, zmq_port=zmq_port)
+
+
+def test_the_core_lets_an_invariant_violation_through():
+    with pytest.raises(InvariantViolation, match="seq went backwards"):
+        asyncio.run(core_with(InvariantViolation("seq went backwards")).handle(
+            HttpRequest("GET", "/v0/topics/t")))
+
+
+def test_any_other_exception_is_still_a_500():
+    response = asyncio.run(core_with(RuntimeError("boom")).handle(
+        HttpRequest("GET", "/v0/topics/t")))
+    assert response.status == 500
+    assert orjson.loads(response.body)["error"]["code"] == "internal"
+
+
+def test_health_names_the_front_port():
+    response = asyncio.run(core_with(RuntimeError(), zmq_port=4001).handle(
+        HttpRequest("GET", "/v0/health")))
+    body = orjson.loads(response.body)
+    assert response.status == 200 and body["zmq_port"] == 4001 and body["status"] == "ok"
+
+
+class Scope:
+    proto, method, path, query_string = "http", "GET", "/v0/topics/t", ""
+    headers = {"content-length": "0"}
+
+
+class Proto:
+    def __init__(self):
+        self.sent = []
+
+    async def __call__(self) -> bytes:
+        return b""
+
+    def response_bytes(self, status, headers, body):
+        self.sent.append(status)
+
+
+def test_the_rsgi_app_dies_of_a_bug_without_answering():
+    died, proto = [], Proto()
+    app = RsgiApp(core_with(InvariantViolation("x")), 0, die=died.append)
+    asyncio.run(app.__rsgi__(Scope(), proto))
+    assert [type(bug) for bug in died] == [InvariantViolation]
+    assert proto.sent == [] and app.in_flight == 0
+    asyncio.run(RsgiApp(core_with(RuntimeError()), 0, die=died.append).__rsgi__(Scope(), proto))
+    assert proto.sent == [500] and len(died) == 1
+
+
+GATEWAY = """
+import asyncio, logging, socket, sys
+from tests.unit.test_gateway_invariant import core_with
+from topics_actors.errors import InvariantViolation
+from topics_actors.gateway.rsgi_adapter import RsgiApp, start_worker
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
+sock = socket.create_server(("127.0.0.1", 0))
+loop = asyncio.new_event_loop()
+asyncio.set_event_loop(loop)
+app = RsgiApp(core_with(InvariantViolation("seq went backwards"), zmq_port=1), 0)
+start_worker(app, sock.fileno(), loop, 1)
+print(sock.getsockname()[1], flush=True)
+loop.run_forever()
+"""
+
+
+def get(port: int, path: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def test_a_real_gateway_worker_exits_on_a_bug():
+    proc = subprocess.Popen([sys.executable, "-c", GATEWAY], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        port = int(proc.stdout.readline())
+        assert get(port, "/v0/health") == 200         # it serves
+        with pytest.raises((http.client.HTTPException, ConnectionError)):
+            get(port, "/v0/topics/t")                       # the bug: no answer at all
+        assert proc.wait(10) == EXIT_BUG
+    finally:
+        proc.kill()
+        _, stderr = proc.communicate()
+    assert b"CRITICAL event=invariant_violation" in stderr
+    assert b"InvariantViolation: seq went backwards" in stderr

@@ -1,0 +1,71 @@
+"""The start of every process the supervisor spawns: one argument, a log format, dying with
+the parent, a ZeroMQ context and the supervisor link. Each `python -m topics_actors.<role>`
+is child_main(<its options type>, <its serve function>).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import sys
+from collections.abc import Callable
+
+import zmq
+
+from topics_actors.client.sync_client import Client
+from topics_actors.config import ProcessOptions, decode_options
+from topics_actors.supervisor_link import SupervisorLink, die_with_parent, stop_on_signals
+
+FRONT_TIMEOUT_MS = 2_000   # a process that heartbeats between front calls must not block long
+
+
+def child_main(kind: type, serve: Callable, argv: list[str] | None = None) -> int:
+    """Parse `--options` (config.encode_options of a `kind`), configure logging with the
+    process's name, die with the supervisor, and run serve(options, ctx, link) inside
+    child_context."""
+    parser = argparse.ArgumentParser(prog=f"python -m {kind.__module__}",
+                                     description="a node process, spawned by the supervisor")
+    parser.add_argument("--options", required=True,
+                        help=f"the {kind.__name__} as JSON (topics_actors.config)")
+    options = decode_options(kind, parser.parse_args(argv).options)
+    process: ProcessOptions = options.process
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s {process.log_name} %(levelname)s %(message)s")
+    if process.parent_pid:
+        die_with_parent(process.parent_pid)
+    with child_context(process) as (ctx, link):
+        serve(options, ctx, link)
+    return 0
+
+
+@contextlib.contextmanager
+def child_context(process: ProcessOptions):
+    """A child's ZeroMQ context and supervisor link (None without a control endpoint),
+    both closed on the way out."""
+    ctx = zmq.Context(io_threads=1)
+    link = (SupervisorLink(ctx, process.control, process.role, process.index,
+                           process.parent_pid, process.heartbeat_interval_ms)
+            if process.control else None)
+    try:
+        yield ctx, link
+    finally:
+        if link:
+            link.close()
+        ctx.term()
+
+
+def serve_through_front(front: str, ctx: zmq.Context, link: SupervisorLink | None,
+                        make_server: Callable) -> None:
+    """Run a node process that reaches the shards through the front (compactor, reclaimer):
+    hello, a Client with short timeouts, the server from make_server(client, link)."""
+    if link:
+        link.hello("", "")
+    client = Client(front, request_timeout_ms=FRONT_TIMEOUT_MS,
+                    retry_deadline_ms=FRONT_TIMEOUT_MS, ctx=ctx)
+    try:
+        server = make_server(client, link)
+        stop_on_signals(server)
+        server.serve()
+    finally:
+        client.close()
