@@ -42,7 +42,9 @@ def child_main(kind: type, serve: Callable, argv: list[str] | None = None) -> in
 @contextlib.contextmanager
 def child_context(process: ProcessOptions):
     """A child's ZeroMQ context and supervisor link (None without a control endpoint),
-    both closed on the way out."""
+    both closed on the way out. The context is destroyed, not just terminated: a server
+    that raised before closing its sockets would otherwise block term() forever, and the
+    process would hang instead of dying with its traceback."""
     ctx = zmq.Context(io_threads=1)
     link = (SupervisorLink(ctx, process.control, process.role, process.index,
                            process.parent_pid, process.heartbeat_interval_ms)
@@ -52,7 +54,7 @@ def child_context(process: ProcessOptions):
     finally:
         if link:
             link.close()
-        ctx.term()
+        ctx.destroy(linger=0)
 
 
 def serve_through_front(front: str, ctx: zmq.Context, link: SupervisorLink | None,

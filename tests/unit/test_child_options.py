@@ -4,6 +4,7 @@ line; the front port follows the HTTP port unless TOPICS_ZMQ_PORT is set; and a 
 process runs from nothing but its options (unsupervised), logging under its name."""
 
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -112,3 +113,19 @@ def test_a_child_refuses_a_command_line_without_options():
     done = subprocess.run([sys.executable, "-m", "topics_actors.reclaimer"],
                           capture_output=True, timeout=20)
     assert done.returncode == 2 and b"--options" in done.stderr
+
+
+@pytest.mark.timeout(20)
+def test_a_server_that_raises_with_sockets_open_ends_its_process():
+    """A bug while sockets are open must end the process with its traceback, not hang in
+    the context's teardown (the shard once hung there, silent, until its heartbeat
+    deadline)."""
+    code = ("import zmq\n"
+            "from topics_actors.child_process import child_context\n"
+            "from topics_actors.config import ProcessOptions\n"
+            "with child_context(ProcessOptions('shard', 0, 500)) as (ctx, link):\n"
+            "    sock = ctx.socket(zmq.ROUTER)\n    sock.bind('tcp://127.0.0.1:0')\n"
+            "    raise RuntimeError('a bug')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=15, cwd=pathlib.Path(__file__).resolve().parents[2])
+    assert done.returncode == 1 and "RuntimeError: a bug" in done.stderr
