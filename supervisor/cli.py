@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 
+from topics_actors import __version__
 from topics_actors.config import NodeConfig
 
 
@@ -28,6 +29,10 @@ def _fsck(args: argparse.Namespace) -> int:
     from topics_actors import fsck
     if not os.path.isdir(args.data_dir):
         print(f"topics fsck: {args.data_dir}: no such directory", file=sys.stderr)
+        return 2
+    if not fsck.looks_like_data_dir(args.data_dir):
+        print(f"topics fsck: {args.data_dir}: not a topics data directory (it has none of "
+              f"{', '.join(d + '/' for d in fsck.DATA_DIR_MARKS)})", file=sys.stderr)
         return 2
     show = args.progress if args.progress is not None else (
         sys.stderr.isatty() and not args.dump)   # a bar between dump lines would garble both
@@ -74,6 +79,7 @@ def _format_report(r) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="topics", description="topics-actors event engine")
+    parser.add_argument("--version", action="version", version=f"topics {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run a node (supervisor + shard processes)")
     serve.add_argument("--data-dir", help="data directory (TOPICS_DATA_DIR, ./topics-data)")

@@ -25,7 +25,7 @@ from topics_actors.config import (
     reclaimer_options, shard_process_options,
 )
 from topics_actors.gateway.gateway_settings import GatewaySettings
-from topics_actors.errors import ProtocolError, TopicsError
+from topics_actors.errors import CannotListen, ProtocolError, TopicsError
 from topics_actors.protocol import decode, encode_error, encode_reply
 from topics_actors.protocol.control import Heartbeat, Hello
 from topics_actors.protocol.envelope import encode_event
@@ -75,6 +75,16 @@ def listen_http(host: str, port: int) -> socket.socket:
     return socket.create_server((host, port), family=family, backlog=HTTP_BACKLOG)
 
 
+def listening(what: str, address: str, bind):
+    """bind(), or CannotListen naming `what` and `address` (a port in use is the usual
+    cause: say so in one line, not with a traceback)."""
+    try:
+        return bind()
+    except (OSError, zmq.ZMQError) as error:
+        raise CannotListen(f"cannot listen for {what} on {address}: "
+                           f"{getattr(error, 'strerror', None) or error}") from None
+
+
 def write_port_file(path: str, ports: dict) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "wb") as handle:
@@ -90,6 +100,7 @@ class Supervisor:
         self.table = ProcessTable(self._state_changed)
         self.lock = DataDirLock(config.data_dir)
         self.ctx: zmq.Context | None = None
+        self.sockets: list[zmq.Socket] = []     # closed at the end, whatever got bound
         self.zmq_port = 0
         self.http_port = 0
         self.http_sock: socket.socket | None = None
@@ -109,25 +120,30 @@ class Supervisor:
         self.run_dir = run_dir_for(cfg.data_dir)
         os.makedirs(self.run_dir, exist_ok=True)
         self.ctx = zmq.Context(io_threads=1)
-        self.control = self.ctx.socket(zmq.ROUTER)
-        self.control.setsockopt(zmq.LINGER, 0)
+        self.control = self._socket(zmq.ROUTER)
         control_endpoint = f"ipc://{self.run_dir}/control.sock"
         self.control.bind(control_endpoint)
-        self.events = self.ctx.socket(zmq.PUB)
-        self.events.setsockopt(zmq.LINGER, 0)
+        self.events = self._socket(zmq.PUB)
         self.events.bind(f"ipc://{self.run_dir}/events.sock")
-        self.front = self.ctx.socket(zmq.ROUTER)
-        self.front.setsockopt(zmq.LINGER, 0)
+        self.front = self._socket(zmq.ROUTER)
         self.front.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.front.bind(f"tcp://{cfg.host}:{cfg.front_port()}")
+        front = f"tcp://{cfg.host}:{cfg.front_port()}"
+        listening("the ZeroMQ front (TOPICS_ZMQ_PORT)", front, lambda: self.front.bind(front))
         self.zmq_port = int(self.front.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
         if cfg.gateway_workers:
-            self.http_sock = listen_http(cfg.host, cfg.http_port)
+            self.http_sock = listening("HTTP (TOPICS_PORT)", f"{cfg.host}:{cfg.http_port}",
+                                       lambda: listen_http(cfg.host, cfg.http_port))
             self.http_port = self.http_sock.getsockname()[1]
         else:
             self.http_port = cfg.http_port or _free_port(cfg.host)
         self.wiring = NodeWiring(control_endpoint, self._front_endpoint(), self.zmq_port,
                                  self.run_dir, os.getpid(), self.started_ms)
+
+    def _socket(self, kind: int) -> zmq.Socket:
+        sock = self.ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        self.sockets.append(sock)
+        return sock
 
     def _child(self, role: str, index: int, module: str, options_for, **spawn) -> None:
         """Add a child whose argv is `python -m module --options <options_for(port)>`."""
@@ -171,7 +187,11 @@ class Supervisor:
         try:
             self.table.inherited_fds = (self.lock.fd,)
             generation = prepare_layout(RealFs(), cfg.data_dir, cfg.wal_shards)
-            self._bind()
+            try:
+                self._bind()
+            except CannotListen as error:
+                log.error("event=start_refused reason=%r", error.message)
+                return 2
             log.info("event=listening zmq=tcp://%s:%d http_port=%d shards=%d data_dir=%s "
                      "layout_generation=%d", cfg.host, self.zmq_port, self.http_port,
                      cfg.wal_shards, cfg.data_dir, generation)
@@ -202,7 +222,7 @@ class Supervisor:
 
     def _close(self) -> None:
         if self.ctx is not None:
-            for sock in (self.front, self.control, self.events):
+            for sock in self.sockets:
                 sock.close(0)
             self.ctx.term()
         if self.http_sock is not None:

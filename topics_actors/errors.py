@@ -5,6 +5,7 @@
      +-- StorageError           a persistence call failed (internal)
      |    +-- CorruptionError   bytes on disk fail their checks where corruption is not a torn tail
      +-- DataDirLocked          another process holds the data dir
+     +-- CannotListen           a node cannot bind one of its addresses
     InvariantViolation          a bug; never caught except by a process's top level
 
 Wire codes and statuses are identical to the reference server's /v0 API.
@@ -109,6 +110,11 @@ class CorruptionError(StorageError):
 
 
 class DataDirLocked(TopicsError):
+    default_code = ErrorCode.INTERNAL
+
+
+class CannotListen(TopicsError):
+    """A node cannot bind one of its addresses (in use, not local, no permission)."""
     default_code = ErrorCode.INTERNAL
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import orjson
 
+from topics_actors import json_rules
 from topics_actors.errors import ErrorCode, TopicsError, invalid
 from topics_actors.limits import (
     BATCH_RECORDS_MAX, META_BYTES_MAX, META_KEYS_MAX, NODE_BYTES_MAX, RECORD_BYTES_MAX,
@@ -50,9 +51,11 @@ def _bytes(raw: object, what: str) -> bytes:
 
 def _json(raw: object, what: str) -> object:
     try:
-        return orjson.loads(_bytes(raw, what))
+        value = orjson.loads(_bytes(raw, what))
     except orjson.JSONDecodeError:
         raise invalid(f"record {what} is not valid JSON") from None
+    json_rules.check_depth(raw, value, f"record {what}")
+    return value
 
 
 def _text(value: object, what: str, limit: int) -> bytes:
@@ -74,6 +77,7 @@ def _checked_size(size: int) -> int:
 
 
 _NONES = {1: [], 2: [None], 3: [None, None], 4: [None, None, None]}
+DEPTH_CHECK_BYTES = 2 * json_rules.JSON_DEPTH_MAX   # shorter texts cannot be too deep
 
 
 def validate_batch_node(node: object) -> bytes:
@@ -125,9 +129,11 @@ def stage_batch(records: list, batch_node: object) -> list[StagedRecord]:
             data = record[0]
             if not vouched:
                 try:
-                    loads(data)
+                    value = loads(data)
                 except orjson.JSONDecodeError:
                     raise invalid("record data is not valid JSON") from None
+                if len(data) > DEPTH_CHECK_BYTES:
+                    json_rules.check_depth(data, value, "record data")
             staged.append((build_envelope(data, None), b"", node, 0, _checked_size(len(data))))
         else:
             staged.append(stage_record(record, node, vouched))

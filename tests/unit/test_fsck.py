@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+import topics_actors
+
 from supervisor import cli
 from topics_actors import fsck, progress_meter
 from topics_actors.storage.frame import HEADER as WAL_HEADER
@@ -317,9 +319,20 @@ def test_dump_prints_one_line_per_frame_and_record(built, capsys):
 def test_missing_dir_and_usage_errors_exit_2(tmp_path, capsys):
     assert run(str(tmp_path / "nope")) == 2
     assert "no such directory" in capsys.readouterr().err
+    (tmp_path / "somewhere").mkdir()
+    (tmp_path / "somewhere" / "notes.txt").write_text("not a node's")
+    assert run(str(tmp_path / "somewhere")) == 2      # was 0: an empty report, "no problems"
+    assert "not a topics data directory" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["fsck"])
     assert exit_info.value.code == 2
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"topics {topics_actors.__version__}"
 
 
 def test_subprocess_cli_and_tools_script(built):

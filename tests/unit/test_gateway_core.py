@@ -52,7 +52,7 @@ def test_routes(method, path, handler, scope, topic):
 @pytest.mark.parametrize("method,path,code", [
     ("GET", "/", "not_found"), ("GET", "/v0/topics/", "not_found"),
     ("GET", "/v0/routers", "not_found"), ("GET", "/v0/topics/a/diff", "method_not_allowed"),
-    ("PUT", "/v0/topics", "method_not_allowed"), ("HEAD", "/healthz", "method_not_allowed"),
+    ("PUT", "/v0/topics", "method_not_allowed"), ("PATCH", "/healthz", "method_not_allowed"),
 ])
 def test_route_errors(method, path, code):
     with pytest.raises(TopicsError) as caught:

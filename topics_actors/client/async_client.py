@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 
 import zmq
 import zmq.asyncio
 
 from topics_actors.client import request_shapes as shapes
 from topics_actors.client.front_discovery import front_endpoint
-from topics_actors.client.retry_budget import RetryBudget, new_session, unavailable
+from topics_actors.client.retry_budget import (
+    CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
+)
 from topics_actors.client.shard_map import ShardMap
 from topics_actors.client.sync_client import DEFAULT_ENDPOINT
 from topics_actors.errors import TopicsError
@@ -83,10 +86,13 @@ class AsyncClient:
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, max_in_flight: int = 256,
+                 connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
                  ctx: zmq.asyncio.Context | None = None):
         self.endpoint = front_endpoint(endpoint, request_timeout_ms)
         self.request_timeout_ms = request_timeout_ms
         self.retry_deadline_ms = retry_deadline_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self._reached = False          # whether the node ever answered this client
         self.max_in_flight = max_in_flight
         self._ctx = ctx or zmq.asyncio.Context.instance()
         self._conns: dict[int, _Connection] = {}
@@ -114,8 +120,10 @@ class AsyncClient:
             conn = self._conns[key] = _Connection(self._ctx, endpoint, self.max_in_flight)
         return conn
 
-    async def _call(self, conn: _Connection, msg, wait_ms: int = 0) -> dict | None:
-        """One attempt: the reply, or None if nothing came back in time."""
+    async def _call(self, conn: _Connection, msg, wait_ms: int = 0,
+                    connect_ms: int | None = None) -> dict | None:
+        """One attempt: the reply, or None if nothing came back in time (or no connection
+        came up within `connect_ms`)."""
         async with conn.window:
             corr = next(self._corr)
             loop = asyncio.get_running_loop()
@@ -123,7 +131,9 @@ class AsyncClient:
             timeout_s = (self.request_timeout_ms + wait_ms) / 1000
             expiry = loop.call_later(timeout_s, _expire, future)
             try:
-                if not await _send(conn.sock, encode(msg, corr), self.request_timeout_ms):
+                if not await _send(conn.sock, encode(msg, corr),
+                                   min(self.request_timeout_ms,
+                                       connect_ms or self.request_timeout_ms)):
                     return None
                 return await future
             finally:
@@ -131,9 +141,14 @@ class AsyncClient:
                 conn.pending.pop(corr, None)
 
     async def status(self) -> dict:
-        reply = await self._call(self._conn(FRONT, self.endpoint), Status())
+        first, t0 = not self._reached, time.monotonic()
+        reply = await self._call(self._conn(FRONT, self.endpoint), Status(),
+                                 connect_ms=self.connect_timeout_ms if first else None)
         if reply is None:
+            if first:
+                raise no_node(self.endpoint, round((time.monotonic() - t0) * 1000))
             raise unavailable(f"the node at {self.endpoint}")
+        self._reached = True
         self._map = ShardMap.from_status(reply)
         return reply
 
@@ -153,6 +168,8 @@ class AsyncClient:
                     return reply
                 self._map = None
             except TopicsError as error:
+                if not self._reached:
+                    raise
                 if budget.absorb(error):
                     self._map = None
             await asyncio.sleep(budget.next_delay_s())

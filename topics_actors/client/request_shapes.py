@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from topics_actors import json_rules
 from topics_actors.errors import invalid
 from topics_actors.limits import LIST_PAGE_SIZE_DEFAULT, LIST_PAGE_SIZE_MAX, clamp
 from topics_actors.protocol.messages import Append, Diff, ListTopics
@@ -21,8 +22,8 @@ def wire_record(record: dict) -> list:
     if not isinstance(record, dict) or "data" not in record:
         raise invalid("each record must be a dict with a 'data' field")
     meta = record.get("meta")
-    return [orjson.dumps(record["data"]), record.get("tag"), record.get("node"),
-            None if meta is None else orjson.dumps(meta)]
+    return [json_rules.dumps(record["data"], "record data"), record.get("tag"),
+            record.get("node"), None if meta is None else json_rules.dumps(meta, "record meta")]
 
 
 def append_request(topic: str, records: list, session_key: str, *, node: str | None = None,

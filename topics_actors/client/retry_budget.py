@@ -9,12 +9,21 @@ from topics_actors.errors import ErrorCode, TopicsError
 
 BACKOFF_MIN_S = 0.02
 BACKOFF_MAX_S = 0.5
+CONNECT_TIMEOUT_MS = 2_000     # how long a first contact waits for a connection
 
 
 def unavailable(what: str) -> TopicsError:
     """The error of a request that got no answer in time (retryable by the caller)."""
     return TopicsError(f"{what} did not answer in time", ErrorCode.NOT_READY,
                        {"retryable": True})
+
+
+def no_node(endpoint: str, waited_ms: int) -> TopicsError:
+    """The error of a client that never reached its node: nothing listens at `endpoint`,
+    or nothing answered there. Raised at once, not retried: a wrong address does not heal
+    by waiting, and a node that was reached once is retried through its restarts instead."""
+    return TopicsError(f"no node at {endpoint}: nothing answered within {waited_ms} ms",
+                       ErrorCode.NOT_READY, {"endpoint": endpoint})
 
 
 def new_session() -> str:

@@ -17,7 +17,9 @@ import zmq
 
 from topics_actors.client import request_shapes as shapes
 from topics_actors.client.front_discovery import front_endpoint
-from topics_actors.client.retry_budget import RetryBudget, new_session, unavailable
+from topics_actors.client.retry_budget import (
+    CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
+)
 from topics_actors.client.shard_map import ShardMap
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
@@ -33,10 +35,13 @@ class Client:
     whose /v0/health names the front (front_discovery; asked once, here)."""
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
-                 retry_deadline_ms: int = 30_000, ctx: zmq.Context | None = None):
+                 retry_deadline_ms: int = 30_000, connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
+                 ctx: zmq.Context | None = None):
         self.endpoint = front_endpoint(endpoint, request_timeout_ms)
         self.request_timeout_ms = request_timeout_ms
         self.retry_deadline_ms = retry_deadline_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self._reached = False          # whether the node ever answered this client
         self._ctx = ctx or zmq.Context.instance()
         self._front = self._dealer(self.endpoint)
         self._shards: dict[int, tuple[str, zmq.Socket]] = {}
@@ -66,15 +71,17 @@ class Client:
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    def _call(self, sock: zmq.Socket, msg, timeout_ms: int) -> dict | None:
-        """One attempt: the reply, or None if nothing came back in time."""
+    def _call(self, sock: zmq.Socket, msg, timeout_ms: int,
+              connect_ms: int | None = None) -> dict | None:
+        """One attempt: the reply, or None if nothing came back in time (or no connection
+        came up within `connect_ms`)."""
         corr = next(self._corr)
         deadline = time.monotonic() + timeout_ms / 1000
         raw = encode(msg, corr)
         try:
             sock.send(raw, zmq.NOBLOCK)
         except zmq.Again:   # with IMMEDIATE, writable means connected: wait for that
-            if not sock.poll(timeout_ms, zmq.POLLOUT):
+            if not sock.poll(min(timeout_ms, connect_ms or timeout_ms), zmq.POLLOUT):
                 return None
             try:
                 sock.send(raw, zmq.NOBLOCK)
@@ -100,9 +107,14 @@ class Client:
 
     def status(self) -> dict:
         """The node's shard map and readiness, from the front endpoint."""
-        reply = self._call(self._front, Status(), self.request_timeout_ms)
+        first, t0 = not self._reached, time.monotonic()
+        reply = self._call(self._front, Status(), self.request_timeout_ms,
+                           self.connect_timeout_ms if first else None)
         if reply is None:
+            if first:
+                raise no_node(self.endpoint, round((time.monotonic() - t0) * 1000))
             raise unavailable(f"the node at {self.endpoint}")
+        self._reached = True
         self._map = ShardMap.from_status(reply)
         return reply
 
@@ -133,6 +145,8 @@ class Client:
                     return reply
                 self._map = None           # silence: look the shard up again
             except TopicsError as error:
+                if not self._reached:
+                    raise
                 if budget.absorb(error):
                     self._map = None
             time.sleep(budget.next_delay_s())

@@ -34,11 +34,20 @@ from topics_actors.progress_meter import Progress
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment_tier import Tiers
 
-__all__ = ["ERROR", "WARNING", "PROGRESS_EVERY", "Problem", "Report", "SnapshotInfo", "check"]
+__all__ = ["ERROR", "WARNING", "PROGRESS_EVERY", "Problem", "Report", "SnapshotInfo", "check",
+           "looks_like_data_dir"]
 
 log = logging.getLogger(__name__)
 
 PROGRESS_EVERY = 4096             # frames or records between looks at the clock
+
+
+DATA_DIR_MARKS = ("wal", "meta", "topics")   # what a node creates in its data directory
+
+
+def looks_like_data_dir(path: str) -> bool:
+    """Whether `path` holds any of what a node creates there (even a damaged one does)."""
+    return any(os.path.isdir(os.path.join(path, mark)) for mark in DATA_DIR_MARKS)
 
 
 def check(data_dir: str, dump: bool = False, progress: Progress | None = None,

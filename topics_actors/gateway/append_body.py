@@ -17,6 +17,8 @@ import dataclasses
 
 import orjson
 
+from topics_actors import json_rules
+
 from topics_actors.errors import invalid
 from topics_actors.gateway.request_body import field_bool, field_str
 from topics_actors.limits import IDEMPOTENCY_KEY_BYTES_MAX
@@ -53,6 +55,13 @@ def _key(body: dict, header_key: str | None) -> str | None:
 
 def wire_records(records: list) -> tuple[list, int]:
     """[[data, tag?, node?, meta?], ...] with JSON bytes, and the batch's payload bytes."""
+    try:
+        return _wire_records(records)
+    except TypeError as error:   # orjson refused a value (too deep, an integer too large)
+        raise json_rules.unwritable("a record's data or meta", error) from None
+
+
+def _wire_records(records: list) -> tuple[list, int]:
     dumps = orjson.dumps
     wire, total = [], 0
     for record in records:

@@ -76,6 +76,12 @@ class GatewayCore:
         self._appends = itertools.count(1)
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
+        response = await self._handle(request)
+        if request.method == "HEAD":   # the GET's status and headers, no body
+            return dataclasses.replace(response, body=b"")
+        return response
+
+    async def _handle(self, request: HttpRequest) -> HttpResponse:
         t0 = time.perf_counter_ns()
         try:
             route, key = self._authorize(request)

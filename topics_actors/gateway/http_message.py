@@ -43,6 +43,10 @@ def json_response(status: int, body: Any) -> HttpResponse:
 
 
 def error_response(error: TopicsError) -> HttpResponse:
-    """The error envelope {"error": {code, message, detail?}}; 429 and 503 say Retry-After."""
+    """The error envelope {"error": {code, message, detail?}}; 429 and 503 say Retry-After,
+    405 says which methods are allowed (Allow)."""
     headers = (("retry-after", RETRY_AFTER_S),) if error.status in (429, 503) else ()
+    allow = getattr(error, "allow", None)
+    if allow:
+        headers += (("allow", allow),)
     return HttpResponse(error.status, orjson.dumps({"error": error.to_wire()}), JSON, headers)

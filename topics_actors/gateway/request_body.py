@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 
+from topics_actors import json_rules
 from topics_actors.errors import ErrorCode, TopicsError, invalid
 from topics_actors.gateway.http_message import HttpRequest
 
@@ -42,6 +43,7 @@ def json_object(request: HttpRequest, empty_ok: bool) -> dict:
         raise invalid(f"the body is not valid JSON: {error.msg}") from None
     if not isinstance(value, dict):
         raise invalid("the body must be a JSON object")
+    json_rules.check_integers(body, "the body")
     return value
 
 

@@ -22,11 +22,13 @@ class Route:
 
 
 # path -> {method: (handler, scope)}
+_HEALTH = {"GET": ("health", PROBE), "HEAD": ("health", PROBE)}
+_READY = {"GET": ("ready", PROBE), "HEAD": ("ready", PROBE)}
 _FIXED = {
-    "/healthz": {"GET": ("health", PROBE)},
-    "/v0/health": {"GET": ("health", PROBE)},
-    "/readyz": {"GET": ("ready", PROBE)},
-    "/v0/ready": {"GET": ("ready", PROBE)},
+    "/healthz": _HEALTH,
+    "/v0/health": _HEALTH,
+    "/readyz": _READY,
+    "/v0/ready": _READY,
     "/v0/metrics": {"GET": ("metrics", READ)},
     "/v0/topics": {"GET": ("list_topics", READ)},
 }
@@ -46,11 +48,20 @@ def not_found(what: str = "no such route") -> TopicsError:
     return TopicsError(what, ErrorCode.NOT_FOUND)
 
 
+class MethodNotAllowed(TopicsError):
+    """405, with the methods the path does take (the response's Allow header)."""
+    default_code = ErrorCode.METHOD_NOT_ALLOWED
+
+    def __init__(self, method: str, allowed: list[str]):
+        super().__init__(f"method {method} is not allowed here; allowed: "
+                         f"{', '.join(allowed)}")
+        self.allow = ", ".join(allowed)
+
+
 def _pick(methods: dict, method: str, topic: str | None) -> Route:
     found = methods.get(method)
     if found is None:
-        raise TopicsError(f"method {method} is not allowed here; allowed: "
-                          f"{', '.join(sorted(methods))}", ErrorCode.METHOD_NOT_ALLOWED)
+        raise MethodNotAllowed(method, sorted(methods))
     return Route(found[0], found[1], topic)
 
 
