@@ -14,18 +14,21 @@ _PLAIN_HEAD = b'{"d":'
 _META_MARK = b',"m":'
 
 
-def _payload(envelope: bytes, include_meta: bool) -> bytes:
+def _payload(envelope: bytes, include_meta: bool, include_data: bool = True) -> bytes:
     if _META_MARK not in envelope and envelope.startswith(_PLAIN_HEAD):
-        return b',"data":' + envelope[5:-1] + b"}"
+        return b',"data":' + envelope[5:-1] + b"}" if include_data else b"}"
+    if not include_data and not include_meta:
+        return b"}"
     body = orjson.loads(envelope)
-    out = b',"data":' + orjson.dumps(body["d"])
+    out = b',"data":' + orjson.dumps(body["d"]) if include_data else b""
     if include_meta and "m" in body:
         out += b',"meta":' + orjson.dumps(body["m"])
     return out + b"}"
 
 
-def render_records(records: list, include_meta: bool) -> bytes:
-    """[[seq, ts, envelope, tag|None, node|None], ...] -> the JSON array of API records."""
+def render_records(records: list, include_meta: bool, include_data: bool = True) -> bytes:
+    """[[seq, ts, envelope, tag|None, node|None], ...] -> the JSON array of API records
+    (without `data` when not include_data: the watch option)."""
     dumps = orjson.dumps
     parts = []
     for seq, ts, envelope, tag, node in records:
@@ -34,7 +37,7 @@ def render_records(records: list, include_meta: bool) -> bytes:
             head += b',"$node":' + dumps(node)
         if tag is not None:
             head += b',"$tag":' + dumps(tag)
-        parts.append(head + _payload(envelope, include_meta))
+        parts.append(head + _payload(envelope, include_meta, include_data))
     return b"[" + b",".join(parts) + b"]"
 
 

@@ -17,7 +17,9 @@ from granian._futures import _future_watcher_wrapper, _new_cbscheduler
 from granian._granian import RSGIWorker, SocketHolder, WorkerSignal
 
 from topics_actors.gateway.gateway_core import GatewayCore
-from topics_actors.gateway.http_message import HttpRequest, HttpResponse, error_response
+from topics_actors.gateway.http_message import (
+    HttpRequest, HttpResponse, HttpStream, error_response,
+)
 from topics_actors.gateway.request_body import payload_too_large
 
 log = logging.getLogger(__name__)
@@ -69,13 +71,40 @@ class RsgiApp:
             else:
                 response = await self.core.handle(HttpRequest(
                     scope.method, scope.path, scope.query_string, scope.headers, body))
-            _send(proto, response)
+            if isinstance(response, HttpStream):
+                await _stream(proto, response)
+            else:
+                _send(proto, response)
         finally:
             self.in_flight -= 1
 
 
 def _send(proto, response: HttpResponse) -> None:
     proto.response_bytes(response.status, response.header_list(), response.body)
+
+
+async def _pump(transport, chunks) -> None:
+    async for chunk in chunks:
+        await transport.send_bytes(chunk)
+
+
+async def _client_gone(proto) -> None:
+    await proto.client_disconnect()     # granian's own awaitable: wrapped in a real task
+
+
+async def _stream(proto, response: HttpStream) -> None:
+    """Write the chunks as they come until the stream ends or the client goes away (or a
+    write fails); either way the chunk iterator is closed, which frees what it holds."""
+    transport = proto.response_stream(response.status, response.header_list())
+    pump = asyncio.ensure_future(_pump(transport, response.chunks))
+    gone = asyncio.ensure_future(_client_gone(proto))
+    try:
+        await asyncio.wait((pump, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (pump, gone):
+            task.cancel()
+        await asyncio.gather(pump, gone, return_exceptions=True)
+        await response.chunks.aclose()
 
 
 def start_worker(app: RsgiApp, listen_fd: int, loop: asyncio.AbstractEventLoop,

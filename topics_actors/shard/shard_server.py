@@ -17,6 +17,7 @@ from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
 from topics_actors.protocol import decode, encode_error
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
+from topics_actors.shard.commit_publisher import CommitPublisher
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.supervisor_link import SupervisorLink
 
@@ -44,6 +45,7 @@ class ShardServer:
         if ipc_path:
             self.ipc = f"ipc://{ipc_path}"
             self.sock.bind(self.ipc)
+        self.feed = CommitPublisher(ctx, self.ipc) if self.ipc else None
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
         self.stopping = False
@@ -76,6 +78,8 @@ class ShardServer:
             log.info("event=stopped_during_replay shard=%d", shard)
             self.core.close()
             self.sock.close(0)
+            if self.feed is not None:
+                self.feed.close()
             return
         self.core.ready, self.core.replay_progress = True, 1.0
         log.info("event=ready shard=%d topics=%d replay_s=%.3f endpoint=%s", shard,
@@ -97,8 +101,11 @@ class ShardServer:
         self._drain(INBOX_REQUESTS_MAX)
         self._send(self.core.commit())
         self._send(self.core.release_polls())
+        self._publish()
         self.core.close()
         self.sock.close(0)
+        if self.feed is not None:
+            self.feed.close()
         log.info("event=stopped shard=%d", self.core.options.shard)
 
     # --- one turn ---------------------------------------------------------------------------
@@ -120,10 +127,19 @@ class ShardServer:
                 self._group_window()
         if self.core.has_work():
             self._send(self.core.commit())
+            self._publish()
         if self.core.polls.count:
             self._send(self.core.expire_polls())
         self.core.flush_due()
         self._beat()
+
+    def _publish(self) -> None:
+        """Tell the gateways' watch streams what the commit woke (after the replies)."""
+        if self.core.feed_pending:
+            if self.feed is None:
+                self.core.feed_pending.clear()
+            else:
+                self.feed.publish(self.core.feed_pending, self.core.registry)
 
     def _group_window(self) -> None:
         deadline = time.perf_counter() + GROUP_WINDOW_MAX_MS / 1000
