@@ -13,26 +13,27 @@ from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway import sse_frame as sse
 from topics_actors.gateway.api_keys import parse_api_keys
 from topics_actors.gateway.route_table import SESSION, resolve
-from topics_actors.gateway.shared_reads import Page, ReadView
+from topics_actors.gateway.shared_reads import ReadView
 from topics_actors.gateway.watch_request import (
     accepts_event_stream, min_heartbeat_ms, new_wid, owner_of, parse_watch, presented_key,
 )
-from topics_actors.gateway.watch_stream import StreamState
 from topics_actors.protocol.commit_feed import (
     decode_note, encode_note, feed_endpoint, topic_filter,
 )
 from topics_actors.protocol.messages import WatchCreate, WatchCursor, WatchOpen
 from topics_actors.shard.watch_sessions import SESSION_TTL_MS, WatchSessions
+from topics_actors.watch_cursor import PageRead as Page
+from topics_actors.watch_cursor import WatchCursors, decode_cursor, encode_cursor
 
 
 # --- cursor codec and frames ------------------------------------------------------------
 
 def test_the_cursor_id_is_unpadded_base64url_of_sorted_json():
-    encoded = sse.encode_cursor({"b": 2, "a": 10})
+    encoded = encode_cursor({"b": 2, "a": 10})
     assert b"=" not in encoded
     raw = base64.urlsafe_b64decode(encoded + b"=" * (-len(encoded) % 4))
     assert raw == b'{"a":10,"b":2}'
-    assert sse.decode_cursor(encoded.decode()) == {"a": 10, "b": 2}
+    assert decode_cursor(encoded.decode()) == {"a": 10, "b": 2}
 
 
 @pytest.mark.parametrize("bad", [None, "", "!!!", "bm90LWpzb24", "WzEsMl0",  # [1,2]
@@ -40,7 +41,7 @@ def test_the_cursor_id_is_unpadded_base64url_of_sorted_json():
                                  base64.urlsafe_b64encode(b'{"a":true}').decode(),
                                  base64.urlsafe_b64encode(b'{"a":"1"}').decode()])
 def test_an_unparsable_last_event_id_is_ignored(bad):
-    assert sse.decode_cursor(bad) is None
+    assert decode_cursor(bad) is None
 
 
 def test_frames_are_event_id_data_and_a_blank_line():
@@ -51,8 +52,9 @@ def test_frames_are_event_id_data_and_a_blank_line():
     data = sse.record_data("t", 3, 5, 9, b"[1,2]")
     assert json.loads(data) == {"topic": "t", "from_seq": 3, "to_seq": 5, "head_seq": 9,
                                 "records": [1, 2]}
-    assert json.loads(sse.deleted_data("t")) == {"topic": "t", "head_seq": 0,
-                                                 "reason": "deleted"}
+    deleted = WatchCursors({"t": 4}).delete("t")
+    assert sse.render(deleted) == (b'event: topic-deleted\nid: ' + encode_cursor({"t": 4})
+                                   + b'\ndata: {"topic":"t","head_seq":0,"reason":"deleted"}\n\n')
     assert json.loads(sse.shutting_down_data())["code"] == "server_shutting_down"
 
 
@@ -117,13 +119,8 @@ def test_routes():
 
 # --- one connection's state -------------------------------------------------------------
 
-def _events(raw: bytes) -> list[tuple[str, dict, dict]]:
-    out = []
-    for block in raw.decode().split("\n\n")[:-1]:
-        fields = dict(line.split(": ", 1) for line in block.split("\n"))
-        out.append((fields["event"], json.loads(fields["data"]),
-                    sse.decode_cursor(fields["id"])))
-    return out
+def _events(events) -> list[tuple[str, dict, dict]]:
+    return _events_of(b"".join(sse.render(e) for e in events))
 
 
 TOMB = {"gap_from": 1, "gap_to": 2, "reason": "cap", "missed_estimate": 2,
@@ -131,39 +128,39 @@ TOMB = {"gap_from": 1, "gap_to": 2, "reason": "cap", "missed_estimate": 2,
 
 
 def test_first_read_tombstone_is_from_seq_too_old_then_the_engine_reason():
-    state = StreamState({"t": 0})
+    state = WatchCursors({"t": 0})
     data = sse.record_data("t", 0, 5, 5, b"[]")
-    events = _events(state.page_frames("t", Page(5, 5, True, TOMB, data)))
+    events = _events(state.read("t", Page(5, 5, True, TOMB, data)))
     assert [e[0] for e in events] == ["tombstone", "record", "caught-up"]
     assert events[0][1]["reason"] == "from_seq_too_old" and events[0][2] == {"t": 2}
     assert events[1][2] == {"t": 5} and events[2][1] == {"topic": "t", "head_seq": 5}
     later = {**TOMB, "gap_from": 6, "gap_to": 7, "reason": "ttl"}
-    events = _events(state.page_frames("t", Page(7, 7, True, later, None)))
+    events = _events(state.read("t", Page(7, 7, True, later, None)))
     assert [(e[0], e[1].get("reason")) for e in events] == [("tombstone", "ttl"),
                                                             ("caught-up", None)]
     assert state.cursors == {"t": 7}
 
 
 def test_caught_up_once_per_transition_and_silent_passes_advance_the_cursor():
-    state = StreamState({"t": 0})
-    assert [e[0] for e in _events(state.page_frames("t", Page(0, 0, True, None, None)))] \
+    state = WatchCursors({"t": 0})
+    assert [e[0] for e in _events(state.read("t", Page(0, 0, True, None, None)))] \
         == ["caught-up"]                                   # an empty topic
-    assert state.page_frames("t", Page(3, 3, True, None, None)) == b""   # own records
+    assert state.read("t", Page(3, 3, True, None, None)) == []    # own records
     assert state.cursors == {"t": 3}
-    backlog = state.page_frames("t", Page(5, 9, False, None, sse.record_data(
+    backlog = state.read("t", Page(5, 9, False, None, sse.record_data(
         "t", 3, 5, 9, b"[]")))
     assert [e[0] for e in _events(backlog)] == ["record"]
-    rest = state.page_frames("t", Page(9, 9, True, None, sse.record_data("t", 5, 9, 9, b"[]")))
+    rest = state.read("t", Page(9, 9, True, None, sse.record_data("t", 5, 9, 9, b"[]")))
     assert [e[0] for e in _events(rest)] == ["record", "caught-up"]
 
 
 def test_deleted_topics_are_terminal_and_finish_the_stream():
-    state = StreamState({"b": 4, "a": 1})
+    state = WatchCursors({"b": 4, "a": 1})
     assert list(state.cursors) == ["a", "b"]
-    event = _events(state.deleted_frame("a"))[0]
+    event = _events([state.delete("a")])[0]
     assert event[0] == "topic-deleted" and event[2] == {"a": 1, "b": 4}
     assert not state.finished()
-    state.deleted_frame("b")
+    state.delete("b")
     assert state.finished()
 
 
@@ -279,9 +276,9 @@ def test_watchers_at_one_cursor_share_one_read_and_the_same_bytes():
         engine.release.set()
         pages = await asyncio.gather(*pending)
         assert engine.calls == [("t", 0)]
-        assert all(p.data is pages[0].data for p in pages)       # one rendering, shared
-        assert json.loads(pages[0].data)["records"][1] == {"$seq": 2, "$ts": 1, "data": 2}
-        assert (await reads.page("t", 0, view)).data is pages[0].data   # until a commit
+        assert all(p.records is pages[0].records for p in pages)       # one rendering, shared
+        assert json.loads(pages[0].records)["records"][1] == {"$seq": 2, "$ts": 1, "data": 2}
+        assert (await reads.page("t", 0, view)).records is pages[0].records   # until a commit
         engine.head = 3
         reads.invalidate("t")
         fresh = await reads.page("t", 0, view)
@@ -291,3 +288,48 @@ def test_watchers_at_one_cursor_share_one_read_and_the_same_bytes():
         await reads.page("t", 0, other)                          # other options: own read
         assert len(engine.calls) == 3
     asyncio.run(run())
+
+
+class SilentListener:
+    """A commit feed that lost every notification."""
+    def watch(self, topic, wake):
+        self.watched = topic
+
+    def unwatch(self, topic, wake):
+        self.watched = None
+
+
+def test_a_lost_notification_is_caught_up_at_the_heartbeat_and_reports_flow():
+    import asyncio
+    from topics_actors.gateway.shared_reads import SharedReads
+    from topics_actors.gateway.watch_stream import WatchStream
+
+    async def run():
+        engine, listener, reports = FakeEngine(), SilentListener(), []
+        view = ReadView.from_options(parse_watch({"topics": {"t": {}}}, 1000).options)
+        stream = WatchStream(WatchCursors({"t": 0}), view, 50, SharedReads(engine), listener,
+                             lambda cursors, closed: reports.append((cursors, closed)),
+                             lambda: False)
+        chunks = stream.chunks()
+        assert await chunks.__anext__() == sse.RETRY
+        first = _events_of(await chunks.__anext__())
+        assert [e[0] for e in first] == ["record", "caught-up"] and listener.watched == "t"
+        engine.head = 3                       # committed, but no notification arrives
+        beat = await asyncio.wait_for(chunks.__anext__(), 5)
+        assert beat.startswith(b": hb ")
+        late = _events_of(await asyncio.wait_for(chunks.__anext__(), 5))
+        assert late[0][0] == "record" and late[0][1]["from_seq"] == 2
+        assert late[0][2] == {"t": 3}
+        await chunks.aclose()
+        assert listener.watched is None
+        assert reports[0] == ({"t": 2}, False) and reports[-1] == ({"t": 3}, True)
+    asyncio.run(run())
+
+
+def _events_of(raw: bytes) -> list:
+    out = []
+    for block in raw.decode().split("\n\n")[:-1]:
+        fields = dict(line.split(": ", 1) for line in block.split("\n"))
+        out.append((fields["event"], json.loads(fields["data"]),
+                    decode_cursor(fields["id"])))
+    return out

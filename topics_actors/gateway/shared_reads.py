@@ -1,23 +1,25 @@
 """Reads of watched topics shared by every watch stream of this gateway process.
 
-Streams woken by the same commit and sitting at the same cursor with the same read options
-ask for the same page: the first asks the shard (one `diff`), renders the records once, and
-every other stream awaits that same result, so a record is serialized once per (topic, seq
-range, options) and the bytes are shared by all its watchers (only the per-connection `id:`
-line differs). Finished pages stay reusable until the topic's next commit notification
-(`invalidate`), since until then a read at the same cursor would return the same page.
+Streams woken by the same commit and sitting at the same cursor with the same read
+options ask for the same page: the first asks the shard (one `diff`), renders the records
+once, and every other stream awaits that same result, so a record is serialized once per
+(topic, seq range, options) and the bytes are shared by all its watchers (only the
+per-connection `id:` line differs). A page is a PageRead whose `records` is the `record`
+frame's data line (None when no record passed). Finished pages stay reusable until the
+topic's next commit notification (`invalidate`), since until then a read at the same cursor
+would return the same page.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import NamedTuple
 
 from topics_actors.gateway.diff_page import render_records
 from topics_actors.gateway.engine_link import EngineLink
 from topics_actors.gateway.sse_frame import record_data
 from topics_actors.protocol.messages import Diff
+from topics_actors.watch_cursor import PageRead
 
 PAGES_PER_TOPIC_MAX = 64     # distinct (cursor, options) pages kept per topic
 
@@ -40,14 +42,6 @@ class ReadView:
                    options["include_tags"], options["include_data"])
 
 
-class Page(NamedTuple):
-    next_from_seq: int
-    head_seq: int
-    caught_up: bool
-    tombstone: dict | None
-    data: bytes | None      # the `record` frame's data line, None when no record passed
-
-
 def _retrieve(task: asyncio.Task) -> None:
     if not task.cancelled():
         task.exception()    # a failure reaches every awaiting stream; never "unretrieved"
@@ -60,7 +54,7 @@ class SharedReads:
         self.fetched = 0
         self.shared = 0
 
-    async def page(self, topic: str, from_seq: int, view: ReadView) -> Page:
+    async def page(self, topic: str, from_seq: int, view: ReadView) -> PageRead:
         pages = self.pages.setdefault(topic, {})
         key = (from_seq, view)
         task = pages.get(key)
@@ -78,7 +72,7 @@ class SharedReads:
         """The topic committed: pages read before may be behind its head."""
         self.pages.pop(topic, None)
 
-    async def _fetch(self, topic: str, from_seq: int, view: ReadView) -> Page:
+    async def _fetch(self, topic: str, from_seq: int, view: ReadView) -> PageRead:
         node = list(view.node) if isinstance(view.node, tuple) else view.node
         reply = await self.engine.call(topic, Diff(
             topic, from_seq, view.limit, node, view.include_tags, view.include_meta, 0,
@@ -88,5 +82,5 @@ class SharedReads:
             data = record_data(topic, from_seq, reply["next_from_seq"], reply["head_seq"],
                                render_records(reply["records"], view.include_meta,
                                               view.include_data))
-        return Page(reply["next_from_seq"], reply["head_seq"], reply["caught_up"],
+        return PageRead(reply["next_from_seq"], reply["head_seq"], reply["caught_up"],
                     reply["tombstone"], data)

@@ -22,14 +22,15 @@ from topics_actors.gateway.commit_listener import CommitListener
 from topics_actors.gateway.engine_link import EngineLink
 from topics_actors.gateway.http_message import HttpRequest, HttpStream
 from topics_actors.gateway.shared_reads import ReadView, SharedReads
-from topics_actors.gateway.sse_frame import CONTENT_TYPE, HEADERS, decode_cursor
+from topics_actors.gateway.sse_frame import CONTENT_TYPE, HEADERS
 from topics_actors.gateway.watch_request import (
     HEARTBEAT_MS_MAX, SESSION_TTL_MS, accepts_event_stream, min_heartbeat_ms, new_wid,
     not_acceptable, owner_of, parse_watch, presented_key,
 )
-from topics_actors.gateway.watch_stream import StreamState, WatchStream
+from topics_actors.gateway.watch_stream import WatchStream
 from topics_actors.protocol.commit_feed import feed_endpoint
 from topics_actors.protocol.messages import GetTopic, WatchCreate, WatchCursor, WatchOpen
+from topics_actors.watch_cursor import WatchCursors, decode_cursor
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class WatchService:
         self.streams: set[WatchStream] = set()
         self.stopping = False
         self._reports: set[asyncio.Task] = set()
+        self._feeds_known = False        # every shard's feed is connected (paths are fixed)
 
     def stop(self) -> None:
         """Shutdown: every stream sends its `error` frame and ends."""
@@ -137,7 +139,7 @@ class WatchService:
             self._report(wid, stream_id, lease_ms)(session["cursors"], True)
             raise
         await self._connect_feeds()
-        stream = WatchStream(StreamState(session["cursors"]), ReadView.from_options(options),
+        stream = WatchStream(WatchCursors(session["cursors"]), ReadView.from_options(options),
                              options["heartbeat_ms"], self.reads, self.listener,
                              self._report(wid, stream_id, lease_ms), lambda: self.stopping)
         return HttpStream(200, self._tracked(stream), CONTENT_TYPE, HEADERS)
@@ -163,8 +165,12 @@ class WatchService:
 
     async def _connect_feeds(self) -> None:
         """Subscribe to every shard's commit feed (once their ipc endpoints are known)."""
+        if self._feeds_known:
+            return
         status = await self.engine.node_status()
-        self.listener.connect([feed_endpoint(s.get("ipc", "")) for s in status["shards"]])
+        feeds = [feed_endpoint(s.get("ipc", "")) for s in status["shards"]]
+        self.listener.connect(feeds)
+        self._feeds_known = all(feeds)
 
     def _report(self, wid: str, stream_id: str, lease_ms: int):
         """A function sending a stream's cursor map to the session's shard in the

@@ -21,7 +21,8 @@ from collections.abc import AsyncIterator, Callable
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway import sse_frame as sse
 from topics_actors.gateway.commit_listener import CommitListener
-from topics_actors.gateway.shared_reads import Page, ReadView, SharedReads
+from topics_actors.gateway.shared_reads import ReadView, SharedReads
+from topics_actors.watch_cursor import WatchCursors
 
 log = logging.getLogger(__name__)
 
@@ -30,49 +31,8 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class StreamState:
-    """What one connection knows of its topics (pure: tested without sockets)."""
-
-    def __init__(self, cursors: dict[str, int]):
-        self.cursors = dict(sorted(cursors.items()))
-        self.first_read = set(self.cursors)     # a first-read tombstone is from_seq_too_old
-        self.live: dict[str, bool] = {}          # was the topic's last read caught up
-        self.deleted: set[str] = set()
-
-    def cursor_id(self) -> bytes:
-        return sse.encode_cursor(self.cursors)
-
-    def page_frames(self, topic: str, page: Page) -> bytes:
-        """The frames one read produced, advancing the topic's cursor."""
-        out = b""
-        if page.tombstone is not None:
-            self.cursors[topic] = page.tombstone["gap_to"]
-            out += sse.frame(b"tombstone", self.cursor_id(), sse.tombstone_data(
-                topic, page.tombstone, topic in self.first_read))
-            self.live[topic] = False
-        self.first_read.discard(topic)
-        if page.data is not None:
-            self.cursors[topic] = page.next_from_seq
-            out += sse.frame(b"record", self.cursor_id(), page.data)
-            self.live[topic] = False
-        elif page.tombstone is None:
-            self.cursors[topic] = page.next_from_seq
-        if page.caught_up and not self.live.get(topic, False):
-            out += sse.frame(b"caught-up", self.cursor_id(),
-                             sse.caught_up_data(topic, page.head_seq))
-            self.live[topic] = True
-        return out
-
-    def deleted_frame(self, topic: str) -> bytes:
-        self.deleted.add(topic)
-        return sse.frame(b"topic-deleted", self.cursor_id(), sse.deleted_data(topic))
-
-    def finished(self) -> bool:
-        return len(self.deleted) == len(self.cursors)
-
-
 class WatchStream:
-    def __init__(self, state: StreamState, view: ReadView, heartbeat_ms: int,
+    def __init__(self, state: WatchCursors, view: ReadView, heartbeat_ms: int,
                  reads: SharedReads, listener: CommitListener,
                  report: Callable[[dict, bool], None], stopping: Callable[[], bool]):
         self.state = state
@@ -132,12 +92,12 @@ class WatchStream:
                     page = await self.reads.page(topic, before, self.view)
                 except TopicsError as error:
                     if error.code is ErrorCode.TOPIC_NOT_FOUND:
-                        yield state.deleted_frame(topic)
+                        yield sse.render(state.delete(topic))
                     else:    # the shard is restarting or busy: read again at the next wake
                         log.warning("event=watch_read_failed topic=%s code=%s", topic,
                                     error.code.wire)
                     break
-                out = state.page_frames(topic, page)
+                out = b"".join(sse.render(e) for e in state.read(topic, page))
                 if out:
                     yield out
                 if page.caught_up or state.cursors[topic] == before:
