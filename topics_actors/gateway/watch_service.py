@@ -172,18 +172,40 @@ class WatchService:
         self.listener.connect(feeds)
         self._feeds_known = all(feeds)
 
-    def _report(self, wid: str, stream_id: str, lease_ms: int):
-        """A function sending a stream's cursor map to the session's shard in the
-        background (a stream never waits for it)."""
-        def report(cursors: dict, closed: bool) -> None:
-            task = asyncio.ensure_future(self._send_report(
-                WatchCursor(wid, stream_id, cursors, lease_ms, closed)))
-            self._reports.add(task)
-            task.add_done_callback(self._reports.discard)
-        return report
+    def _report(self, wid: str, stream_id: str, lease_ms: int) -> "CursorReporter":
+        return CursorReporter(self.engine, wid, stream_id, lease_ms, self._reports)
 
-    async def _send_report(self, msg: WatchCursor) -> None:
+
+class CursorReporter:
+    """Sends one stream's cursor map to its session's shard in the background (a stream
+    never waits for it): at most one report in flight per stream, a newer map waiting
+    behind it replaces an older one, so a busy stream reports about once per round trip
+    and its last map (the closing one) always goes out last."""
+
+    def __init__(self, engine: EngineLink, wid: str, stream_id: str, lease_ms: int,
+                 tasks: set):
+        self.engine, self.wid, self.stream_id, self.lease_ms = engine, wid, stream_id, lease_ms
+        self.tasks = tasks
+        self.pending: tuple[dict, bool] | None = None
+        self.task: asyncio.Task | None = None
+
+    def __call__(self, cursors: dict, closed: bool) -> None:
+        self.pending = (cursors, closed)
+        if self.task is None:
+            self.task = asyncio.ensure_future(self._drain())
+            self.tasks.add(self.task)
+            self.task.add_done_callback(self.tasks.discard)
+
+    async def _drain(self) -> None:
         try:
-            await self.engine.call(msg.wid, msg)
-        except TopicsError as error:      # the session's shard restarted: the session is gone
-            log.warning("event=watch_report_failed wid=%s code=%s", msg.wid, error.code.wire)
+            while self.pending is not None:
+                cursors, closed = self.pending
+                self.pending = None
+                msg = WatchCursor(self.wid, self.stream_id, cursors, self.lease_ms, closed)
+                try:
+                    await self.engine.call(self.wid, msg)
+                except TopicsError as error:     # the session's shard restarted: it is gone
+                    log.warning("event=watch_report_failed wid=%s code=%s", self.wid,
+                                error.code.wire)
+        finally:
+            self.task = None
