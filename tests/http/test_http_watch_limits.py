@@ -106,3 +106,37 @@ def test_a_stopping_node_ends_its_streams_with_an_error_frame(make_node):
         assert isinstance(error.json()["message"], str) and error.id
         assert reader.next(10) is None
     node.proc.wait(30)
+
+
+def test_streams_survive_a_topic_shard_restart_and_sessions_die_with_theirs(make_node):
+    import os
+    import signal
+
+    from topics_actors.topic_identity import shard_of_name
+    node = make_node(env={"TOPICS_TEST_MIN_HEARTBEAT_MS": "50"})
+    topics = {shard_of_name(f"rs-{i}", 2): f"rs-{i}" for i in range(20)}
+    for name in topics.values():
+        node.http("POST", f"/v0/topics/{name}", {"records": [{"data": 0}]})
+    sessions = [node.http("POST", "/v0/watch", {"topics": {topics[0]: {}, topics[1]: {}},
+                                                "heartbeat_ms": 1000}).json()
+                for _ in range(12)]
+    by_shard = {shard_of_name(s["wid"], 2): s for s in sessions}
+    assert set(by_shard) == {0, 1}, "12 random wids all on one shard"
+    survivor, lost = by_shard[0], by_shard[1]
+    with SseReader(node.http_port, survivor["stream_url"]) as reader:
+        assert [e.event for e in reader.events(4)] == ["record", "caught-up"] * 2
+        pid = node.shard_pid(1)
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: node.status()["shards"][1]["state"] == "ready"
+                 and node.shard_pid(1) != pid, 30, "the shard's restart")
+        for seq, name in ((1, topics[1]), (1, topics[0])):
+            reply = node.http("POST", f"/v0/topics/{name}", {"records": [{"data": seq}]})
+            assert reply.status == 200, reply.body
+        got = {}
+        while len(got) < 2:
+            event = reader.events(1, timeout_s=15)[0]
+            if event.event == "record":
+                got[event.json()["topic"]] = [r["data"] for r in event.json()["records"]]
+        assert got == {topics[0]: [1], topics[1]: [1]}
+    assert open_status(node, survivor["stream_url"])[0] == 200
+    assert open_status(node, lost["stream_url"])[0] == 404      # memory only
