@@ -14,7 +14,7 @@ import asyncio
 import logging
 
 from granian._futures import _future_watcher_wrapper, _new_cbscheduler
-from granian._granian import RSGIWorker, SocketHolder, WorkerSignal
+from granian._granian import RSGIProtocolClosed, RSGIWorker, SocketHolder, WorkerSignal
 
 from topics_actors.gateway.gateway_core import GatewayCore
 from topics_actors.gateway.http_message import (
@@ -84,8 +84,13 @@ def _send(proto, response: HttpResponse) -> None:
 
 
 async def _pump(transport, chunks) -> None:
-    async for chunk in chunks:
-        await transport.send_bytes(chunk)
+    try:
+        async for chunk in chunks:
+            await transport.send_bytes(chunk)
+    except RSGIProtocolClosed:
+        pass                        # the client went away while we wrote
+    except Exception:
+        log.exception("event=stream_failed")
 
 
 async def _client_gone(proto) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 
 from topics_actors.gateway.diff_page import render_records
 from topics_actors.gateway.engine_link import EngineLink
@@ -64,6 +65,7 @@ class SharedReads:
             if len(pages) >= PAGES_PER_TOPIC_MAX:
                 pages.clear()
             task = pages[key] = asyncio.ensure_future(self._fetch(topic, from_seq, view))
+            task.started_s = time.monotonic()
             task.add_done_callback(_retrieve)
             self.fetched += 1
         return await asyncio.shield(task)
@@ -71,6 +73,15 @@ class SharedReads:
     def invalidate(self, topic: str) -> None:
         """The topic committed: pages read before may be behind its head."""
         self.pages.pop(topic, None)
+
+    def refresh(self, topic: str, max_age_s: float) -> None:
+        """Forget the topic's pages read more than `max_age_s` ago (a stream's heartbeat
+        check: streams whose heartbeats fall within that time share one read)."""
+        pages = self.pages.get(topic)
+        if pages:
+            now = time.monotonic()
+            for key in [k for k, t in pages.items() if now - t.started_s > max_age_s]:
+                del pages[key]
 
     async def _fetch(self, topic: str, from_seq: int, view: ReadView) -> PageRead:
         node = list(view.node) if isinstance(view.node, tuple) else view.node

@@ -26,6 +26,10 @@ from topics_actors.watch_cursor import WatchCursors
 
 log = logging.getLogger(__name__)
 
+# A heartbeat check re-reads a topic unless some stream of this gateway read it this
+# recently: a lost notification is caught at most this much later than the heartbeat.
+HEARTBEAT_READ_SHARE_S = 1.0
+
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -69,7 +73,7 @@ class WatchStream:
                     quiet_since = time.monotonic()
                     self.report(dict(state.cursors), False)      # renews the lease
                     for topic in state.cursors:    # a lost notification is caught here
-                        self.reads.invalidate(topic)
+                        self.reads.refresh(topic, HEARTBEAT_READ_SHARE_S)
             yield sse.frame(b"error", state.cursor_id(), sse.shutting_down_data())
         finally:
             for topic in state.cursors:
