@@ -83,6 +83,7 @@ def test_parse_watch_defaults_clamps_and_name_order():
     {"topics": {"a": 1}}, {"topics": {"a": {"from_seq": "1"}}}, {"topics": {"a": {}},
                                                                    "consistency": "x"},
     {"topics": {"a": {}}, "include_data": "no"}, {"topics": {"a": {}}, "node": 5},
+    {"topics": {"a": {}}, "node": "n" * 129}, {"topics": {"a": {}}, "node": ["x", "n" * 129]},
 ])
 def test_parse_watch_rejects(body):
     with pytest.raises(TopicsError) as caught:

@@ -12,7 +12,7 @@ import secrets
 from topics_actors.errors import ErrorCode, TopicsError, invalid
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, KeyRing
-from topics_actors.limits import clamp
+from topics_actors.limits import NODE_BYTES_MAX, clamp
 
 WATCH_TOPICS_MAX = 256
 HEARTBEAT_MS_DEFAULT = 15_000
@@ -55,8 +55,12 @@ def parse_watch(body: dict, heartbeat_floor_ms: int) -> WatchPlan:
         raise invalid("field 'consistency' must be \"eventual\" or \"strong\"")
     limit = min(rb.field_uint(body, "limit") or WATCH_LIMIT_DEFAULT, WATCH_LIMIT_MAX)
     heartbeat = rb.field_uint(body, "heartbeat_ms", HEARTBEAT_MS_DEFAULT)
+    node = rb.field_nodes(body)
+    if any(len(n.encode()) > NODE_BYTES_MAX for n in ([node] if isinstance(node, str)
+                                                       else node or ())):
+        raise invalid(f"a node name has at most {NODE_BYTES_MAX} bytes")
     options = {
-        "node": rb.field_nodes(body), "limit": limit,
+        "node": node, "limit": limit,
         "max_batch_bytes": rb.field_uint(body, "max_batch_bytes", WATCH_BATCH_BYTES_DEFAULT),
         "heartbeat_ms": clamp(heartbeat, heartbeat_floor_ms, HEARTBEAT_MS_MAX),
         "include_meta": rb.field_bool(body, "include_meta", True),
