@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 
 from topics_actors.errors import ErrorCode, TopicsError, topic_not_found
@@ -35,6 +36,7 @@ from topics_actors.watch_cursor import WatchCursors, decode_cursor
 log = logging.getLogger(__name__)
 
 LEASE_SLACK_MS = 5_000
+REPORT_INTERVAL_S = 0.25        # a stream's cursor reports, at most this often (but the last)
 
 
 def throttled(message: str, detail: dict | None = None) -> TopicsError:
@@ -178,34 +180,55 @@ class WatchService:
 
 class CursorReporter:
     """Sends one stream's cursor map to its session's shard in the background (a stream
-    never waits for it): at most one report in flight per stream, a newer map waiting
-    behind it replaces an older one, so a busy stream reports about once per round trip
-    and its last map (the closing one) always goes out last."""
+    never waits for it): at most one report in flight and at most one per
+    REPORT_INTERVAL_S per stream, the newest map replacing older ones that wait; the
+    closing report goes out at once (after one in flight) and last. A reconnect without
+    `Last-Event-ID` after a clean end therefore resumes exactly; only a gateway that dies
+    can leave the session's map up to REPORT_INTERVAL_S behind (records delivered again,
+    none lost)."""
 
     def __init__(self, engine: EngineLink, wid: str, stream_id: str, lease_ms: int,
                  tasks: set):
         self.engine, self.wid, self.stream_id, self.lease_ms = engine, wid, stream_id, lease_ms
         self.tasks = tasks
         self.pending: tuple[dict, bool] | None = None
+        self.closed = False
+        self.last_s = -1e9
         self.task: asyncio.Task | None = None
+        self.timer: asyncio.TimerHandle | None = None
 
     def __call__(self, cursors: dict, closed: bool) -> None:
         self.pending = (cursors, closed)
-        if self.task is None:
-            self.task = asyncio.ensure_future(self._drain())
-            self.tasks.add(self.task)
-            self.task.add_done_callback(self.tasks.discard)
+        self.closed = self.closed or closed
+        self._kick()
 
-    async def _drain(self) -> None:
+    def _kick(self) -> None:
+        if self.task is not None or self.pending is None:
+            return                  # the report in flight sends this one when it is done
+        wait_s = 0.0 if self.closed else self.last_s + REPORT_INTERVAL_S - time.monotonic()
+        if wait_s > 0:
+            if self.timer is None:
+                self.timer = asyncio.get_running_loop().call_later(wait_s, self._fire)
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.task = asyncio.ensure_future(self._send())
+        self.tasks.add(self.task)
+        self.task.add_done_callback(self.tasks.discard)
+
+    def _fire(self) -> None:
+        self.timer = None
+        self._kick()
+
+    async def _send(self) -> None:
+        cursors, closed = self.pending
+        self.pending, self.last_s = None, time.monotonic()
         try:
-            while self.pending is not None:
-                cursors, closed = self.pending
-                self.pending = None
-                msg = WatchCursor(self.wid, self.stream_id, cursors, self.lease_ms, closed)
-                try:
-                    await self.engine.call(self.wid, msg)
-                except TopicsError as error:     # the session's shard restarted: it is gone
-                    log.warning("event=watch_report_failed wid=%s code=%s", self.wid,
-                                error.code.wire)
+            await self.engine.call(self.wid, WatchCursor(self.wid, self.stream_id, cursors,
+                                                         self.lease_ms, closed))
+        except TopicsError as error:     # the session's shard restarted: it is gone
+            log.warning("event=watch_report_failed wid=%s code=%s", self.wid, error.code.wire)
         finally:
             self.task = None
+            self._kick()
