@@ -19,17 +19,16 @@ import asyncio
 import json
 import logging
 import os
+import pathlib
 import sys
 import time
 
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(1, _ROOT)
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (_ROOT, os.environ.get("PYTHONPATH", "")) if p)
-
+# Importing http_bench puts this checkout first on sys.path and PYTHONPATH, so the node and
+# its gateways run this checkout's code even where another one is installed.
+import http_bench  # noqa: E402,F401
 from bench_stats import latency_summary, spread  # noqa: E402  (sibling modules)
 from node_proc import NodeProcess  # noqa: E402
 
@@ -155,14 +154,13 @@ def report(results: list[dict], args) -> str:
 
 
 def main(argv=None) -> int:
+    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
-    args = parse_args(argv)
     results = run(args)
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(results, handle, indent=1)
     print(report(results, args))
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
 
 
