@@ -59,7 +59,7 @@ class SharedReads:
         pages = self.pages.setdefault(topic, {})
         key = (from_seq, view)
         task = pages.get(key)
-        if task is not None and not (task.done() and task.exception() is not None):
+        if task is not None and not (task.done() and (task.cancelled() or task.exception())):
             self.shared += 1
         else:
             if len(pages) >= PAGES_PER_TOPIC_MAX:
