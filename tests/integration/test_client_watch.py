@@ -74,6 +74,9 @@ def test_backlog_live_and_resume(node):
     with pytest.raises(TopicsError) as caught:
         next(client.watch(["cw-a"], cursor="not-an-id"))
     assert caught.value.code is ErrorCode.INVALID_REQUEST
+    with pytest.raises(TopicsError) as caught:
+        next(client.watch(["cw-a", "cw-absent"]))
+    assert caught.value.code is ErrorCode.TOPIC_NOT_FOUND
 
 
 def test_first_read_tombstone_and_deletes_end_the_watch(node):

@@ -53,6 +53,7 @@ class _Pages:
             self.tasks.append(asyncio.ensure_future(self._read(topic, state)))
 
     async def _read(self, topic: str, state: WatchCursors) -> None:
+        """Read one topic for ever; a deleted topic ends its part."""
         o, live = self.options, False
         while True:
             wait_ms = self.wait_ms if live else 0
@@ -95,6 +96,8 @@ async def watch_events(client, topics, *, cursor=None, node=None, limit: int = 0
                        max_batch_bytes: int = 0,
                        wait_ms: int = WATCH_WAIT_MS_DEFAULT) -> AsyncIterator[dict]:
     state = WatchCursors(start_cursors(topics, cursor))
+    # a topic missing at the start fails the watch (topic_not_found, as POST /v0/watch)
+    await asyncio.gather(*(client.get_topic(t, touch=False) for t in state.cursors))
     options = {"node": node, "limit": limit, "include_tags": include_tags,
                "include_meta": include_meta, "max_batch_bytes": max_batch_bytes}
     pages = _Pages(client, options, clamp(wait_ms, 1, DIFF_WAIT_MS_MAX))
