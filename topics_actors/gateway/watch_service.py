@@ -135,15 +135,16 @@ class WatchService:
             raise
         options = session["options"]
         lease_ms = 2 * options["heartbeat_ms"] + LEASE_SLACK_MS
+        report = self._report(wid, stream_id, lease_ms)
         try:
             await self._check_stream_caps(session["owner"])
-        except TopicsError:
-            self._report(wid, stream_id, lease_ms)(session["cursors"], True)
+            await self._connect_feeds()
+        except BaseException:
+            report(session["cursors"], True)      # registered above: it must not count
             raise
-        await self._connect_feeds()
         stream = WatchStream(WatchCursors(session["cursors"]), ReadView.from_options(options),
-                             options["heartbeat_ms"], self.reads, self.listener,
-                             self._report(wid, stream_id, lease_ms), lambda: self.stopping)
+                             options["heartbeat_ms"], self.reads, self.listener, report,
+                             lambda: self.stopping)
         return HttpStream(200, self._tracked(stream), CONTENT_TYPE, HEADERS)
 
     async def _tracked(self, stream: WatchStream):
