@@ -1,9 +1,10 @@
-"""Test support: the node harness, re-exported for the test modules.
+"""Test support: the node harness and the SSE reader, re-exported for the test modules.
 
-The harness itself lives in tools/testing/node_harness.py, because tools/crashtest runs it
-too and a tool must not import from the tests.
+They live in tools/testing/, because tools (the crash test, the benches) run them too and a
+tool must not import from the tests.
 """
 
 from tools.testing.node_harness import HttpReply, Node, alive, http_call, wait_for
+from tools.testing.sse_reader import SseEvent, SseReader
 
-__all__ = ["HttpReply", "Node", "alive", "http_call", "wait_for"]
+__all__ = ["HttpReply", "Node", "SseEvent", "SseReader", "alive", "http_call", "wait_for"]

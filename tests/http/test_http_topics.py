@@ -31,7 +31,8 @@ def append(target, topic, *records, **extra):
 # --- section 1: conventions ---------------------------------------------------------------
 
 def test_unknown_paths_are_404_not_found(node):
-    for path in ("/nope", "/v0", "/v0/nope", "/v0/topics/", "/v0/routers/x", "/v0/watch"):
+    for path in ("/nope", "/v0", "/v0/nope", "/v0/topics/", "/v0/routers/x",
+                 "/v0/watch/a/b"):
         error_of(node.http("GET", path), 404, "not_found")
 
 
@@ -46,6 +47,7 @@ def test_known_paths_with_another_method_are_405(node):
     error_of(node.http("POST", "/v0/health"), 405, "method_not_allowed")
     error_of(node.http("PATCH", "/v0/topics/x"), 405, "method_not_allowed")
     error_of(node.http("DELETE", "/v0/topics"), 405, "method_not_allowed")
+    error_of(node.http("GET", "/v0/watch"), 405, "method_not_allowed")
 
 
 def test_a_non_empty_body_needs_a_json_content_type(node):

@@ -19,8 +19,8 @@ from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.retry_budget import (
     CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
 )
-from topics_actors.client.shard_map import ShardMap
-from topics_actors.client.sync_client import DEFAULT_ENDPOINT
+from topics_actors.client.shard_map import DEFAULT_ENDPOINT, ShardMap
+from topics_actors.client.topic_watch import WATCH_WAIT_MS_DEFAULT, watch_events
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
 from topics_actors.protocol.messages import (
@@ -221,6 +221,17 @@ class AsyncClient:
                                   wait_ms, max_batch_bytes)
         reply = await self._request(name, msg, wait_ms=wait_ms)
         return shapes.shape_diff(reply, include_meta)
+
+    def watch(self, topics, *, cursor=None, node=None, limit: int = 0,
+              include_tags: bool = False, include_meta: bool = True, max_batch_bytes: int = 0,
+              wait_ms: int = WATCH_WAIT_MS_DEFAULT):
+        """An async iterator of watch events (spec/api.md 7.2) for `topics` (names, or a map
+        name -> from_seq): dicts with `event` (record, tombstone, caught-up,
+        topic-deleted), `id` (the composite cursor: pass it as `cursor` to resume after
+        that event) and the event's fields. Ends when every topic is deleted."""
+        return watch_events(self, topics, cursor=cursor, node=node, limit=limit,
+                            include_tags=include_tags, include_meta=include_meta,
+                            max_batch_bytes=max_batch_bytes, wait_ms=wait_ms)
 
 
 class NodeClient(AsyncClient):

@@ -6,6 +6,8 @@ import dataclasses
 
 from topics_actors.topic_identity import shard_of_name
 
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:4001"      # the front of a node started with defaults
+
 
 @dataclasses.dataclass(frozen=True)
 class ShardMap:

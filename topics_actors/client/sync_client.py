@@ -16,18 +16,17 @@ import time
 import zmq
 
 from topics_actors.client import request_shapes as shapes
+from topics_actors.client.blocking_watch import blocking_watch
 from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.retry_budget import (
     CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
 )
-from topics_actors.client.shard_map import ShardMap
+from topics_actors.client.shard_map import DEFAULT_ENDPOINT, ShardMap
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
 from topics_actors.protocol.messages import (
     Append, DeleteRecords, DeleteTopic, GetTopic, PutTopic, Scan, Status,
 )
-
-DEFAULT_ENDPOINT = "tcp://127.0.0.1:4001"
 
 
 class Client:
@@ -212,3 +211,11 @@ class Client:
         msg = shapes.diff_request(name, from_seq, limit, node, include_tags, include_meta,
                                   wait_ms, max_batch_bytes)
         return shapes.shape_diff(self._request(name, msg, wait_ms=wait_ms), include_meta)
+
+    def watch(self, topics, **options):
+        """The watch events of AsyncClient.watch as a blocking iterator (same arguments).
+        It runs an AsyncClient on a private event loop, so it must not be called from a
+        running event loop (use AsyncClient.watch there); close it (or leave the loop) to
+        stop."""
+        return blocking_watch(self.endpoint, self.request_timeout_ms, self.retry_deadline_ms,
+                              topics, options)

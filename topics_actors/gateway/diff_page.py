@@ -11,9 +11,9 @@ import orjson
 from topics_actors.record_envelope import split
 
 
-def render_records(records: list, include_meta: bool) -> bytes:
+def render_records(records: list, include_meta: bool, include_data: bool = True) -> bytes:
     """[[seq, ts, envelope, tag|None, node|None, has_meta], ...] -> the JSON array of API
-    records."""
+    records (without `data` when not include_data: the watch option)."""
     dumps = orjson.dumps
     parts = []
     for seq, ts, envelope, tag, node, has_meta in records:
@@ -22,10 +22,12 @@ def render_records(records: list, include_meta: bool) -> bytes:
             head += b',"$node":' + dumps(node)
         if tag is not None:
             head += b',"$tag":' + dumps(tag)
-        data, meta = split(envelope, has_meta)
-        head += b',"data":' + data
-        if include_meta and meta is not None:
-            head += b',"meta":' + meta
+        if include_data or include_meta:
+            data, meta = split(envelope, has_meta)
+            if include_data:
+                head += b',"data":' + data
+            if include_meta and meta is not None:
+                head += b',"meta":' + meta
         parts.append(head + b"}")
     return b"[" + b",".join(parts) + b"]"
 

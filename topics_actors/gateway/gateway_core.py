@@ -24,12 +24,15 @@ from topics_actors.gateway.diff_page import render_diff
 from topics_actors.gateway.engine_link import Census, EngineLink, node_ready
 from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.gateway.http_message import (
-    HttpRequest, HttpResponse, error_response, json_response,
+    HttpRequest, HttpResponse, HttpStream, error_response, json_response,
 )
 from topics_actors.gateway.inflight_limit import InflightLimit
 from topics_actors.gateway.metrics_report import MetricsInput, render
-from topics_actors.gateway.route_table import PROBE, Route, resolve, unknown_route_error
+from topics_actors.gateway.route_table import (
+    PROBE, SESSION, Route, resolve, unknown_route_error,
+)
 from topics_actors.gateway.topic_listing import list_page
+from topics_actors.gateway.watch_service import WatchService
 from topics_actors.limits import DIFF_WAIT_MS_MAX
 from topics_actors.protocol.messages import (
     DeleteRecords, DeleteTopic, Diff, GetTopic, PutTopic,
@@ -74,14 +77,15 @@ class GatewayCore:
         self.stopping = False
         self._session = new_session()
         self._appends = itertools.count(1)
+        self.watch = WatchService(settings, engine)
 
-    async def handle(self, request: HttpRequest) -> HttpResponse:
+    async def handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
         response = await self._handle(request)
-        if request.method == "HEAD":   # the GET's status and headers, no body
-            return dataclasses.replace(response, body=b"")
+        if request.method == "HEAD" and isinstance(response, HttpResponse):
+            return dataclasses.replace(response, body=b"")   # the GET's status and headers
         return response
 
-    async def _handle(self, request: HttpRequest) -> HttpResponse:
+    async def _handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
         t0 = time.perf_counter_ns()
         try:
             route, key = self._authorize(request)
@@ -105,6 +109,8 @@ class GatewayCore:
         except TopicsError:
             self.keys.authenticate(authorization)     # 401 before 404/405 when auth is on
             raise
+        if route.scope == SESSION:     # the stream checks the session's own key
+            return route, None
         if route.scope == PROBE:
             if self.settings.probe_auth:
                 self.keys.authenticate(authorization)
@@ -137,15 +143,17 @@ class GatewayCore:
 
     async def _metrics(self, route, request, key, t0) -> HttpResponse:
         ready, progress = await node_ready(self.engine)
-        census, wal = Census(), {}
+        census, wal, streams = Census(), {}, {"sse_connections": 0, "watch_sessions": 0}
         if ready:
             census = await self.engine.census(0.0)
             for status in await self.engine.shard_statuses():
                 for name, value in status.get("statistics", {}).items():
                     wal[name] = wal.get(name, 0) + value
+                streams["sse_connections"] += status.get("sse_streams", 0)
+                streams["watch_sessions"] += status.get("watch_sessions", 0)
         body, content_type = render(
-            MetricsInput(census, ready, 1.0 if ready else progress, self._uptime_ms(), wal),
-            request.header("accept"))
+            MetricsInput(census, ready, 1.0 if ready else progress, self._uptime_ms(), wal,
+                         streams), request.header("accept"))
         return HttpResponse(200, body, content_type)
 
     # --- topics -------------------------------------------------------------------------------
@@ -234,6 +242,16 @@ class GatewayCore:
         reply = await self.engine.call(route.topic,
                                        DeleteRecords(route.topic, before_seq, match))
         return json_response(200, _with_performance(reply, t0))
+
+    # --- watch (spec/api.md 7.1, 7.2) ----------------------------------------------------------
+
+    async def _watch_create(self, route, request, key, t0) -> HttpResponse:
+        return json_response(200, await self.watch.create(request, key))
+
+    async def _watch_stream(self, route, request, key, t0) -> HttpStream:
+        if self.stopping:
+            raise shutting_down()
+        return await self.watch.open(request, route.wid)
 
     async def _unknown(self, route, request, key, t0) -> HttpResponse:
         raise unknown_route_error(route, request.path)

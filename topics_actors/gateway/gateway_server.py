@@ -57,6 +57,7 @@ class GatewayServer:
         beats = loop.create_task(self._beat(stop))
         await stop.wait()
         core.stopping = True
+        core.watch.stop()      # watch streams say server_shutting_down and end
         self._send_beat("stopping")
         worker_signal.set()
         await stopped.wait()
@@ -64,6 +65,7 @@ class GatewayServer:
         while app.in_flight and time.monotonic() < deadline:
             await asyncio.sleep(DRAIN_POLL_S)
         beats.cancel()
+        await core.watch.close()
         await engine.close()
         log.info("event=stopped gateway=%d unfinished=%d", self.index, app.in_flight)
 

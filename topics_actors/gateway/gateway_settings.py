@@ -32,6 +32,14 @@ def _cap(env, name: str, default: int) -> int:
     return value
 
 
+def _watch_caps(env) -> dict:
+    return {"watch_sessions_max": _cap(env, "TOPICS_MAX_WATCH_SESSIONS", 10_000),
+            "sse_connections_max": _cap(env, "TOPICS_MAX_SSE_CONNECTIONS", 10_000),
+            "sse_connections_per_key_max": _cap(env, "TOPICS_MAX_SSE_CONNECTIONS_PER_KEY",
+                                                1_000),
+            "test_min_heartbeat_ms": _cap(env, "TOPICS_TEST_MIN_HEARTBEAT_MS", 0)}
+
+
 @dataclasses.dataclass(frozen=True)
 class GatewaySettings:
     keys: KeyRing = dataclasses.field(default_factory=KeyRing)
@@ -40,6 +48,10 @@ class GatewaySettings:
     body_bytes_max: int = BODY_BYTES_MAX_DEFAULT      # 0 = unlimited
     topics_max: int = 100_000                         # 0 = unlimited
     inflight_per_key_max: int = 1_000                 # 0 = unlimited
+    watch_sessions_max: int = 10_000                  # 0 = unlimited
+    sse_connections_max: int = 10_000                 # 0 = unlimited
+    sse_connections_per_key_max: int = 1_000          # 0 = unlimited; auth on only
+    test_min_heartbeat_ms: int = 0                    # 0 = the 1000 ms floor
 
     @classmethod
     def from_env(cls, env=None) -> "GatewaySettings":
@@ -52,7 +64,8 @@ class GatewaySettings:
                    allow_insecure_no_auth=_flag(env, "TOPICS_ALLOW_INSECURE_NO_AUTH"),
                    body_bytes_max=_cap(env, "TOPICS_MAX_BODY_BYTES", BODY_BYTES_MAX_DEFAULT),
                    topics_max=_cap(env, "TOPICS_MAX_TOPICS", 100_000),
-                   inflight_per_key_max=_cap(env, "TOPICS_MAX_INFLIGHT_PER_KEY", 1_000))
+                   inflight_per_key_max=_cap(env, "TOPICS_MAX_INFLIGHT_PER_KEY", 1_000),
+                   **_watch_caps(env))
 
     def check_bind(self, host: str, loopback: bool) -> None:
         """Refuse a non-loopback bind without keys unless explicitly allowed."""

@@ -4,7 +4,7 @@ and the JSON and error bodies every route answers with (spec/api.md 1)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import orjson
@@ -32,6 +32,20 @@ class HttpResponse:
     status: int
     body: bytes
     content_type: str = JSON
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def header_list(self) -> list[tuple[str, str]]:
+        return [("content-type", self.content_type), *self.headers]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HttpStream:
+    """A streamed response (SSE): the adapter sends the status and headers at once, then
+    every chunk as it comes; a client that goes away closes `chunks` (its `finally`
+    blocks free what the stream holds)."""
+    status: int
+    chunks: AsyncIterator[bytes]
+    content_type: str
     headers: tuple[tuple[str, str], ...] = ()
 
     def header_list(self) -> list[tuple[str, str]]:

@@ -1,8 +1,9 @@
 """/v0/metrics (spec/api.md 10): Prometheus text exposition 0.0.4, or JSON on request.
 
-Routers, watch sessions, SSE streams and queues are not served by this build, so their
-gauges are always 0. `wal` sums the shards' statistics (batches, syncs, records, requests,
-throttled, failed_batches).
+Routers and queues are not served by this build, so their gauges are always 0. Watch
+sessions and SSE streams are the node's, summed over the shards that keep the sessions.
+`wal` sums the shards' statistics (batches, syncs, records, requests, throttled,
+failed_batches).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import orjson
 from topics_actors.gateway.engine_link import Census
 
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
-_ZERO_GAUGES = ("routers", "queue_topics", "queue_leases_in_flight", "sse_connections",
-                "watch_sessions")
+_ZERO_GAUGES = ("routers", "queue_topics", "queue_leases_in_flight")
+_STREAM_GAUGES = {"sse_connections": "open SSE streams (watch) on the node",
+                  "watch_sessions": "live watch sessions on the node"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,15 +27,17 @@ class MetricsInput:
     replay_progress: float
     uptime_ms: int
     wal: dict                # summed shard statistics; empty when no shard answered
+    streams: dict = dataclasses.field(default_factory=dict)   # sse_connections, watch_sessions
 
 
 def metrics_json(m: MetricsInput) -> dict:
     c = m.census
     body = {"topics": c.topics, **{f"topics_{k}": v for k, v in c.by_class.items()},
             "routers": 0, "records_live": c.records_live, "bytes_live": c.bytes_live,
-            "queue_topics": 0, "queue_leases_in_flight": 0, "sse_connections": 0,
-            "watch_sessions": 0, "ready": m.ready, "replay_progress": m.replay_progress,
-            "uptime_ms": m.uptime_ms}
+            "queue_topics": 0, "queue_leases_in_flight": 0,
+            "sse_connections": m.streams.get("sse_connections", 0),
+            "watch_sessions": m.streams.get("watch_sessions", 0), "ready": m.ready,
+            "replay_progress": m.replay_progress, "uptime_ms": m.uptime_ms}
     if m.wal:
         body["wal"] = m.wal
     return body
@@ -69,6 +73,8 @@ def metrics_text(m: MetricsInput) -> bytes:
     _topic_series(lines, c)
     for name in _ZERO_GAUGES:
         _gauge(lines, f"topics_{name}", 0, "not served by this build")
+    for name, help_text in _STREAM_GAUGES.items():
+        _gauge(lines, f"topics_{name}", m.streams.get(name, 0), help_text)
     _gauge(lines, "topics_ready", int(m.ready), "1 once every shard has replayed")
     _gauge(lines, "topics_recovery_progress", m.replay_progress, "replay progress, 0..1")
     _gauge(lines, "topics_uptime_ms", m.uptime_ms, "milliseconds since the node started")

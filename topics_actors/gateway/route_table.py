@@ -12,13 +12,15 @@ from topics_actors.errors import ErrorCode, TopicsError
 
 READ, WRITE, DELETE, ADMIN = "read", "write", "delete", "admin"
 PROBE = "probe"       # health and readiness: open unless TOPICS_PROBE_AUTH
+SESSION = "session"   # a watch stream: its handler checks the session's key (spec/api.md 7.2)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Route:
     handler: str                  # name of the GatewayCore method that answers
-    scope: str                    # READ | WRITE | DELETE | ADMIN | PROBE
+    scope: str                    # READ | WRITE | DELETE | ADMIN | PROBE | SESSION
     topic: str | None = None      # the topic path segment, when the route has one
+    wid: str | None = None        # the watch session of /v0/watch/:wid
 
 
 # path -> {method: (handler, scope)}
@@ -31,7 +33,9 @@ _FIXED = {
     "/v0/ready": _READY,
     "/v0/metrics": {"GET": ("metrics", READ)},
     "/v0/topics": {"GET": ("list_topics", READ)},
+    "/v0/watch": {"POST": ("watch_create", READ)},
 }
+_WATCH_PREFIX = "/v0/watch/"
 _TOPIC = {"PUT": ("put_topic", ADMIN), "GET": ("get_topic", READ),
           "DELETE": ("delete_topic", DELETE), "POST": ("append", WRITE)}
 _TOPIC_SUB = {
@@ -70,6 +74,12 @@ def resolve(method: str, path: str) -> Route:
     fixed = _FIXED.get(path)
     if fixed is not None:
         return _pick(fixed, method, None)
+    if path.startswith(_WATCH_PREFIX):
+        wid = path[len(_WATCH_PREFIX):]
+        if not wid or "/" in wid:
+            raise not_found()
+        found = _pick({"GET": ("watch_stream", SESSION)}, method, None)
+        return Route(found.handler, found.scope, wid=wid)
     if not path.startswith(_TOPICS_PREFIX):
         raise not_found()
     rest = path[len(_TOPICS_PREFIX):]

@@ -20,11 +20,13 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from granian._futures import _future_watcher_wrapper, _new_cbscheduler
-from granian._granian import RSGIWorker, SocketHolder, WorkerSignal
+from granian._granian import RSGIProtocolClosed, RSGIWorker, SocketHolder, WorkerSignal
 
 from topics_actors.errors import InvariantViolation
 from topics_actors.gateway.gateway_core import GatewayCore
-from topics_actors.gateway.http_message import HttpRequest, HttpResponse, error_response
+from topics_actors.gateway.http_message import (
+    HttpRequest, HttpResponse, HttpStream, error_response,
+)
 from topics_actors.gateway.request_body import payload_too_large
 
 log = logging.getLogger(__name__)
@@ -89,7 +91,10 @@ class RsgiApp:
             else:
                 response = await self.core.handle(HttpRequest(
                     scope.method, scope.path, scope.query_string, scope.headers, body))
-            _send(proto, response)
+            if isinstance(response, HttpStream):
+                await _stream(proto, response)
+            else:
+                _send(proto, response)
         except InvariantViolation as bug:
             self.die(bug)
         finally:
@@ -98,6 +103,35 @@ class RsgiApp:
 
 def _send(proto, response: HttpResponse) -> None:
     proto.response_bytes(response.status, response.header_list(), response.body)
+
+
+async def _pump(transport, chunks) -> None:
+    try:
+        async for chunk in chunks:
+            await transport.send_bytes(chunk)
+    except RSGIProtocolClosed:
+        pass                        # the client went away while we wrote
+    except Exception:
+        log.exception("event=stream_failed")
+
+
+async def _client_gone(proto) -> None:
+    await proto.client_disconnect()     # granian's own awaitable: wrapped in a real task
+
+
+async def _stream(proto, response: HttpStream) -> None:
+    """Write the chunks as they come until the stream ends or the client goes away (or a
+    write fails); either way the chunk iterator is closed, which frees what it holds."""
+    transport = proto.response_stream(response.status, response.header_list())
+    pump = asyncio.ensure_future(_pump(transport, response.chunks))
+    gone = asyncio.ensure_future(_client_gone(proto))
+    try:
+        await asyncio.wait((pump, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (pump, gone):
+            task.cancel()
+        await asyncio.gather(pump, gone, return_exceptions=True)
+        await response.chunks.aclose()
 
 
 def start_worker(app: RsgiApp, listen_fd: int, loop: asyncio.AbstractEventLoop,

@@ -168,3 +168,46 @@ class DeleteRecords(Message):
     topic: str
     before_seq: int | None = None
     match: Any = None
+
+
+@message
+class WatchCreate(Message):
+    """gateway -> the shard owning `wid` (routed as if `wid` were a topic name). Keep a
+    watch session (spec/api.md 7.1) in the shard's memory; sessions are lost when that
+    shard restarts. owner: the creating key's identity (a hex hash; "" when auth is off);
+    cursors: {topic: seq}; options: the session's read options {node, limit,
+    max_batch_bytes, heartbeat_ms, include_meta, include_tags, include_data}.
+    Reply: {wid, performance}."""
+    KIND = "watch_create"
+    wid: str
+    owner: str
+    cursors: dict
+    options: dict
+
+
+@message
+class WatchOpen(Message):
+    """gateway -> the shard owning `wid`. Open stream `stream` on the session: owner is the
+    identity of the key the stream presented ("" for none or an invalid one); a session with
+    an owner answers `unauthorized` unless it matches. rewind ({topic: seq}, a Last-Event-ID)
+    lowers cursors only. The stream counts as open for lease_ms unless renewed.
+    Reply: {wid, owner, cursors, options, performance}; `not_found` for an unknown wid."""
+    KIND = "watch_open"
+    wid: str
+    stream: str
+    owner: str
+    lease_ms: int
+    rewind: dict | None = None
+
+
+@message
+class WatchCursor(Message):
+    """gateway -> the shard owning `wid`. Stream `stream` has delivered up to `cursors`:
+    store them as the session's cursor map, renew the stream's lease for lease_ms; closed:
+    the stream has ended. Reply: {wid, performance}; `not_found` for an unknown wid."""
+    KIND = "watch_cursor"
+    wid: str
+    stream: str
+    cursors: dict
+    lease_ms: int = 0
+    closed: bool = False

@@ -23,7 +23,7 @@ from topics_actors.ledger import retention_rules
 from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.messages import (
     Absorbed, Append, Checkpoint, DeleteRecords, DeleteTopic, Diff, GetTopic, ListTopics,
-    PutTopic, Retain, Scan, Status,
+    PutTopic, Retain, Scan, Status, WatchCreate, WatchCursor, WatchOpen,
 )
 from topics_actors.shard import (
     absorption, diff_read, head_marks, range_scan, record_delete, retention, topic_admin,
@@ -39,6 +39,7 @@ from topics_actors.shard.replay import Replay
 from topics_actors.shard.shard_stats import ShardStats
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.shard.wal_file_set import WalFileSet
+from topics_actors.shard.watch_sessions import WatchSessions
 from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment import SegmentReader
 from topics_actors.storage.segment_tier import Tiers
@@ -66,6 +67,8 @@ class ShardCore:
         self.stager = BatchStager(clock, self.stats)
         self.quota = ByteQuota(options.quota_file, options.shard, options.max_total_bytes)
         self.polls = LongPolls()
+        self.watch = WatchSessions(clock)
+        self.feed_pending: set[str] = set()     # topics woken since the feed last published
         self.ready = False
         self.replay_progress = 0.0
         self._handlers = self._handler_table()
@@ -88,6 +91,9 @@ class ShardCore:
             Absorbed: lambda m: absorption.absorb_request(self.fs, data_dir, wal, registry,
                                                           m.snapshot_id),
             Status: lambda m: read_op(lambda info: self.status()),
+            WatchCreate: lambda m: read_op(lambda info: self.watch.create(m)),
+            WatchOpen: lambda m: read_op(lambda info: self.watch.open(m)),
+            WatchCursor: lambda m: read_op(lambda info: self.watch.cursor(m)),
         }
 
     def replay(self) -> Replay:
@@ -149,6 +155,7 @@ class ShardCore:
             self.quota.publish(self.registry.live_bytes())
         for name in info.woken:
             replies += self._answer_waiters(self.polls.wake(name))
+        self.feed_pending |= info.woken
         return replies
 
     def _fail(self, batch: Batch, exc: BaseException) -> TopicsError:
@@ -203,7 +210,7 @@ class ShardCore:
                 "ready": self.ready, "replay_progress": self.replay_progress,
                 "topics": len(self.registry), "long_polls": self.polls.count,
                 "statistics": self.stats.as_dict(), "snapshot_id": self.wal.snapshot_id,
-                "wal_position": [writer.idx, writer.tail]}
+                "wal_position": [writer.idx, writer.tail], **self.watch.census()}
 
     def close(self) -> None:
         """Clean shutdown: everything accepted is committed; then sync and release."""

@@ -21,6 +21,7 @@ from topics_actors.protocol import decode, encode_error
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
 from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import VouchedRecords
+from topics_actors.shard.commit_publisher import CommitPublisher
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.supervisor_link import SupervisorLink
 
@@ -69,6 +70,7 @@ class ShardServer:
             os.chmod(ipc_path, 0o600)   # before this, the umask's mode (022: no one else
                                         # may connect, which needs write permission)
             self.sources.append((local, _IPC, True))
+        self.feed = CommitPublisher(ctx, self.ipc) if self.ipc else None
         self.by_tag = {tag: sock for sock, tag, _ in self.sources}
         self.poller = zmq.Poller()
         for sock, _, _ in self.sources:
@@ -97,6 +99,8 @@ class ShardServer:
     def _close(self) -> None:
         for sock, _, _ in self.sources:
             sock.close(0)
+        if self.feed is not None:
+            self.feed.close()
 
     # --- lifecycle --------------------------------------------------------------------------
 
@@ -136,6 +140,7 @@ class ShardServer:
         self._drain(INBOX_REQUESTS_MAX)
         self._send(self.core.commit())
         self._send(self.core.release_polls())
+        self._publish()
         self.core.close()
         self._close()
         log.info("event=stopped shard=%d", self.core.options.shard)
@@ -159,10 +164,19 @@ class ShardServer:
                 self._group_window()
         if self.core.has_work():
             self._send(self.core.commit())
+            self._publish()
         if self.core.polls.count:
             self._send(self.core.expire_polls())
         self.core.flush_due()
         self._beat()
+
+    def _publish(self) -> None:
+        """Tell the gateways' watch streams what the commit woke (after the replies)."""
+        if self.core.feed_pending:
+            if self.feed is None:
+                self.core.feed_pending.clear()
+            else:
+                self.feed.publish(self.core.feed_pending, self.core.registry)
 
     def _group_window(self) -> None:
         deadline = time.perf_counter() + GROUP_WINDOW_MAX_MS / 1000

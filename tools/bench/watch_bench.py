@@ -1,0 +1,168 @@
+"""SSE watch fan-out: how many records per second reach N watch streams of one topic, and
+how long a record takes from its commit to a watcher.
+
+    python tools/bench/watch_bench.py [--streams 1,16,64] [--seconds 4] [--batch 100]
+                                      [--workers 1] [--runs 1]
+
+A node with 1 shard and `--workers` gateway processes; one topic; N sessions (tail) with one
+SSE stream each, read by asyncio in this process; one ZeroMQ AsyncClient appends batches of
+`--batch` records of 100 bytes, one in flight, for `--seconds`. Reported: records appended
+per second, records delivered per second over all streams (N x appended when they keep up),
+and the latency from a record's `$ts` (its commit, server clock) to its arrival, p50 and
+p99 over the last record of every frame. Markdown on stdout; see docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import pathlib
+import sys
+import time
+
+import orjson
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Importing http_bench puts this checkout first on sys.path and PYTHONPATH, so the node and
+# its gateways run this checkout's code even where another one is installed.
+import http_bench  # noqa: E402,F401
+from bench_stats import latency_summary, spread  # noqa: E402  (sibling modules)
+from node_proc import NodeProcess  # noqa: E402
+
+from topics_actors.client import AsyncClient  # noqa: E402
+
+log = logging.getLogger(__name__)
+DATA = "x" * 98
+TOPIC = "watch-bench"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--streams", default="1,16,64")
+    p.add_argument("--seconds", type=float, default=4.0)
+    p.add_argument("--batch", type=int, default=100)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--runs", type=int, default=1)
+    p.add_argument("--json", help="also write the raw results here")
+    args = p.parse_args(argv)
+    args.streams = [int(n) for n in args.streams.split(",") if n]
+    return args
+
+
+async def _http(port: int, method: str, path: str, body: dict | None = None) -> dict:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    raw = orjson.dumps(body) if body is not None else b""
+    writer.write((f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(raw)}\r\nConnection: close\r\n\r\n").encode() + raw)
+    data = await reader.read()
+    writer.close()
+    return orjson.loads(data.split(b"\r\n\r\n", 1)[1])
+
+
+class Watcher:
+    """One SSE stream; counts records and samples commit-to-arrival latency."""
+
+    def __init__(self):
+        self.records = 0
+        self.latencies_s: list[float] = []
+        self.ready = asyncio.Event()
+
+    async def run(self, port: int, url: str) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                if line.startswith(b"data: {\"topic\""):
+                    self._data(line[6:])
+                elif line.startswith(b"event: caught-up"):
+                    self.ready.set()
+        finally:
+            writer.close()
+
+    def _data(self, raw: bytes) -> None:
+        body = orjson.loads(raw)
+        records = body.get("records")
+        if records:
+            self.records += len(records)
+            self.latencies_s.append(time.time() - records[-1]["$ts"] / 1000)
+
+
+async def one_case(port: int, endpoint: str, streams: int, seconds: float,
+                   batch: int) -> dict:
+    watchers, tasks = [], []
+    for _ in range(streams):
+        session = await _http(port, "POST", "/v0/watch", {"topics": {TOPIC: {"tail": True}}})
+        watcher = Watcher()
+        watchers.append(watcher)
+        tasks.append(asyncio.ensure_future(watcher.run(port, session["stream_url"])))
+    await asyncio.wait_for(asyncio.gather(*(w.ready.wait() for w in watchers)), 30)
+    appended = 0
+    async with AsyncClient(endpoint) as client:
+        records = [{"data": DATA}] * batch
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < seconds:
+            await client.append(TOPIC, records)
+            appended += batch
+        elapsed = time.monotonic() - t0
+        deadline = time.monotonic() + 10
+        while (sum(w.records for w in watchers) < appended * streams
+               and time.monotonic() < deadline):
+            await asyncio.sleep(0.05)
+        drained_s = time.monotonic() - t0
+    for task in tasks:
+        task.cancel()
+    delivered = sum(w.records for w in watchers)
+    samples = [s for w in watchers for s in w.latencies_s]
+    return {"streams": streams, "appended_per_s": appended / elapsed,
+            "delivered_per_s": delivered / drained_s,
+            "complete": delivered == appended * streams, **latency_summary(samples)}
+
+
+def run(args) -> list[dict]:
+    os.environ["TOPICS_GATEWAY_WORKERS"] = str(args.workers)
+    results = []
+    for streams in args.streams:
+        for _ in range(args.runs):
+            with NodeProcess(1) as node:
+                port = json.load(open(os.path.join(node.tmp, "ports.json")))["http"]
+                node.client.put_topic(TOPIC)
+                results.append(asyncio.run(one_case(port, node.endpoint, streams,
+                                                    args.seconds, args.batch)))
+                log.info("%s", results[-1])
+    return results
+
+
+def report(results: list[dict], args) -> str:
+    lines = [f"SSE fan-out, 1 shard, {args.workers} gateway process(es), batches of "
+             f"{args.batch} records, {args.seconds:g} s per run, {args.runs} run(s)", "",
+             "| streams | appended rec/s | delivered rec/s (all streams) | p50 ms | p99 ms "
+             "| complete |", "|---|---|---|---|---|---|"]
+    for streams in args.streams:
+        rows = [r for r in results if r["streams"] == streams]
+        fig = {k: spread(r[k] for r in rows)["median"]
+               for k in ("appended_per_s", "delivered_per_s", "p50_ms", "p99_ms")}
+        lines.append(f"| {streams} | {fig['appended_per_s']:,.0f} | "
+                     f"{fig['delivered_per_s']:,.0f} | {fig['p50_ms']:.1f} | "
+                     f"{fig['p99_ms']:.1f} | {all(r['complete'] for r in rows)} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(message)s")
+    results = run(args)
+    print(report(results, args))
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

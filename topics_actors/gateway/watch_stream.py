@@ -1,0 +1,108 @@
+"""One watch stream: the SSE loop of `GET /v0/watch/:wid` (spec/api.md 7.2) for one
+connection, as an async iterator of byte chunks.
+
+Send `retry:`; then, for each topic in name order, read from its cursor until caught up
+(the diff of spec/api.md 5.6 with the session's options), emitting `tombstone`, `record`,
+`caught-up` and `topic-deleted` frames; then park until a watched topic's commit
+notification wakes the stream, or `heartbeat_ms` of silence passes (a `: hb` comment, then
+a read of every topic, which also catches up after a lost notification). The cursor map
+goes back to the session's shard after every round that moved it, and at least once per
+heartbeat (which renews the stream's lease there). The stream ends when every watched topic
+is deleted, and with an `error` frame when the gateway shuts down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+
+from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.gateway import sse_frame as sse
+from topics_actors.gateway.commit_listener import CommitListener
+from topics_actors.gateway.shared_reads import ReadView, SharedReads
+from topics_actors.watch_cursor import WatchCursors
+
+log = logging.getLogger(__name__)
+
+# A heartbeat check re-reads a topic unless some stream of this gateway read it this
+# recently: a lost notification is caught at most this much later than the heartbeat.
+HEARTBEAT_READ_SHARE_S = 1.0
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class WatchStream:
+    def __init__(self, state: WatchCursors, view: ReadView, heartbeat_ms: int,
+                 reads: SharedReads, listener: CommitListener,
+                 report: Callable[[dict, bool], None], stopping: Callable[[], bool]):
+        self.state = state
+        self.view = view
+        self.heartbeat_s = heartbeat_ms / 1000
+        self.reads = reads
+        self.listener = listener
+        self.report = report            # (cursors, closed) -> the session's shard, async
+        self.stopping = stopping
+        self.wake = asyncio.Event()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        state = self.state
+        for topic in state.cursors:
+            self.listener.watch(topic, self.wake)
+        try:
+            yield sse.RETRY
+            quiet_since, reported = time.monotonic(), dict(state.cursors)
+            while not self.stopping():
+                self.wake.clear()
+                async for chunk in self._round():
+                    yield chunk
+                    quiet_since = time.monotonic()
+                if state.finished():
+                    return
+                if state.cursors != reported:
+                    reported = dict(state.cursors)
+                    self.report(reported, False)
+                remaining = self.heartbeat_s - (time.monotonic() - quiet_since)
+                if remaining > 0 and await self._woken(remaining):
+                    continue
+                if not self.stopping():
+                    yield sse.heartbeat(now_ms())
+                    quiet_since = time.monotonic()
+                    self.report(dict(state.cursors), False)      # renews the lease
+                    for topic in state.cursors:    # a lost notification is caught here
+                        self.reads.refresh(topic, HEARTBEAT_READ_SHARE_S)
+            yield sse.frame(b"error", state.cursor_id(), sse.shutting_down_data())
+        finally:
+            for topic in state.cursors:
+                self.listener.unwatch(topic, self.wake)
+            self.report(dict(state.cursors), True)
+
+    async def _woken(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self.wake.wait(), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def _round(self) -> AsyncIterator[bytes]:
+        state = self.state
+        for topic in list(state.cursors):
+            while topic not in state.deleted and not self.stopping():
+                before = state.cursors[topic]
+                try:
+                    page = await self.reads.page(topic, before, self.view)
+                except TopicsError as error:
+                    if error.code is ErrorCode.TOPIC_NOT_FOUND:
+                        yield sse.render(state.delete(topic))
+                    else:    # the shard is restarting or busy: read again at the next wake
+                        log.warning("event=watch_read_failed topic=%s code=%s", topic,
+                                    error.code.wire)
+                    break
+                out = b"".join(sse.render(e) for e in state.read(topic, page))
+                if out:
+                    yield out
+                if page.caught_up or state.cursors[topic] == before:
+                    break

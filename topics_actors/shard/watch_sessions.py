@@ -1,0 +1,101 @@
+"""Watch sessions (spec/api.md 7.1, 7.2) kept by the shard that owns hash(wid).
+
+Several gateway processes accept on one HTTP socket, so the POST that creates a session and
+the GETs that stream it (and their reconnects) may land on different gateways. The session
+therefore lives in one single-threaded owner, like every other piece of state: the shard
+its wid hashes to, in memory only (lost when that shard restarts, as in the reference).
+A session holds the authoritative cursor map, the creating key's identity (a hash, never the
+key), its read options, its last access and its open streams. A stream is counted as open
+for a lease the gateway renews at least every heartbeat; a gateway that dies without
+closing its streams lets the leases run out, so nothing stays open forever.
+
+Idle GC is lazy (on every request of these kinds and on `status`): a session with no open
+stream whose last access is older than SESSION_TTL_MS is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.protocol.messages import WatchCreate, WatchCursor, WatchOpen
+
+SESSION_TTL_MS = 300_000
+
+
+def unknown_session() -> TopicsError:
+    return TopicsError("watch session not found (create a new one)", ErrorCode.NOT_FOUND)
+
+
+class WatchSession:
+    __slots__ = ("owner", "cursors", "options", "last_access_ms", "streams")
+
+    def __init__(self, owner: str, cursors: dict, options: dict, now_ms: int):
+        self.owner, self.cursors, self.options = owner, dict(cursors), options
+        self.last_access_ms = now_ms
+        self.streams: dict[str, int] = {}       # stream id -> lease deadline (epoch ms)
+
+    def idle(self, now_ms: int) -> bool:
+        for stream, deadline in list(self.streams.items()):
+            if deadline < now_ms:
+                del self.streams[stream]
+        return not self.streams and now_ms - self.last_access_ms > SESSION_TTL_MS
+
+
+class WatchSessions:
+    def __init__(self, clock: Callable[[], int]):
+        self.clock = clock
+        self.sessions: dict[str, WatchSession] = {}
+
+    def gc(self) -> int:
+        now = self.clock()
+        for wid in [w for w, s in self.sessions.items() if s.idle(now)]:
+            del self.sessions[wid]
+        return len(self.sessions)
+
+    def _get(self, wid: str) -> WatchSession:
+        self.gc()
+        session = self.sessions.get(wid)
+        if session is None:
+            raise unknown_session()
+        session.last_access_ms = self.clock()
+        return session
+
+    def create(self, msg: WatchCreate) -> dict:
+        self.gc()
+        self.sessions[msg.wid] = WatchSession(msg.owner, msg.cursors, msg.options,
+                                              self.clock())
+        return {"wid": msg.wid}
+
+    def open(self, msg: WatchOpen) -> dict:
+        session = self._get(msg.wid)
+        if session.owner and msg.owner != session.owner:
+            raise TopicsError("this watch session belongs to another key",
+                              ErrorCode.UNAUTHORIZED)
+        for topic, seq in (msg.rewind or {}).items():
+            if topic in session.cursors and isinstance(seq, int) and seq >= 0:
+                session.cursors[topic] = min(session.cursors[topic], seq)
+        session.streams[msg.stream] = self.clock() + msg.lease_ms
+        return {"wid": msg.wid, "owner": session.owner, "cursors": dict(session.cursors),
+                "options": session.options}
+
+    def cursor(self, msg: WatchCursor) -> dict:
+        session = self._get(msg.wid)
+        session.cursors.update((t, s) for t, s in msg.cursors.items() if t in session.cursors)
+        if msg.closed:
+            session.streams.pop(msg.stream, None)
+        else:
+            session.streams[msg.stream] = self.clock() + msg.lease_ms
+        return {"wid": msg.wid}
+
+    def census(self) -> dict:
+        """Sessions and open streams (in total and per owner) after a GC pass."""
+        count = self.gc()
+        by_owner: dict[str, int] = {}
+        streams = 0
+        for session in self.sessions.values():
+            streams += len(session.streams)
+            if session.owner and session.streams:
+                by_owner[session.owner] = by_owner.get(session.owner, 0) + len(session.streams)
+        return {"watch_sessions": count, "sse_streams": streams,
+                "sse_streams_by_owner": by_owner}

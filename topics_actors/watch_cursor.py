@@ -1,0 +1,100 @@
+"""A watch's composite cursor and how reads move it (spec/api.md 1, 7.2), shared by the
+gateway's SSE streams and the client library's `watch`.
+
+The cursor id is the base64url (no padding) of the JSON map {topic: seq} with sorted keys.
+WatchCursors turns the pages read for a topic into the named events of a watch, each with
+the cursor id after it: `tombstone` (on a topic's first read in a connection its reason is
+`from_seq_too_old`), `record` (only when a record passed), `caught-up` (once per
+backlog -> live transition, a record frame counting as backlog), `topic-deleted` (terminal
+for that topic; the watch is finished when every topic is).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import NamedTuple
+
+import orjson
+
+
+def encode_cursor(cursors: dict[str, int]) -> bytes:
+    raw = orjson.dumps(cursors, option=orjson.OPT_SORT_KEYS)
+    return base64.urlsafe_b64encode(raw).rstrip(b"=")
+
+
+def decode_cursor(text: str | None) -> dict[str, int] | None:
+    """The {topic: seq} map of a composite id, or None when it is not one."""
+    if not text:
+        return None
+    text = text.strip()
+    try:
+        value = orjson.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    except (binascii.Error, ValueError):
+        return None
+    if not isinstance(value, dict) or not all(
+            isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0
+            for seq in value.values()):
+        return None
+    return value
+
+
+class PageRead(NamedTuple):
+    """What one diff of a topic answered, as far as the cursor is concerned."""
+    next_from_seq: int
+    head_seq: int
+    caught_up: bool
+    tombstone: dict | None
+    records: object          # the record payload (opaque here); None when none passed
+
+
+class WatchEvent(NamedTuple):
+    event: str               # record | tombstone | caught-up | topic-deleted
+    cursor_id: bytes         # the composite cursor after this event
+    data: object             # a dict, or the record payload as given
+
+
+class WatchCursors:
+    def __init__(self, cursors: dict[str, int]):
+        self.cursors = dict(sorted(cursors.items()))
+        self.first_read = set(self.cursors)
+        self.live: dict[str, bool] = {}          # was the topic's last read caught up
+        self.deleted: set[str] = set()
+
+    def cursor_id(self) -> bytes:
+        return encode_cursor(self.cursors)
+
+    def _event(self, event: str, data) -> WatchEvent:
+        return WatchEvent(event, self.cursor_id(), data)
+
+    def read(self, topic: str, page: PageRead) -> list[WatchEvent]:
+        """The events one read produced, advancing the topic's cursor."""
+        out = []
+        tomb = page.tombstone
+        if tomb is not None:
+            self.cursors[topic] = tomb["gap_to"]
+            reason = "from_seq_too_old" if topic in self.first_read else tomb["reason"]
+            out.append(self._event("tombstone", {
+                "topic": topic, "reason": reason, "gap_from": tomb["gap_from"],
+                "gap_to": tomb["gap_to"], "earliest_seq": tomb["earliest_seq"],
+                "head_seq": tomb["head_seq"]}))
+            self.live[topic] = False
+        self.first_read.discard(topic)
+        if page.records is not None:
+            self.cursors[topic] = page.next_from_seq
+            out.append(self._event("record", page.records))
+            self.live[topic] = False
+        elif tomb is None:
+            self.cursors[topic] = page.next_from_seq
+        if page.caught_up and not self.live.get(topic, False):
+            out.append(self._event("caught-up", {"topic": topic, "head_seq": page.head_seq}))
+            self.live[topic] = True
+        return out
+
+    def delete(self, topic: str) -> WatchEvent:
+        self.deleted.add(topic)
+        return self._event("topic-deleted", {"topic": topic, "head_seq": 0,
+                                             "reason": "deleted"})
+
+    def finished(self) -> bool:
+        return len(self.deleted) == len(self.cursors)
