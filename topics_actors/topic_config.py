@@ -26,22 +26,19 @@ class Durability(enum.StrEnum):
     DISK = "disk"
     FSYNC = "fsync"
 
-    @property
-    def logged(self) -> bool:
-        """Records are written to the WAL (every class but ephemeral)."""
-        return self is not Durability.EPHEMERAL
+    # Plain attributes, set below for every member: these are asked once per record on the
+    # hot paths (replay, staging), where a property costs several times an attribute.
+    logged: bool             # records are written to the WAL (every class but ephemeral)
+    acks_after_fsync: bool   # a write is acknowledged only once its fdatasync returned
+    reserves_head: bool      # seqs are reserved ahead of the head (HeadWatermark), so an
+    #                          unsynced tail lost in a machine crash leaves holes, never a
+    #                          seq issued twice
 
-    @property
-    def acks_after_fsync(self) -> bool:
-        """A write is acknowledged only once the fdatasync covering it returned."""
-        return self is Durability.FSYNC
 
-    @property
-    def reserves_head(self) -> bool:
-        """Seqs are reserved ahead of the head in the WAL (HeadWatermark), so an unsynced
-        tail lost in a machine crash leaves holes instead of seqs issued twice."""
-        return self is Durability.DISK
-
+for _member in Durability:
+    _member.logged = _member is not Durability.EPHEMERAL
+    _member.acks_after_fsync = _member is Durability.FSYNC
+    _member.reserves_head = _member is Durability.DISK
 
 DURABILITY_CLASSES = tuple(d.value for d in Durability)
 TOPIC_TYPES = ("log", "queue")
