@@ -77,6 +77,11 @@ class SegmentLedger(TopicLedger):
         delete_rules.apply(topic, self._read, body.before_seq, body.match,
                             body.bound_head or topic.head + 1, self._flip, account=False)
 
+    def delete_jobs(self, topic: TopicState, seqs: list[int]) -> None:
+        """Flip the del byte of a queue's acked or dead-lettered jobs."""
+        self.flush_open(topic.tid)
+        delete_rules.delete_seqs(topic, self._read, seqs, self._flip, account=False)
+
     def flush_open(self, tid: int) -> None:
         segment = self.open.get(tid)
         if segment is not None:

@@ -63,6 +63,9 @@ class ShardLedger(TopicLedger):
         delete_rules.apply(topic, self.reader.read, body.before_seq, body.match,
                            body.bound_head or topic.head + 1, TopicState.delete_one)
 
+    def delete_jobs(self, topic: TopicState, seqs: list[int]) -> None:
+        delete_rules.delete_seqs(topic, self.reader.read, seqs, TopicState.delete_one)
+
     def store_append(self, topic, view, offset, seq, ts, flags, data_len) -> None:
         # The hottest call of a recovery: the location and size arithmetic is inlined.
         topic.publish_one(seq, self.loc_base | offset,

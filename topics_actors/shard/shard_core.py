@@ -8,7 +8,7 @@ batch. Reads queued in the same turn run after the publish, so nothing uncommitt
 
 The core only wires the narrow parts together: the topic registry, the WAL file set, the
 record reader, the batch stager, and one handler per request kind (topic_admin,
-record_append, record_delete, diff_read, range_scan, retention, absorption).
+record_append, record_delete, diff_read, range_scan, retention, absorption, queue_ops).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from topics_actors.errors import ErrorCode, StorageError, TopicsError
 from topics_actors.ledger import retention_rules
 from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.messages import (
-    Absorbed, Append, Checkpoint, DeleteRecords, DeleteTopic, Diff, GetTopic, ListTopics,
-    PutTopic, Retain, Scan, Status,
+    Absorbed, Ack, Append, Checkpoint, Claim, DeleteRecords, DeleteTopic, Diff, Extend,
+    GetTopic, ListTopics, Nack, PutTopic, Retain, Scan, Status,
 )
 from topics_actors.shard import (
     absorption, diff_read, head_marks, range_scan, record_delete, retention, topic_admin,
@@ -33,6 +33,7 @@ from topics_actors.shard.batch_stager import (
 )
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.long_poll import LongPolls, Park, Waiter
+from topics_actors.shard.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replay import Replay
@@ -74,6 +75,7 @@ class ShardCore:
         stager, registry, reader, wal = self.stager, self.registry, self.reader, self.wal
         data_dir = self.options.data_dir
         appends = RecordAppend(stager, registry, reader, self.quota, self.stats)
+        queues = QueueOps(stager, registry, reader, appends)
         return {
             Append: appends.stage,
             PutTopic: lambda m: topic_admin.put(stager, registry, m),
@@ -88,6 +90,10 @@ class ShardCore:
             Absorbed: lambda m: absorption.absorb_request(self.fs, data_dir, wal, registry,
                                                           m.snapshot_id),
             Status: lambda m: read_op(lambda info: self.status()),
+            Claim: queues.claim,
+            Ack: queues.ack,
+            Nack: queues.nack,
+            Extend: queues.extend,
         }
 
     def replay(self) -> Replay:

@@ -186,7 +186,7 @@ def _evict(r: _Reader):
 
 def _lease(r: _Reader):
     event, lease_id, deadline, deliveries = r.take(_LEASE)
-    if event > 3:
+    if event > 4:   # 4 (ours): dead-lettered
         raise ValueError("unknown lease event")
     return LeaseBody(event, lease_id, deadline, deliveries, r.text())
 

@@ -1,0 +1,274 @@
+"""Queue requests in a shard's batch: claim, ack, nack, extend (spec/api.md 8); the rules
+of the lease state are ledger/queue_state.py.
+
+The lease state changes when a request is staged, so later requests of the same batch see
+it (a job claimed is not claimed twice in one batch), and an undo entry puts it back if the
+batch fails. What is logged, with the topic's class (spec/storage.md 1.3, Lease frames):
+acks and dead-letter moves always (a job once acked never comes back), claims, nacks and
+extends only with `leases_durable`. A request that staged a frame is a write: when its
+batch cannot commit it fails and its lease changes are undone (fail closed). One that
+staged nothing (memory-only leases) is a read: its leases stand whatever the batch does.
+
+Dead letters: a job claimed more than `max_deliveries` times moves to the topic's
+`dead_letter` topic, which must live in the same shard (topic_admin refuses a config naming
+one elsewhere): the Append to the dead-letter topic and the queue's dead-lettered Lease
+frame go into one batch, the append first, so a crash keeps both, neither, or only the
+append (the job is then moved again: at least once into the dead-letter topic, never lost).
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
+from topics_actors.ledger import delete_rules
+from topics_actors.ledger.queue_state import (
+    ACKED, CLAIMED, DEAD_LETTERED, EXTENDED, RELEASED, Lease, QueueState, counters,
+    live_jobs, parse_lease_id, queue_of, render_lease_id,
+)
+from topics_actors.ledger.topic_state import TopicState
+from topics_actors.limits import CLAIM_MAX, NACK_DELAY_MS_MAX, NODE_BYTES_MAX, QUEUE_SEQS_MAX
+from topics_actors.protocol.messages import Ack, Append, Claim, Extend, Nack
+from topics_actors.shard import retention
+from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged
+from topics_actors.shard.record_append import RecordAppend
+from topics_actors.shard.record_reader import RecordReader
+from topics_actors.shard.topic_registry import TopicRegistry
+from topics_actors.storage import frame_body
+from topics_actors.storage.frame import envelope_data
+from topics_actors.storage.frame_types import FLAG_META, FrameType
+from topics_actors.topic_config import LEASE_MS_MAX, LEASE_MS_MIN
+
+
+def _clamp_lease(lease_ms: int) -> int:
+    return max(LEASE_MS_MIN, min(LEASE_MS_MAX, lease_ms))
+
+
+def _check_node(node: object) -> str:
+    if not isinstance(node, str) or not node:
+        raise invalid("node must be a non-empty string")
+    if len(node.encode()) > NODE_BYTES_MAX:
+        raise invalid(f"node is longer than {NODE_BYTES_MAX} bytes")
+    return node
+
+
+def _uint(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise invalid(f"{what} must be a non-negative integer")
+    return value
+
+
+def holder_args(node: object, seqs: list, lease_ids: list | None
+                ) -> tuple[str, list[int], list[int | None]]:
+    """The checks of ack, nack and extend, in the contract's order: node, batch size,
+    lease_ids length and form. Returns (node, seqs, fence per seq: None = no fence)."""
+    node = _check_node(node)
+    if len(seqs) > QUEUE_SEQS_MAX:
+        raise TopicsError(f"at most {QUEUE_SEQS_MAX} seqs per request",
+                          ErrorCode.BATCH_TOO_LARGE, {"seqs": len(seqs), "max": QUEUE_SEQS_MAX})
+    seqs = [_uint(seq, "a seq") for seq in seqs]
+    lease_ids = lease_ids or []
+    if lease_ids and len(lease_ids) != len(seqs):
+        raise invalid("lease_ids must be empty or as long as seqs")
+    try:
+        fences = [parse_lease_id(t) if isinstance(t, str) else parse_lease_id("-")
+                  for t in lease_ids]
+    except ValueError:
+        raise invalid("every lease id must be lease_<hex> or empty") from None
+    return node, seqs, fences or [None] * len(seqs)
+
+
+class QueueOps:
+    def __init__(self, stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
+                 appends: RecordAppend):
+        self.stager = stager
+        self.registry = registry
+        self.reader = reader
+        self.appends = appends
+
+    def _queue(self, name: str) -> tuple[TopicState, QueueState]:
+        topic = self.registry.get(name)
+        if topic is None:
+            raise topic_not_found(name)
+        if topic.config.type != "queue":
+            raise TopicsError(f"topic {name!r} is not a queue", ErrorCode.NOT_A_QUEUE,
+                              {"topic": name})
+        state = queue_of(topic)
+        state.sweep(self.stager.clock())
+        return topic, state
+
+    def _lease_frame(self, topic: TopicState, seq: int, event: int, lease: Lease,
+                     deliveries: int) -> None:
+        self.stager.frame(FrameType.LEASE, topic, frame_body.encode_lease(frame_body.LeaseBody(
+            event, lease.lease_id, lease.deadline, deliveries, lease.node)),
+            seq=seq, sync=topic.config.durability.acks_after_fsync)
+
+    def _counters(self, topic: TopicState) -> dict:
+        return counters(topic, self.reader.read, self.stager.clock())
+
+    # --- claim ------------------------------------------------------------------------------
+
+    def claim(self, msg: Claim) -> Staged:
+        self.stager.throttle()
+        topic, state = self._queue(msg.topic)
+        node = _check_node(msg.node)
+        config = topic.config
+        retention.stage(self.stager, self.reader, topic)
+        lease_ms = _clamp_lease(config.lease_ms if msg.lease_ms is None
+                                else _uint(msg.lease_ms, "lease_ms"))
+        want = max(1, min(CLAIM_MAX, _uint(msg.max, "max")))
+        deadline = self.stager.clock() + lease_ms
+        state.cursor = max(state.cursor, topic.earliest_seq())
+        claimed: list[tuple[int, Lease]] = []
+        moving: list[int] = []
+        mover = config.dead_letter if config.max_deliveries else None
+        for seq in state.candidates(topic.head, live_jobs(topic, self.reader.read)):
+            if mover is not None and state.deliveries.get(seq, 0) >= config.max_deliveries:
+                moving.append(seq)
+            else:
+                claimed.append((seq, state.lease(seq, node, deadline)))
+                if len(claimed) >= want:
+                    break
+        logged = config.logged
+        if logged and config.leases_durable:
+            for seq, lease in claimed:
+                self._lease_frame(topic, seq, CLAIMED, lease, state.deliveries[seq])
+        moved, publish_moves = self._stage_moves(topic, state, moving)
+        writes = bool(moved) or (logged and config.leases_durable and bool(claimed))
+        if writes:
+            self.stager.batch.undo_fns.append(lambda: _unclaim(state, claimed, moved))
+        records = {seq: self.reader.read(topic, seq) for seq, _ in claimed}
+
+        def answer(info: CommitInfo) -> dict:
+            publish_moves(info)
+            jobs = [[seq, render_lease_id(lease.lease_id), lease.deadline, records[seq].ts,
+                     records[seq].envelope, records[seq].tag, state.deliveries.get(seq, 1)]
+                    for seq, lease in claimed]
+            return {"topic": topic.name, "claimed": jobs, "count": len(jobs),
+                    "ready": self._counters(topic)["ready"]}
+        return writes, answer
+
+    def _stage_moves(self, topic: TopicState, state: QueueState, moving: list[int]):
+        """Stage the dead-letter move of `moving`: an Append to the dead-letter topic and a
+        dead-lettered Lease frame each. Jobs the dead-letter topic refuses (full, throttled)
+        stay in the queue. Returns (seqs moved, the function publishing the moves)."""
+        moved, publishes = [], []
+        for n, seq in enumerate(moving):
+            rec = self.reader.read(topic, seq)
+            try:
+                _, publish = self.appends.stage(
+                    Append(topic.config.dead_letter, [_dead_letter_record(topic, seq, rec)],
+                           create=True, return_seqs=False))
+            except TopicsError:
+                for rest in moving[n:]:
+                    state.give_back(rest)
+                break
+            publishes.append(publish)
+            moved.append(seq)
+            if topic.config.logged:
+                self._lease_frame(topic, seq, DEAD_LETTERED, Lease("", 0, 0),
+                                  state.deliveries.get(seq, 0))
+
+        def publish_moves(info: CommitInfo) -> None:
+            for publish in publishes:
+                publish(info)
+            for seq in moved:
+                state.drop(seq)
+                state.dead_lettered += 1
+            delete_rules.delete_seqs(topic, self.reader.read, moved, TopicState.delete_one)
+        return moved, publish_moves
+
+    # --- holders ----------------------------------------------------------------------------
+
+    def _held(self, msg, topic: TopicState, state: QueueState, event: int, change):
+        """Apply `change(seq, lease)` to every seq `msg.node` holds (fenced); stage its
+        Lease frame when `event` is logged; an undo entry restores the leases. Returns
+        (seqs done, seqs skipped, whether frames were staged)."""
+        node, seqs, fences = holder_args(msg.node, msg.seqs, msg.lease_ids)
+        done, skipped, undo = [], [], []
+        config = topic.config
+        log = config.logged and (event == ACKED or config.leases_durable)
+        for seq, fence in zip(seqs, fences):
+            lease = state.held(seq, node, fence)
+            if lease is None:
+                skipped.append(seq)
+                continue
+            undo.append((seq, lease, state.deliveries.get(seq, 0)))
+            frame_lease = change(seq, lease)
+            done.append(seq)
+            if log:
+                self._lease_frame(topic, seq, event, frame_lease, undo[-1][2])
+        if undo:
+            self.stager.batch.undo_fns.append(lambda: _restore(state, undo))
+        return done, skipped, log and bool(done)
+
+    def ack(self, msg: Ack) -> Staged:
+        self.stager.throttle()
+        holder_args(msg.node, msg.seqs, msg.lease_ids)
+        topic, state = self._queue(msg.topic)
+        acked, skipped, writes = self._held(msg, topic, state, ACKED,
+                                            lambda seq, lease: state.drop(seq) or lease)
+
+        def answer(info: CommitInfo) -> dict:
+            delete_rules.delete_seqs(topic, self.reader.read, acked, TopicState.delete_one)
+            return {"topic": topic.name, "acked": acked, "skipped": skipped,
+                    **_ready_in_flight(self._counters(topic))}
+        return writes, answer
+
+    def nack(self, msg: Nack) -> Staged:
+        self.stager.throttle()
+        holder_args(msg.node, msg.seqs, msg.lease_ids)
+        delay_ms = min(NACK_DELAY_MS_MAX, _uint(msg.delay_ms, "delay_ms"))
+        topic, state = self._queue(msg.topic)
+        ready_at = self.stager.clock() + delay_ms if delay_ms else 0
+
+        def release(seq: int, lease: Lease) -> Lease:
+            state.release(seq, ready_at)
+            return Lease(lease.node, lease.lease_id, ready_at)
+        nacked, skipped, writes = self._held(msg, topic, state, RELEASED, release)
+        return writes, lambda info: {"topic": topic.name, "nacked": nacked,
+                                     "skipped": skipped,
+                                     **_ready_in_flight(self._counters(topic))}
+
+    def extend(self, msg: Extend) -> Staged:
+        self.stager.throttle()
+        holder_args(msg.node, msg.seqs, msg.lease_ids)
+        deadline = self.stager.clock() + _clamp_lease(_uint(msg.lease_ms, "lease_ms"))
+        topic, state = self._queue(msg.topic)
+
+        def extend(seq: int, lease: Lease) -> Lease:
+            state.extend(seq, lease, deadline)
+            return state.leases[seq]
+        extended, skipped, writes = self._held(msg, topic, state, EXTENDED, extend)
+        return writes, lambda info: {"topic": topic.name, "extended": extended,
+                                     "skipped": skipped,
+                                     "deadlines": {str(seq): deadline for seq in extended}}
+
+
+def _ready_in_flight(queue: dict) -> dict:
+    return {"ready": queue["ready"], "in_flight": queue["in_flight"]}
+
+
+def _unclaim(state: QueueState, claimed: list, moved: list[int]) -> None:
+    for seq, lease in reversed(claimed):
+        state.unlease(seq, lease)
+    for seq in moved:
+        state.give_back(seq)
+
+
+def _restore(state: QueueState, undo: list) -> None:
+    for seq, lease, deliveries in reversed(undo):
+        state.restore(seq, lease)
+        if deliveries:
+            state.deliveries[seq] = deliveries
+
+
+def _dead_letter_record(topic: TopicState, seq: int, rec) -> list:
+    """The job as the dead-letter topic gets it: same data, tag and node; its meta (an
+    object, else {}) plus where it came from, as strings (spec/api.md 8)."""
+    meta = orjson.loads(rec.envelope).get("m") if rec.flags & FLAG_META else None
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    meta.update({"$dead_letter_from": topic.name,
+                 "$dead_letter_deliveries": str(topic.config.max_deliveries),
+                 "$dead_letter_src_seq": str(seq)})
+    return [envelope_data(rec.envelope, rec.flags), rec.tag, rec.node, orjson.dumps(meta)]
