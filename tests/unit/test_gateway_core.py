@@ -39,7 +39,11 @@ JSON_CT = {"content-type": "application/json"}
     ("POST", "/v0/topics/a", "append", "write", "a"),
     ("POST", "/v0/topics/a/diff", "diff", "read", "a"),
     ("POST", "/v0/topics/a/delete", "delete_records", "delete", "a"),
-    ("POST", "/v0/topics/a/claim", "unknown", "write", "a"),
+    ("POST", "/v0/topics/a/claim", "claim", "write", "a"),
+    ("POST", "/v0/topics/a/ack", "ack", "write", "a"),
+    ("POST", "/v0/topics/a/nack", "nack", "write", "a"),
+    ("POST", "/v0/topics/a/extend", "extend", "write", "a"),
+    ("GET", "/v0/topics/a/work", "unknown", "write", "a"),
     ("GET", "/v0/topics/a/b/c", "unknown", "write", "a"),
 ])
 def test_routes(method, path, handler, scope, topic):

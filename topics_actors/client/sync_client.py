@@ -23,6 +23,7 @@ from topics_actors.protocol import decode_reply, encode
 from topics_actors.protocol.messages import (
     Append, DeleteRecords, DeleteTopic, GetTopic, PutTopic, Scan, Status,
 )
+from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:4001"
 
@@ -194,3 +195,27 @@ class Client:
         msg = shapes.diff_request(name, from_seq, limit, node, include_tags, include_meta,
                                   wait_ms, max_batch_bytes)
         return shapes.shape_diff(self._request(name, msg, wait_ms=wait_ms), include_meta)
+
+    # --- queues (spec/api.md 8) -----------------------------------------------------------
+    # A retried claim (its reply lost) may lease more jobs; the first ones come back when
+    # their leases expire. Ack, nack and extend repeat harmlessly (the repeat is skipped).
+
+    def claim(self, name: str, node: str, max: int = 1,
+              lease_ms: int | None = None) -> dict:
+        """Lease up to `max` jobs of queue `name` to `node`; jobs as API dicts."""
+        return shapes.shape_claim(self._request(name, Claim(name, node, max, lease_ms)))
+
+    def ack(self, name: str, node: str, seqs: list[int],
+            lease_ids: list[str] | None = None) -> dict:
+        """Delete the jobs `node` holds (fenced by `lease_ids` when given)."""
+        return self._request(name, Ack(name, node, seqs, lease_ids))
+
+    def nack(self, name: str, node: str, seqs: list[int], delay_ms: int = 0,
+             lease_ids: list[str] | None = None) -> dict:
+        """Give held jobs back: claimable now, or after delay_ms."""
+        return self._request(name, Nack(name, node, seqs, delay_ms, lease_ids))
+
+    def extend(self, name: str, node: str, seqs: list[int], lease_ms: int,
+               lease_ids: list[str] | None = None) -> dict:
+        """Set the deadline of held jobs to now + lease_ms."""
+        return self._request(name, Extend(name, node, seqs, lease_ms, lease_ids))

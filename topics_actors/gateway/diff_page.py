@@ -24,6 +24,11 @@ def _payload(envelope: bytes, include_meta: bool) -> bytes:
     return out + b"}"
 
 
+def record_payload(envelope: bytes, include_meta: bool) -> bytes:
+    """The `,"data":…[,"meta":…]}` tail of an API record from its stored envelope."""
+    return _payload(envelope, include_meta)
+
+
 def render_records(records: list, include_meta: bool) -> bytes:
     """[[seq, ts, envelope, tag|None, node|None], ...] -> the JSON array of API records."""
     dumps = orjson.dumps

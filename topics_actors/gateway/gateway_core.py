@@ -17,6 +17,7 @@ import time
 from topics_actors import __version__
 from topics_actors.client.retry_budget import new_session
 from topics_actors.errors import ErrorCode, TopicsError, invalid
+from topics_actors.gateway import queue_api
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope, forbidden
 from topics_actors.gateway.append_body import parse_append
@@ -224,6 +225,21 @@ class GatewayCore:
         reply = await self.engine.call(route.topic,
                                        DeleteRecords(route.topic, before_seq, match))
         return json_response(200, _with_performance(reply, t0))
+
+    # --- queues (gateway/queue_api.py) ---------------------------------------------------------
+
+    async def _claim(self, route, request, key, t0) -> HttpResponse:
+        msg = queue_api.claim_message(route.topic, request, key)
+        reply = await self.engine.call(route.topic, msg)
+        return HttpResponse(200, queue_api.render_claim(reply, _ms(t0)))
+
+    async def _ack(self, route, request, key, t0) -> HttpResponse:
+        """ack, nack and extend."""
+        msg = queue_api.holder_message(route.handler, route.topic, request)
+        reply = await self.engine.call(route.topic, msg)
+        return json_response(200, _with_performance(reply, t0))
+
+    _nack = _extend = _ack
 
     async def _unknown(self, route, request, key, t0) -> HttpResponse:
         raise unknown_route_error(route, request.path)
