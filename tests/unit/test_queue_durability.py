@@ -147,3 +147,19 @@ def test_queue_state_survives_a_checkpoint_that_drops_the_lease_frames(env, cloc
     assert [r[0] for r in h.records("q")] == [4, 5, 6]
     assert h.call(Ack("q", "w", [4, 5]))["acked"] == ([4, 5] if durable else [])
     h.crash()
+
+
+def test_an_ack_of_an_absorbed_job_flips_its_segment(env, clock):
+    """The job is in a segment (first checkpoint), the ack after it: the second checkpoint
+    flips the del byte on disk; replay starts after that checkpoint, so only the segment
+    can say the job is gone."""
+    h = make(env, clock, leases_durable=True)
+    env.checkpoint([h])
+    h.call(Claim("q", "w", 3))
+    h.call(Ack("q", "w", [1, 3]))
+    env.checkpoint([h])
+    h.restart(crash=True)
+    assert [r[0] for r in h.records("q")] == [2, 4, 5] and h.get("q")["count"] == 3
+    assert h.get("q")["queue"] == {"ready": 2, "in_flight": 1, "dead_lettered": 0}
+    assert seqs(h.call(Claim("q", "x", 5))) == [4, 5]
+    h.crash()

@@ -78,9 +78,13 @@ class SegmentLedger(TopicLedger):
                             body.bound_head or topic.head + 1, self._flip, account=False)
 
     def delete_jobs(self, topic: TopicState, seqs: list[int]) -> None:
-        """Flip the del byte of a queue's acked or dead-lettered jobs."""
-        self.flush_open(topic.tid)
-        delete_rules.delete_seqs(topic, self._read, seqs, self._flip, account=False)
+        """Flip the del byte of a queue's acked or dead-lettered jobs: in the open segment's
+        buffer when the job is still there (a job is usually acked soon after it came, and a
+        flush per ack would cost two fsyncs), else in its segment file."""
+        segment = self.open.get(topic.tid)
+        rest = [seq for seq in seqs if segment is None or not segment.delete_pending(seq)]
+        topic.deletions += len(seqs) - len(rest)
+        delete_rules.delete_seqs(topic, self._read, rest, self._flip, account=False)
 
     def flush_open(self, tid: int) -> None:
         segment = self.open.get(tid)
