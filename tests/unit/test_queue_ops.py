@@ -243,3 +243,36 @@ def test_claims_in_one_batch_never_share_a_job(q):
     replies = q.batch(Claim("q", "a", 2), Claim("q", "b", 2), Append("q", [rec()]),
                       Claim("q", "c", 5))
     assert [seqs(r) for r in (replies[0], replies[1], replies[3])] == [[1, 2], [3, 4], [5]]
+
+
+def test_a_dead_letter_topic_moved_to_another_shard_is_never_created_here(env, clock):
+    """A restart with another shard count can split a queue from its dead-letter topic:
+    jobs past max_deliveries are then delivered again, never lost, and no stray topic is
+    created in the queue's shard."""
+    dead = next(f"d{i}" for i in range(100) if shard_of_name(f"d{i}", 2) == 1)
+    queue_name = next(f"q{i}" for i in range(100) if shard_of_name(f"q{i}", 2) == 0)
+    h = env.single(clock=clock)
+    h.put(queue_name, type="queue", lease_ms=100, max_deliveries=1, dead_letter=dead)
+    h.append(queue_name, rec())
+    h.crash()
+    env.layout(2)
+    owner = env.shard(0, 2, clock=clock).start()
+    assert owner.call(Claim(queue_name, "w", 1))["count"] == 1
+    clock.now += 101
+    again = owner.call(Claim(queue_name, "w", 1))
+    assert again["claimed"][0][6] == 2 and not owner.exists(dead)
+    owner.crash()
+
+
+def test_jobs_gone_by_retention_are_forgotten(env, clock):
+    h = env.single(clock=clock)
+    h.put("q", type="queue", lease_ms=100, cap_records=10)
+    h.append("q", *[rec()] * 100)
+    for _ in range(10):
+        h.call(Claim("q", "w", 10))
+        h.append("q", *[rec()] * 10)                 # evicts what was claimed
+    state = h.core.registry.get("q").queue
+    h.call(Claim("q", "w", 1))
+    assert len(state.deliveries) + len(state.leases) <= 2 * 10 + 64 + 1
+    assert h.get("q")["queue"]["in_flight"] <= 10
+    h.crash()

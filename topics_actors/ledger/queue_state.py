@@ -170,6 +170,15 @@ class QueueState:
         self.leases[seq] = Lease(lease.node, lease.lease_id, deadline)
         heapq.heappush(self.expiries, (deadline, seq, lease.lease_id))
 
+    def prune(self, count: int, live: Live) -> None:
+        """Forget jobs that are gone (retention, deletes) once they outnumber the live ones:
+        amortized, the state stays proportional to the queue."""
+        if len(self.deliveries) + len(self.leases) <= 2 * count + 64:
+            return
+        self.deliveries = {seq: n for seq, n in self.deliveries.items() if live(seq)}
+        self.leases = {seq: lease for seq, lease in self.leases.items() if live(seq)}
+        self.delayed = {seq: at for seq, at in self.delayed.items() if live(seq)}
+
     # --- counters -------------------------------------------------------------------------
 
     def counters(self, count: int, live: Live) -> dict:
@@ -245,8 +254,16 @@ def live_jobs(topic: TopicState, read) -> Live:
     return lambda seq: floor < seq <= topic.head and read(topic, seq) is not None
 
 
-def counters(topic: TopicState, read, now: int) -> dict:
+def known_jobs(topic: TopicState) -> Live:
+    """Whether a job the lease state knows is still there, without reading it: a floor
+    did not pass it and it was not deleted since (the shard notes every delete in
+    `deleted`)."""
+    floor, deleted = live_floor(topic), topic.deleted
+    return lambda seq: floor < seq <= topic.head and seq not in deleted
+
+
+def counters(topic: TopicState, now: int) -> dict:
     """The `queue` member of a queue topic's GET."""
     state = queue_of(topic)
     state.sweep(now)
-    return state.counters(topic.count, live_jobs(topic, read))
+    return state.counters(topic.count, known_jobs(topic))

@@ -18,13 +18,15 @@ append (the job is then moved again: at least once into the dead-letter topic, n
 
 from __future__ import annotations
 
+import logging
+
 import orjson
 
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
 from topics_actors.ledger import delete_rules
 from topics_actors.ledger.queue_state import (
     ACKED, CLAIMED, DEAD_LETTERED, EXTENDED, RELEASED, Lease, QueueState, counters,
-    live_jobs, parse_lease_id, queue_of, render_lease_id,
+    known_jobs, live_jobs, parse_lease_id, queue_of, render_lease_id,
 )
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.limits import CLAIM_MAX, NACK_DELAY_MS_MAX, NODE_BYTES_MAX, QUEUE_SEQS_MAX
@@ -38,6 +40,9 @@ from topics_actors.storage import frame_body
 from topics_actors.storage.frame import envelope_data
 from topics_actors.storage.frame_types import FLAG_META, FrameType
 from topics_actors.topic_config import LEASE_MS_MAX, LEASE_MS_MIN
+from topics_actors.topic_identity import topic_id
+
+log = logging.getLogger(__name__)
 
 
 def _clamp_lease(lease_ms: int) -> int:
@@ -85,6 +90,7 @@ class QueueOps:
         self.registry = registry
         self.reader = reader
         self.appends = appends
+        self.split: set[str] = set()    # queues whose dead-letter topic is elsewhere (logged)
 
     def _queue(self, name: str) -> tuple[TopicState, QueueState]:
         topic = self.registry.get(name)
@@ -104,7 +110,7 @@ class QueueOps:
             seq=seq, sync=topic.config.durability.acks_after_fsync)
 
     def _counters(self, topic: TopicState) -> dict:
-        return counters(topic, self.reader.read, self.stager.clock())
+        return counters(topic, self.stager.clock())
 
     # --- claim ------------------------------------------------------------------------------
 
@@ -119,9 +125,10 @@ class QueueOps:
         want = max(1, min(CLAIM_MAX, _uint(msg.max, "max")))
         deadline = self.stager.clock() + lease_ms
         state.cursor = max(state.cursor, topic.earliest_seq())
+        state.prune(topic.count, known_jobs(topic))
         claimed: list[tuple[int, Lease]] = []
         moving: list[int] = []
-        mover = config.dead_letter if config.max_deliveries else None
+        mover = self._dead_letter(topic)
         for seq in state.candidates(topic.head, live_jobs(topic, self.reader.read)):
             if mover is not None and state.deliveries.get(seq, 0) >= config.max_deliveries:
                 moving.append(seq)
@@ -147,6 +154,21 @@ class QueueOps:
             return {"topic": topic.name, "claimed": jobs, "count": len(jobs),
                     "ready": self._counters(topic)["ready"]}
         return writes, answer
+
+    def _dead_letter(self, topic: TopicState) -> str | None:
+        """Where jobs past max_deliveries go; None: they are delivered again. A dead-letter
+        topic of another shard (a restart with another shard count can split a queue from
+        it; configs naming one are refused) is never created here: the job stays."""
+        config = topic.config
+        if not (config.max_deliveries and config.dead_letter):
+            return None
+        if not self.registry.owns(topic_id(config.dead_letter)):
+            if topic.name not in self.split:
+                self.split.add(topic.name)
+                log.warning("event=dead_letter_elsewhere topic=%s dead_letter=%s",
+                            topic.name, config.dead_letter)
+            return None
+        return config.dead_letter
 
     def _stage_moves(self, topic: TopicState, state: QueueState, moving: list[int]):
         """Stage the dead-letter move of `moving`: an Append to the dead-letter topic and a

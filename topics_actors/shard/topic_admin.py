@@ -127,7 +127,7 @@ def get(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
             topic.last_read_ts = now
         state = topic.state(now)
         if topic.config.type == "queue":
-            state["queue"] = counters(topic, reader.read, now)
+            state["queue"] = counters(topic, now)
         return state
     return read_op(answer)
 
