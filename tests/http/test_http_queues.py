@@ -102,6 +102,24 @@ def test_dead_letters(node):
                              "$dead_letter_src_seq": "1"}
 
 
+def test_dead_letters_in_another_shard(node):
+    queue = "hq7"
+    dead = next(f"hq7-dlq{i}" for i in range(100)
+                if shard_of_name(f"hq7-dlq{i}", node.shards) != shard_of_name(queue,
+                                                                             node.shards))
+    put_queue(node, queue, max_deliveries=1, dead_letter=dead, durable=True)
+    append(node, queue, {"data": {"x": 7}, "meta": {"k": "v"}})
+    ok(post(node, queue, "claim", {"node": "w", "lease_ms": 100}))
+    wait_for(lambda: counters(node, queue)["ready"] == 1, 10, "the lease to expire")
+    assert ok(post(node, queue, "claim", {"node": "w"}))["count"] == 0
+    wait_for(lambda: counters(node, queue)["dead_lettered"] == 1, 10, "the move")
+    assert ok(node.http("GET", f"/v0/topics/{queue}?touch=false"))["count"] == 0
+    [moved] = ok(post(node, dead, "diff", {}))["records"]
+    assert moved["data"] == {"x": 7} and moved["meta"] == {
+        "k": "v", "$dead_letter_from": queue, "$dead_letter_deliveries": "1",
+        "$dead_letter_src_seq": "1"}
+
+
 def test_diff_of_a_queue_is_side_effect_free(node):
     put_queue(node, "hq5")
     append(node, "hq5", {"data": 1})

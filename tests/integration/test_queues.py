@@ -65,3 +65,27 @@ def test_durable_leases_survive_a_kill_of_the_shard(make_node):
     assert c.ack("dq", "w", [2, 3])["acked"] == [2, 3]      # the leases were kept
     assert c.get_topic(mq)["queue"] == {"ready": 3, "in_flight": 0, "dead_lettered": 0}
     assert [j["$seq"] for j in c.claim(mq, "x", max=5)["claimed"]] == [2, 3, 4]
+
+
+def test_a_move_to_another_shard_survives_both_shards_dying(make_node):
+    """The dead-letter shard is stopped when the job is marked moving, then the queue's
+    shard is killed: after both restart, the move completes (the mark is logged)."""
+    node = make_node(shards=2, env={"TOPICS_HEARTBEAT_TIMEOUT_MS": "1500"})
+    c = node.client(retry_deadline_ms=30_000)
+    queue = next(f"q{i}" for i in range(100) if shard_of_name(f"q{i}", 2) == 0)
+    dead = next(f"d{i}" for i in range(100) if shard_of_name(f"d{i}", 2) == 1)
+    c.put_topic(queue, type="queue", max_deliveries=1, dead_letter=dead)
+    c.append(queue, [{"data": "job"}])
+    c.claim(queue, "w", lease_ms=100)
+    wait_for(lambda: c.get_topic(queue)["queue"]["ready"] == 1, 10, "the lease to expire")
+    stopped = node.shard_pid(1)
+    os.kill(stopped, signal.SIGSTOP)
+    assert c.claim(queue, "w")["count"] == 0
+    assert c.get_topic(queue)["queue"] == {"ready": 0, "in_flight": 0, "dead_lettered": 0}
+    killed = node.shard_pid(0)
+    os.kill(killed, signal.SIGKILL)
+    wait_for(lambda: all(s["state"] == "ready" and s["pid"] not in (stopped, killed, 0)
+                         for s in node.status()["shards"]), 30, "both shards back")
+    wait_for(lambda: c.get_topic(queue)["queue"]["dead_lettered"] == 1, 30, "the move")
+    assert c.get_topic(queue)["count"] == 0
+    assert [r["data"] for r in c.diff(dead)["records"]] == ["job"]

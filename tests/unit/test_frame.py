@@ -210,7 +210,7 @@ BAD_BODIES = [
     (T.CHECKPOINT_MARK, bytes(9)),
     (T.HEAD_WATERMARK, bytes(7)),
     (T.HEAD_WATERMARK, bytes(16)),
-    (T.LEASE, fb.encode_lease(fb.LeaseBody(5, 1, 1, 1, "n"))),            # unknown event
+    (T.LEASE, fb.encode_lease(fb.LeaseBody(6, 1, 1, 1, "n"))),            # unknown event
     (T.LEASE, fb.encode_lease(fb.LeaseBody(1, 1, 1, 1, "n")) + b"\x00"),
     (T.LEASE, bytes(10)),
     (T.IDEM_KEY, fb.encode_idem_key("k", 1)[:-1]),

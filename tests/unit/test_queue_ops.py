@@ -13,6 +13,7 @@ import pytest
 
 from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import Ack, Append, Claim, Diff, Extend, Nack
+from topics_actors.shard.dead_letter_moves import MoveDone
 from topics_actors.topic_identity import shard_of_name
 
 
@@ -189,16 +190,53 @@ def test_without_dead_letter_a_job_is_redelivered_forever(env, clock):
     h.crash()
 
 
-def test_dead_letter_in_another_shard_is_refused(env):
+def test_a_dead_letter_topic_in_another_shard(env, clock):
+    """The job is marked moving (logged), survives a crash as such, is sent to the owning
+    shard with a key that makes a resend harmless, and leaves the queue on MoveDone."""
+    dead = next(f"d{i}" for i in range(100) if shard_of_name(f"d{i}", 2) == 1)
     env.layout(2)
-    h = env.shard(0, 2).start()
-    other = next(n for n in (f"d{i}" for i in range(100)) if shard_of_name(n, 2) == 1)
-    mine = next(n for n in (f"q{i}" for i in range(100)) if shard_of_name(n, 2) == 0)
-    with pytest.raises(TopicsError) as caught:
-        h.put(mine, type="queue", dead_letter=other)
-    assert caught.value.code.wire == "invalid_request"
-    assert caught.value.detail["reason"] == "cross_shard_dead_letter"
-    h.crash()
+    owner, other = env.shard(0, 2, clock=clock).start(), env.shard(1, 2, clock=clock).start()
+    owner.put("q0", type="queue", lease_ms=100, max_deliveries=1, dead_letter=dead)
+    assert shard_of_name("q0", 2) == 0
+    owner.append("q0", rec(b'{"job":1}', tag="t"))
+    owner.call(Claim("q0", "w", 1))
+    clock.now += 101
+    assert owner.call(Claim("q0", "w", 1))["count"] == 0
+    assert owner.get("q0")["queue"] == {"ready": 0, "in_flight": 0, "dead_lettered": 0}
+    assert not owner.exists(dead) and owner.get("q0")["count"] == 1
+    owner.restart(crash=True)                               # the mark survives
+    moves = owner.core.queues.moves
+    assert moves.pending() == {("q0", 1)}
+    assert owner.call(Claim("q0", "w", 1))["count"] == 0
+    move = moves.move_request(("q0", 1))
+    assert other.call(move)["deduped"] is False
+    assert other.call(move)["deduped"] is True              # a resend is harmless
+    owner.call(MoveDone("q0", 1))
+    assert moves.pending() == set()
+    assert owner.get("q0")["queue"]["dead_lettered"] == 1 and owner.get("q0")["count"] == 0
+    owner.restart(crash=True)
+    assert owner.core.queues.moves.pending() == set()
+    assert owner.get("q0")["queue"]["dead_lettered"] == 1 and owner.get("q0")["count"] == 0
+    [(_seq, _ts, envelope, tag, _node)] = other.records(dead)
+    assert tag == "t" and orjson.loads(envelope)["m"]["$dead_letter_from"] == "q0"
+    owner.crash()
+    other.crash()
+
+
+def test_a_move_without_a_dead_letter_topic_any_more_gives_the_job_back(env, clock):
+    dead = next(f"d{i}" for i in range(100) if shard_of_name(f"d{i}", 2) == 1)
+    env.layout(2)
+    owner = env.shard(0, 2, clock=clock).start()
+    owner.put("q0", type="queue", lease_ms=100, max_deliveries=1, dead_letter=dead)
+    owner.append("q0", rec())
+    owner.call(Claim("q0", "w", 1))
+    clock.now += 101
+    owner.call(Claim("q0", "w", 1))
+    owner.put("q0", type="queue", lease_ms=100)
+    moves = owner.core.queues.moves
+    assert moves.move_request(("q0", 1)) is None and moves.pending() == set()
+    assert owner.call(Claim("q0", "w", 1))["claimed"][0][6] == 2
+    owner.crash()
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -247,8 +285,7 @@ def test_claims_in_one_batch_never_share_a_job(q):
 
 def test_a_dead_letter_topic_moved_to_another_shard_is_never_created_here(env, clock):
     """A restart with another shard count can split a queue from its dead-letter topic:
-    jobs past max_deliveries are then delivered again, never lost, and no stray topic is
-    created in the queue's shard."""
+    the job is then moved through the other shard, no stray topic is created here."""
     dead = next(f"d{i}" for i in range(100) if shard_of_name(f"d{i}", 2) == 1)
     queue_name = next(f"q{i}" for i in range(100) if shard_of_name(f"q{i}", 2) == 0)
     h = env.single(clock=clock)
@@ -259,8 +296,9 @@ def test_a_dead_letter_topic_moved_to_another_shard_is_never_created_here(env, c
     owner = env.shard(0, 2, clock=clock).start()
     assert owner.call(Claim(queue_name, "w", 1))["count"] == 1
     clock.now += 101
-    again = owner.call(Claim(queue_name, "w", 1))
-    assert again["claimed"][0][6] == 2 and not owner.exists(dead)
+    assert owner.call(Claim(queue_name, "w", 1))["count"] == 0
+    assert not owner.exists(dead)
+    assert owner.core.queues.moves.pending() == {(queue_name, 1)}
     owner.crash()
 
 

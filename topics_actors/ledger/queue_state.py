@@ -10,11 +10,14 @@ means: the live shard and a recovery (the shard's replay, and the compactor writ
 snapshot) apply the same Lease frames (spec/storage.md 1.3, type 10) through apply_frame,
 so they agree on which jobs are held, by whom, until when. Lease events: 0 claimed, 1
 released (nack; deadline = when it is ready again, 0 = now), 2 extended, 3 acked, 4
-dead-lettered (ours: the job moved to the dead-letter topic). Acked and dead-lettered jobs
+dead-lettered and 5 moving (ours: the job moved to the dead-letter topic; on its way to
+a dead-letter topic in another shard, held by the queue's shard until that append is
+acknowledged). Acked and dead-lettered jobs
 leave the queue: the caller deletes the record through the delete rules (ledger/
 delete_rules.delete_seqs), so count, bytes and reads agree and the delete survives a crash.
 
-Which frames exist: acks and dead-letter moves are always logged (with the topic's class),
+Which frames exist: acks and dead-letter moves (moving, dead-lettered) are always logged
+(with the topic's class),
 since a job acked must never come back; claims, nacks and extends only when the topic has
 `leases_durable`. Without it, leases are memory-only: after a restart every un-acked job
 is claimable again, deliveries start over. Lease expiry is never logged: it is a function of
@@ -22,7 +25,8 @@ the clock (sweep), replayed leases keep their deadlines.
 
 The snapshot form (to_entry / from_entry) carries what a recovery needs once the WAL files
 holding the Lease frames are gone: leases and delayed jobs with their deadlines, the
-delivery counts, the dead-letter counter and the lease-id counter (so a lease id is never
+delivery counts, the jobs moving to a dead-letter topic, the dead-letter counter and the
+lease-id counter (so a lease id is never
 issued twice, which keeps fencing sound across restarts). The reclaim heap and the claim
 cursor are not kept: after a restore the cursor starts at the topic's first live seq and
 skips held and delayed jobs, which hands out the same set of jobs.
@@ -38,7 +42,7 @@ from collections.abc import Callable, Iterator
 from topics_actors.ledger.delete_rules import live_floor
 from topics_actors.ledger.topic_state import TopicState
 
-CLAIMED, RELEASED, EXTENDED, ACKED, DEAD_LETTERED = 0, 1, 2, 3, 4
+CLAIMED, RELEASED, EXTENDED, ACKED, DEAD_LETTERED, MOVING = 0, 1, 2, 3, 4, 5
 LEASE_PREFIX = "lease_"
 
 Live = Callable[[int], bool]      # whether a job (seq) still exists
@@ -77,6 +81,7 @@ class QueueState:
         self.delayed: dict[int, int] = {}               # seq -> ready_at ms
         self.delayed_heap: list[tuple[int, int]] = []   # (ready_at, seq) (may hold stale)
         self.expiries: list[tuple[int, int, int]] = []  # (deadline, seq, lease id), ditto
+        self.moving: set[int] = set()                   # on their way to a dead-letter topic
         self.cursor = 1
         self.dead_lettered = 0
         self.next_lease_id = 1
@@ -106,13 +111,16 @@ class QueueState:
         a seq from the iterator takes it out of the ready set (give_back puts it back)."""
         while self.reclaim:
             seq = heapq.heappop(self.reclaim)
-            if seq not in self.leases and seq not in self.delayed and live(seq):
+            if self._ready(seq) and live(seq):
                 yield seq
         while self.cursor <= head:
             seq = self.cursor
             self.cursor += 1
-            if seq not in self.leases and seq not in self.delayed and live(seq):
+            if self._ready(seq) and live(seq):
                 yield seq
+
+    def _ready(self, seq: int) -> bool:
+        return seq not in self.leases and seq not in self.delayed and seq not in self.moving
 
     def give_back(self, seq: int) -> None:
         heapq.heappush(self.reclaim, seq)
@@ -148,7 +156,15 @@ class QueueState:
         """The job leaves the queue (acked, dead-lettered, deleted): forget it."""
         self.deliveries.pop(seq, None)
         self.delayed.pop(seq, None)
+        self.moving.discard(seq)
         return self.leases.pop(seq, None)
+
+    def move(self, seq: int) -> None:
+        """The job goes to a dead-letter topic in another shard: out of the ready set until
+        that append is acknowledged (then drop), or the staging is undone (give_back)."""
+        self.leases.pop(seq, None)
+        self.delayed.pop(seq, None)
+        self.moving.add(seq)
 
     def release(self, seq: int, ready_at: int) -> None:
         """Drop the lease; the job is claimable now (ready_at 0) or at ready_at."""
@@ -186,6 +202,7 @@ class QueueState:
         live jobs neither leased nor waiting for their delay."""
         in_flight = sum(1 for seq in self.leases if live(seq))
         waiting = sum(1 for seq in self.delayed if live(seq))
+        waiting += sum(1 for seq in self.moving if live(seq))
         return {"ready": max(0, count - in_flight - waiting), "in_flight": in_flight,
                 "dead_lettered": self.dead_lettered}
 
@@ -201,6 +218,9 @@ class QueueState:
             self.drop(seq)
             self.dead_lettered += event == DEAD_LETTERED
             return True
+        if event == MOVING:
+            self.move(seq)
+            return False
         if not durable:
             return False
         if event == CLAIMED:
@@ -216,7 +236,8 @@ class QueueState:
 
     def to_entry(self, durable: bool, live: Live) -> dict:
         """The snapshot form (see the module docstring); leases only when durable."""
-        entry = {"dead_lettered": self.dead_lettered, "next_lease_id": self.next_lease_id}
+        entry = {"dead_lettered": self.dead_lettered, "next_lease_id": self.next_lease_id,
+                 "moving": sorted(self.moving)}
         if durable:
             entry["leases"] = [[seq, lease.node, lease.lease_id, lease.deadline]
                                for seq, lease in self.leases.items() if live(seq)]
@@ -229,6 +250,7 @@ class QueueState:
         state = cls()
         state.dead_lettered = entry.get("dead_lettered", 0)
         state.next_lease_id = entry.get("next_lease_id", 1)
+        state.moving = set(entry.get("moving", ()))
         for seq, node, lease_id, deadline in entry.get("leases", ()):
             state.leases[seq] = Lease(node, lease_id, deadline)
             state.expiries.append((deadline, seq, lease_id))

@@ -9,40 +9,28 @@ extends only with `leases_durable`. A request that staged a frame is a write: wh
 batch cannot commit it fails and its lease changes are undone (fail closed). One that
 staged nothing (memory-only leases) is a read: its leases stand whatever the batch does.
 
-Dead letters: a job claimed more than `max_deliveries` times moves to the topic's
-`dead_letter` topic, which must live in the same shard (topic_admin refuses a config naming
-one elsewhere): the Append to the dead-letter topic and the queue's dead-lettered Lease
-frame go into one batch, the append first, so a crash keeps both, neither, or only the
-append (the job is then moved again: at least once into the dead-letter topic, never lost).
+A job claimed more than `max_deliveries` times moves to the topic's `dead_letter` topic
+instead (shard/dead_letter_moves.py).
 """
 
 from __future__ import annotations
 
-import logging
-
-import orjson
-
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
 from topics_actors.ledger import delete_rules
 from topics_actors.ledger.queue_state import (
-    ACKED, CLAIMED, DEAD_LETTERED, EXTENDED, RELEASED, Lease, QueueState, counters,
-    known_jobs, live_jobs, parse_lease_id, queue_of, render_lease_id,
+    ACKED, CLAIMED, EXTENDED, RELEASED, Lease, QueueState, counters, known_jobs, live_jobs,
+    parse_lease_id, queue_of, render_lease_id,
 )
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.limits import CLAIM_MAX, NACK_DELAY_MS_MAX, NODE_BYTES_MAX, QUEUE_SEQS_MAX
-from topics_actors.protocol.messages import Ack, Append, Claim, Extend, Nack
+from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 from topics_actors.shard import retention
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged
+from topics_actors.shard.dead_letter_moves import DeadLetterMoves, stage_lease_frame
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.topic_registry import TopicRegistry
-from topics_actors.storage import frame_body
-from topics_actors.storage.frame import envelope_data
-from topics_actors.storage.frame_types import FLAG_META, FrameType
 from topics_actors.topic_config import LEASE_MS_MAX, LEASE_MS_MIN
-from topics_actors.topic_identity import topic_id
-
-log = logging.getLogger(__name__)
 
 
 def _clamp_lease(lease_ms: int) -> int:
@@ -89,8 +77,7 @@ class QueueOps:
         self.stager = stager
         self.registry = registry
         self.reader = reader
-        self.appends = appends
-        self.split: set[str] = set()    # queues whose dead-letter topic is elsewhere (logged)
+        self.moves = DeadLetterMoves(stager, registry, reader, appends)
 
     def _queue(self, name: str) -> tuple[TopicState, QueueState]:
         topic = self.registry.get(name)
@@ -102,12 +89,6 @@ class QueueOps:
         state = queue_of(topic)
         state.sweep(self.stager.clock())
         return topic, state
-
-    def _lease_frame(self, topic: TopicState, seq: int, event: int, lease: Lease,
-                     deliveries: int) -> None:
-        self.stager.frame(FrameType.LEASE, topic, frame_body.encode_lease(frame_body.LeaseBody(
-            event, lease.lease_id, lease.deadline, deliveries, lease.node)),
-            seq=seq, sync=topic.config.durability.acks_after_fsync)
 
     def _counters(self, topic: TopicState) -> dict:
         return counters(topic, self.stager.clock())
@@ -139,11 +120,11 @@ class QueueOps:
         logged = config.logged
         if logged and config.leases_durable:
             for seq, lease in claimed:
-                self._lease_frame(topic, seq, CLAIMED, lease, state.deliveries[seq])
-        moved, publish_moves = self._stage_moves(topic, state, moving)
-        writes = bool(moved) or (logged and config.leases_durable and bool(claimed))
+                stage_lease_frame(self.stager, topic, seq, CLAIMED, lease, state.deliveries[seq])
+        staged, undo_moves, publish_moves = self.moves.stage(topic, state, moving)
+        writes = staged or (logged and config.leases_durable and bool(claimed))
         if writes:
-            self.stager.batch.undo_fns.append(lambda: _unclaim(state, claimed, moved))
+            self.stager.batch.undo_fns.append(lambda: _unclaim(state, claimed, undo_moves))
         records = {seq: self.reader.read(topic, seq) for seq, _ in claimed}
 
         def answer(info: CommitInfo) -> dict:
@@ -156,49 +137,9 @@ class QueueOps:
         return writes, answer
 
     def _dead_letter(self, topic: TopicState) -> str | None:
-        """Where jobs past max_deliveries go; None: they are delivered again. A dead-letter
-        topic of another shard (a restart with another shard count can split a queue from
-        it; configs naming one are refused) is never created here: the job stays."""
+        """Where jobs past max_deliveries go; None: they are delivered again."""
         config = topic.config
-        if not (config.max_deliveries and config.dead_letter):
-            return None
-        if not self.registry.owns(topic_id(config.dead_letter)):
-            if topic.name not in self.split:
-                self.split.add(topic.name)
-                log.warning("event=dead_letter_elsewhere topic=%s dead_letter=%s",
-                            topic.name, config.dead_letter)
-            return None
-        return config.dead_letter
-
-    def _stage_moves(self, topic: TopicState, state: QueueState, moving: list[int]):
-        """Stage the dead-letter move of `moving`: an Append to the dead-letter topic and a
-        dead-lettered Lease frame each. Jobs the dead-letter topic refuses (full, throttled)
-        stay in the queue. Returns (seqs moved, the function publishing the moves)."""
-        moved, publishes = [], []
-        for n, seq in enumerate(moving):
-            rec = self.reader.read(topic, seq)
-            try:
-                _, publish = self.appends.stage(
-                    Append(topic.config.dead_letter, [_dead_letter_record(topic, seq, rec)],
-                           create=True, return_seqs=False))
-            except TopicsError:
-                for rest in moving[n:]:
-                    state.give_back(rest)
-                break
-            publishes.append(publish)
-            moved.append(seq)
-            if topic.config.logged:
-                self._lease_frame(topic, seq, DEAD_LETTERED, Lease("", 0, 0),
-                                  state.deliveries.get(seq, 0))
-
-        def publish_moves(info: CommitInfo) -> None:
-            for publish in publishes:
-                publish(info)
-            for seq in moved:
-                state.drop(seq)
-                state.dead_lettered += 1
-            delete_rules.delete_seqs(topic, self.reader.read, moved, TopicState.delete_one)
-        return moved, publish_moves
+        return config.dead_letter if config.max_deliveries else None
 
     # --- holders ----------------------------------------------------------------------------
 
@@ -219,7 +160,7 @@ class QueueOps:
             frame_lease = change(seq, lease)
             done.append(seq)
             if log:
-                self._lease_frame(topic, seq, event, frame_lease, undo[-1][2])
+                stage_lease_frame(self.stager, topic, seq, event, frame_lease, undo[-1][2])
         if undo:
             self.stager.batch.undo_fns.append(lambda: _restore(state, undo))
         return done, skipped, log and bool(done)
@@ -271,11 +212,10 @@ def _ready_in_flight(queue: dict) -> dict:
     return {"ready": queue["ready"], "in_flight": queue["in_flight"]}
 
 
-def _unclaim(state: QueueState, claimed: list, moved: list[int]) -> None:
+def _unclaim(state: QueueState, claimed: list, undo_moves) -> None:
     for seq, lease in reversed(claimed):
         state.unlease(seq, lease)
-    for seq in moved:
-        state.give_back(seq)
+    undo_moves()
 
 
 def _restore(state: QueueState, undo: list) -> None:
@@ -283,14 +223,3 @@ def _restore(state: QueueState, undo: list) -> None:
         state.restore(seq, lease)
         if deliveries:
             state.deliveries[seq] = deliveries
-
-
-def _dead_letter_record(topic: TopicState, seq: int, rec) -> list:
-    """The job as the dead-letter topic gets it: same data, tag and node; its meta (an
-    object, else {}) plus where it came from, as strings (spec/api.md 8)."""
-    meta = orjson.loads(rec.envelope).get("m") if rec.flags & FLAG_META else None
-    meta = dict(meta) if isinstance(meta, dict) else {}
-    meta.update({"$dead_letter_from": topic.name,
-                 "$dead_letter_deliveries": str(topic.config.max_deliveries),
-                 "$dead_letter_src_seq": str(seq)})
-    return [envelope_data(rec.envelope, rec.flags), rec.tag, rec.node, orjson.dumps(meta)]

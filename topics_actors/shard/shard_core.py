@@ -33,6 +33,7 @@ from topics_actors.shard.batch_stager import (
 )
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.long_poll import LongPolls, Park, Waiter
+from topics_actors.shard.dead_letter_moves import MoveDone
 from topics_actors.shard.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
@@ -69,13 +70,14 @@ class ShardCore:
         self.polls = LongPolls()
         self.ready = False
         self.replay_progress = 0.0
+        self.queues: QueueOps | None = None
         self._handlers = self._handler_table()
 
     def _handler_table(self) -> dict[type, Callable[[object], Staged]]:
         stager, registry, reader, wal = self.stager, self.registry, self.reader, self.wal
         data_dir = self.options.data_dir
         appends = RecordAppend(stager, registry, reader, self.quota, self.stats)
-        queues = QueueOps(stager, registry, reader, appends)
+        queues = self.queues = QueueOps(stager, registry, reader, appends)
         return {
             Append: appends.stage,
             PutTopic: lambda m: topic_admin.put(stager, registry, m),
@@ -94,6 +96,7 @@ class ShardCore:
             Ack: queues.ack,
             Nack: queues.nack,
             Extend: queues.extend,
+            MoveDone: queues.moves.done,
         }
 
     def replay(self) -> Replay:

@@ -17,6 +17,7 @@ from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
 from topics_actors.protocol import decode, encode_error
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
+from topics_actors.shard.dead_letter_sender import DeadLetterSender
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.supervisor_link import SupervisorLink
 
@@ -46,6 +47,10 @@ class ShardServer:
             self.sock.bind(self.ipc)
         self.poller = zmq.Poller()
         self.poller.register(self.sock, zmq.POLLIN)
+        self.dead_letters = None   # moves of queue jobs to other shards (needs the ipc dir)
+        if ipc_path and core.queues is not None:
+            self.dead_letters = DeadLetterSender(core.queues.moves, ctx, ipc_path,
+                                                 core.options.shard_count, self._submit_local)
         self.stopping = False
         self.dropped_replies = 0
 
@@ -98,6 +103,8 @@ class ShardServer:
         self._send(self.core.commit())
         self._send(self.core.release_polls())
         self.core.close()
+        if self.dead_letters is not None:
+            self.dead_letters.close()
         self.sock.close(0)
         log.info("event=stopped shard=%d", self.core.options.shard)
 
@@ -118,6 +125,8 @@ class ShardServer:
             self._drain(2 * INBOX_REQUESTS_MAX)
             if self.core.wants_group_window():
                 self._group_window()
+        if self.dead_letters is not None:
+            self.dead_letters.pump()
         if self.core.has_work():
             self._send(self.core.commit())
         if self.core.polls.count:
@@ -154,6 +163,10 @@ class ShardServer:
             self.core.submit(peer, corr, msg, t0)
         return count
 
+    def _submit_local(self, msg) -> None:
+        """A request of the shard's own making (its reply, to no peer, is dropped)."""
+        self.core.submit(b"", 0, msg, time.perf_counter_ns())
+
     def _answer_not_ready(self) -> None:
         error = TopicsError("shard is replaying its WAL", ErrorCode.NOT_READY,
                             {"replay_progress": self.core.replay_progress,
@@ -171,7 +184,8 @@ class ShardServer:
     def _send(self, replies: list[tuple[bytes, bytes]]) -> None:
         by_peer: dict[bytes, list[bytes]] = {}
         for peer, raw in replies:
-            by_peer.setdefault(peer, []).append(raw)
+            if peer:   # b"": a request of the shard's own making
+                by_peer.setdefault(peer, []).append(raw)
         for peer, raws in by_peer.items():
             try:
                 self.sock.send_multipart([peer, *raws], zmq.NOBLOCK)

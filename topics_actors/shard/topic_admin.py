@@ -32,7 +32,6 @@ def stage_create(stager: BatchStager, registry: TopicRegistry, name: str,
     """Register a new topic now (later requests of the batch see it) and log it."""
     if not valid_topic_name(name):
         raise invalid(f"invalid topic name {name!r}")
-    check_dead_letter(registry, config)
     tid = topic_id(name)
     clash = registry.by_tid.get(tid)
     if clash is not None and clash.name != name:
@@ -44,16 +43,6 @@ def stage_create(stager: BatchStager, registry: TopicRegistry, name: str,
     registry.register(topic)
     stager.frame(FrameType.TOPIC_CREATE, topic, frame_body.encode_topic(name, config.to_bytes()))
     return topic
-
-
-def check_dead_letter(registry: TopicRegistry, config: TopicConfig) -> None:
-    """A queue's dead-letter topic must live in the queue's shard: the move is one batch
-    (shard/queue_ops.py). TODO(issue 16): a cross-shard move through the owning shard."""
-    name = config.dead_letter
-    if config.type == "queue" and name is not None and not registry.owns(topic_id(name)):
-        raise invalid(f"dead_letter {name!r} lives in another shard; this build moves dead "
-                      "letters only within a shard",
-                      {"dead_letter": name, "reason": "cross_shard_dead_letter"})
 
 
 def _stage_config(stager: BatchStager, topic: TopicState, config: TopicConfig) -> None:
@@ -85,7 +74,6 @@ def put(stager: BatchStager, registry: TopicRegistry, msg: PutTopic) -> Staged:
                           {"topic": msg.topic, "existing_type": topic.config.type,
                            "requested_type": config.type})
     elif topic.config != config:
-        check_dead_letter(registry, config)
         _stage_config(stager, topic, config)
     return write_op(lambda info: {"topic": msg.topic, "created": created,
                                   "config": config.to_json()})
