@@ -154,13 +154,14 @@ class DeadLetterMoves:
         return self._append(topic, move[1])
 
     def done(self, msg: MoveDone) -> Staged:
-        """The move of a job to another shard was acknowledged: log it, delete the job."""
+        """The move of a job to another shard was acknowledged: log it, delete the job.
+        Throttled (inbox full), the move stays pending and is sent again."""
+        self.stager.throttle()
         self.outbox.discard((msg.topic, msg.seq))
         topic = self.registry.get(msg.topic)
         state = queue_of(topic) if topic is not None else None
         if state is None or msg.seq not in state.moving:
             return read_op(lambda info: {})
-        self.stager.throttle()
         if topic.config.logged:
             stage_lease_frame(self.stager, topic, msg.seq, DEAD_LETTERED, Lease("", 0, 0),
                               state.deliveries.get(msg.seq, 0))

@@ -68,6 +68,8 @@ class DeadLetterSender:
                 del self.in_flight[corr]
                 self.not_before[move] = now + RETRY_MS / 1000
         pending = self.moves.pending()
+        if len(self.not_before) > 2 * len(pending) + 64:
+            self.not_before = {m: t for m, t in self.not_before.items() if m in pending}
         if not pending:
             return
         busy = {move for move, _ in self.in_flight.values()}
@@ -83,6 +85,7 @@ class DeadLetterSender:
             self.not_before.pop(move, None)
             return
         if isinstance(msg, MoveDone):
+            self.not_before[move] = now + TIMEOUT_MS / 1000
             self.submit(msg)
             return
         self.corr += 1
@@ -119,7 +122,9 @@ class DeadLetterSender:
             log.warning("event=dead_letter_refused topic=%s seq=%d code=%s", move[0],
                         move[1], error.code.wire)
             return
-        self.not_before.pop(move, None)
+        # The core deletes the job in this turn's commit; should that batch fail, the move
+        # is still pending and goes out again after the timeout.
+        self.not_before[move] = now + TIMEOUT_MS / 1000
         self.submit(MoveDone(*move))
 
     def close(self) -> None:
