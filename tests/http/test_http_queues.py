@@ -165,3 +165,16 @@ def test_error_codes(node):
 def test_get_of_a_log_has_no_queue_member(node):
     append(node, "hlog2", {"data": 1})
     assert "queue" not in ok(node.http("GET", "/v0/topics/hlog2"))
+
+
+def test_metrics_count_queues_and_leases(node):
+    put_queue(node, "hq8")
+    append(node, "hq8", {"data": 1}, {"data": 2})
+    ok(post(node, "hq8", "claim", {"node": "w", "lease_ms": 60000}))
+    lines = node.http("GET", "/v0/metrics").body.decode().splitlines()
+    assert 'topics_topic_queue_ready{topic="hq8"} 1' in lines
+    assert 'topics_topic_queue_in_flight{topic="hq8"} 1' in lines
+    body = node.http("GET", "/v0/metrics", headers={"Accept": "application/json"}).json()
+    assert body["queue_topics"] >= 1 and body["queue_leases_in_flight"] >= 1
+    listed = ok(node.http("GET", "/v0/topics?prefix=hq8"))["topics"]
+    assert "queue" not in listed[0]                       # not a member of the list API

@@ -128,5 +128,13 @@ def list_page(stager: BatchStager, registry: TopicRegistry, msg: ListTopics) -> 
         if msg.touch:
             for topic in topics:
                 topic.last_read_ts = now
-        return {"topics": [t.summary(now) for t in topics], "more": more}
+        return {"topics": [_summary(t, now) for t in topics], "more": more}
     return read_op(answer)
+
+
+def _summary(topic: TopicState, now: int) -> dict:
+    """A list item; a queue's carries its `queue` counters too (for the metrics)."""
+    summary = topic.summary(now)
+    if topic.config.type == "queue":
+        summary["queue"] = counters(topic, now)
+    return summary
