@@ -314,3 +314,28 @@ def test_jobs_gone_by_retention_are_forgotten(env, clock):
     assert len(state.deliveries) + len(state.leases) <= 2 * 10 + 64 + 1
     assert h.get("q")["queue"]["in_flight"] <= 10
     h.crash()
+
+
+def test_a_pending_move_survives_a_checkpoint(env, clock):
+    dead = next(f"d{i}" for i in range(100) if shard_of_name(f"d{i}", 2) == 1)
+    env.layout(2)
+    shards = [env.shard(0, 2, clock=clock).start(), env.shard(1, 2, clock=clock).start()]
+    owner = shards[0]
+    owner.put("q0", type="queue", lease_ms=100, max_deliveries=1, dead_letter=dead)
+    owner.append("q0", rec(), rec())
+    owner.call(Claim("q0", "w", 2))
+    clock.now += 101
+    owner.call(Claim("q0", "w", 1))                      # both jobs start moving
+    env.checkpoint(shards)
+    owner.append("q0", rec())
+    env.checkpoint(shards)
+    owner.restart(crash=True)
+    assert owner.core.queues.moves.pending() == {("q0", 1), ("q0", 2)}
+    assert owner.get("q0")["queue"] == {"ready": 1, "in_flight": 0, "dead_lettered": 0}
+    owner.call(MoveDone("q0", 2))
+    env.checkpoint(shards)
+    owner.restart(crash=True)
+    assert owner.core.queues.moves.pending() == {("q0", 1)}
+    assert [r[0] for r in owner.records("q0")] == [1, 3]
+    for h in shards:
+        h.crash()
