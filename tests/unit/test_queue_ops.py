@@ -339,3 +339,13 @@ def test_a_pending_move_survives_a_checkpoint(env, clock):
     assert [r[0] for r in owner.records("q0")] == [1, 3]
     for h in shards:
         h.crash()
+
+
+def test_the_expiry_heap_stays_proportional_to_the_leases(q, clock):
+    q.append("q", *[rec()] * 300)
+    for _ in range(30):
+        claimed = seqs(q.call(Claim("q", "w", 10, lease_ms=86_400_000)))
+        q.call(Ack("q", "w", claimed))
+    state = q.core.registry.get("q").queue
+    claim(q)
+    assert len(state.expiries) <= 2 * len(state.leases) + 64 + 1

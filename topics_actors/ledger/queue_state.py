@@ -97,6 +97,10 @@ class QueueState:
                 del delayed[seq]
                 heapq.heappush(self.reclaim, seq)
         expiries, leases = self.expiries, self.leases
+        if len(expiries) > 2 * len(leases) + 64:   # entries of acked or extended leases
+            expiries = self.expiries = [(lease.deadline, seq, lease.lease_id)
+                                        for seq, lease in leases.items()]
+            heapq.heapify(expiries)
         while expiries and expiries[0][0] < now:
             deadline, seq, lease_id = heapq.heappop(expiries)
             lease = leases.get(seq)
