@@ -8,6 +8,8 @@ smallest lease (100 ms) and wait_for on the condition, never a bare sleep.
 
 from __future__ import annotations
 
+import concurrent.futures
+
 from tests.http.test_http_topics import append, error_of
 from tests.support import wait_for
 from topics_actors.topic_identity import shard_of_name
@@ -178,3 +180,13 @@ def test_metrics_count_queues_and_leases(node):
     assert body["queue_topics"] >= 1 and body["queue_leases_in_flight"] >= 1
     listed = ok(node.http("GET", "/v0/topics?prefix=hq8"))["topics"]
     assert "queue" not in listed[0]                       # not a member of the list API
+
+
+def test_claims_arriving_in_a_jitter_window_share_the_jobs(node):
+    put_queue(node, "hq9", claim_jitter_ms=2000)    # both claims arrive within it
+    append(node, "hq9", *[{"data": n} for n in range(4)])
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        replies = list(pool.map(
+            lambda name: ok(post(node, "hq9", "claim", {"node": name, "max": 4})), "ab"))
+    got = [[job["$seq"] for job in reply["claimed"]] for reply in replies]
+    assert sorted(got) == [[1, 3], [2, 4]]

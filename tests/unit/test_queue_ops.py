@@ -12,7 +12,8 @@ import orjson
 import pytest
 
 from topics_actors.errors import TopicsError
-from topics_actors.protocol.messages import Ack, Append, Claim, Diff, Extend, Nack
+from topics_actors.protocol import decode_reply
+from topics_actors.protocol.messages import Ack, Append, Claim, DeleteTopic, Diff, Extend, Nack
 from topics_actors.shard.dead_letter_moves import MoveDone
 from topics_actors.topic_identity import shard_of_name
 
@@ -349,3 +350,73 @@ def test_the_expiry_heap_stays_proportional_to_the_leases(q, clock):
     state = q.core.registry.get("q").queue
     claim(q)
     assert len(state.expiries) <= 2 * len(state.leases) + 64 + 1
+
+
+# --- claim coalescing ---------------------------------------------------------------------------
+
+def _answers(h) -> dict:
+    """corr -> reply of one commit (parked claims answer nothing)."""
+    out = {}
+    for _peer, raw in h.core.commit():
+        try:
+            corr, body = decode_reply(raw)
+        except TopicsError as error:
+            corr, body = error.corr, error
+        out[corr] = body
+    return out
+
+
+def test_claims_in_a_window_are_dealt_round_robin(env, clock):
+    h = env.single(clock=clock)
+    h.put("cq", type="queue", claim_jitter_ms=50, leases_durable=True)
+    h.append("cq", *[rec()] * 5)
+    for corr, (node, want) in enumerate((("a", 3), ("b", 1), ("c", 3)), 1):
+        h.core.submit(b"peer", corr, Claim("cq", node, want), 0)
+    assert _answers(h) == {}                               # all parked
+    assert h.core.ms_until_claims() == 50
+    clock.now += 49
+    h.core.submit_due_claims()
+    assert not h.core.has_work()
+    clock.now += 1
+    h.core.submit_due_claims()
+    replies = _answers(h)
+    assert set(replies) == {0, 1, 2, 3}                    # 0: the pass itself
+    assert [seqs(replies[n]) for n in (1, 2, 3)] == [[1, 4], [2], [3, 5]]
+    assert replies[3]["ready"] == 0 and replies[1]["count"] == 2
+    h.restart(crash=True)                                  # the pass was logged
+    assert h.get("cq")["queue"]["in_flight"] == 5
+    h.crash()
+
+
+def test_a_window_whose_queue_is_gone_refuses_its_claims(env, clock):
+    h = env.single(clock=clock)
+    h.put("cq", type="queue", claim_jitter_ms=10)
+    h.core.submit(b"peer", 1, Claim("cq", "a"), 0)
+    _answers(h)
+    h.call(DeleteTopic("cq"))
+    clock.now += 10
+    h.core.submit_due_claims()
+    assert _answers(h)[1].code.wire == "topic_not_found"
+    h.crash()
+
+
+def test_a_failed_pass_answers_internal_when_the_park_runs_out(env, clock):
+    h = env.single(clock=clock)
+    h.put("cq", type="queue", claim_jitter_ms=10, leases_durable=True)
+    h.append("cq", rec())
+    h.core.submit(b"peer", 1, Claim("cq", "a"), 0)
+    _answers(h)
+    clock.now += 10
+    h.fs.fail("write_at")
+    h.core.submit_due_claims()
+    assert 1 not in _answers(h)
+    [(_peer, raw)] = h.core.release_polls()
+    with pytest.raises(TopicsError) as caught:
+        decode_reply(raw)
+    assert caught.value.code.wire == "internal"
+    h.core.submit(b"peer", 2, Claim("cq", "b"), 0)         # a new window
+    _answers(h)
+    clock.now += 10
+    h.core.submit_due_claims()
+    assert seqs(_answers(h)[2]) == [1]                     # the failed pass took nothing
+    h.crash()

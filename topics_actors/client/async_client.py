@@ -22,6 +22,7 @@ from topics_actors.protocol import decode_reply, encode
 from topics_actors.protocol.messages import (
     DeleteRecords, DeleteTopic, GetTopic, PutTopic, Status,
 )
+from topics_actors.limits import CLAIM_WAIT_MS_MAX
 from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 
 FRONT = -1
@@ -206,7 +207,8 @@ class AsyncClient:
     async def claim(self, name: str, node: str, max: int = 1,
                     lease_ms: int | None = None) -> dict:
         """Lease up to `max` jobs of queue `name` to `node`; jobs as API dicts."""
-        return shapes.shape_claim(await self._request(name, Claim(name, node, max, lease_ms)))
+        msg = Claim(name, node, max, lease_ms)
+        return shapes.shape_claim(await self._request(name, msg, wait_ms=CLAIM_WAIT_MS_MAX))
 
     async def ack(self, name: str, node: str, seqs: list[int],
                   lease_ids: list[str] | None = None) -> dict:

@@ -31,7 +31,7 @@ from topics_actors.gateway.inflight_limit import InflightLimit
 from topics_actors.gateway.metrics_report import MetricsInput, render
 from topics_actors.gateway.route_table import PROBE, Route, resolve, unknown_route_error
 from topics_actors.gateway.topic_listing import list_page
-from topics_actors.limits import DIFF_WAIT_MS_MAX
+from topics_actors.limits import CLAIM_WAIT_MS_MAX, DIFF_WAIT_MS_MAX
 from topics_actors.protocol.messages import (
     DeleteRecords, DeleteTopic, Diff, GetTopic, PutTopic,
 )
@@ -230,7 +230,7 @@ class GatewayCore:
 
     async def _claim(self, route, request, key, t0) -> HttpResponse:
         msg = queue_api.claim_message(route.topic, request, key)
-        reply = await self.engine.call(route.topic, msg)
+        reply = await self.engine.call(route.topic, msg, CLAIM_WAIT_MS_MAX)
         return HttpResponse(200, queue_api.render_claim(reply, _ms(t0)))
 
     async def _ack(self, route, request, key, t0) -> HttpResponse:

@@ -25,8 +25,12 @@ from topics_actors.ledger.topic_state import TopicState
 from topics_actors.limits import CLAIM_MAX, NACK_DELAY_MS_MAX, NODE_BYTES_MAX, QUEUE_SEQS_MAX
 from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 from topics_actors.shard import retention
-from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged
+from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op
+from topics_actors.shard.claim_windows import (
+    PASS_GRACE_MS, ClaimPass, ClaimWindows, Member, park_key,
+)
 from topics_actors.shard.dead_letter_moves import DeadLetterMoves, stage_lease_frame
+from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.topic_registry import TopicRegistry
@@ -78,6 +82,7 @@ class QueueOps:
         self.registry = registry
         self.reader = reader
         self.moves = DeadLetterMoves(stager, registry, reader, appends)
+        self.windows = ClaimWindows()
 
     def _queue(self, name: str) -> tuple[TopicState, QueueState]:
         topic = self.registry.get(name)
@@ -98,43 +103,76 @@ class QueueOps:
     def claim(self, msg: Claim) -> Staged:
         self.stager.throttle()
         topic, state = self._queue(msg.topic)
-        node = _check_node(msg.node)
-        config = topic.config
+        member = Member(_check_node(msg.node), max(1, min(CLAIM_MAX, _uint(msg.max, "max"))),
+                        None if msg.lease_ms is None else _uint(msg.lease_ms, "lease_ms"))
+        jitter_ms = topic.config.claim_jitter_ms
+        if jitter_ms > 0:
+            self.windows.join(topic.name, jitter_ms, self.stager.clock(), member)
+            return read_op(lambda info: Park(park_key(topic.name),
+                                             jitter_ms + PASS_GRACE_MS, member.answer))
+        writes, answers = self._deal(topic, state, [member])
+        return writes, lambda info: answers(info)[0]
+
+    def claim_pass(self, msg: ClaimPass) -> Staged:
+        """A claim window is due: one pass for all its claims, then wake them."""
+        window = self.windows.take(msg.topic)
+        if window is None:
+            return read_op(lambda info: {})
+        try:
+            self.stager.throttle()
+            topic, state = self._queue(msg.topic)
+        except TopicsError as error:
+            return read_op(_refusal(window, msg.topic, error))
+        writes, answers = self._deal(topic, state, window.members)
+
+        def answer(info: CommitInfo) -> dict:
+            for member, reply in zip(window.members, answers(info)):
+                member.result = reply
+            info.woken.add(park_key(msg.topic))
+            return {}
+        return writes, answer
+
+    def _deal(self, topic: TopicState, state: QueueState, members: list[Member]):
+        """Lease ready jobs to `members`, one at a time round-robin while they want more;
+        jobs past max_deliveries are moved instead. Returns (writes, the function giving
+        each member's reply after the commit)."""
+        config, now = topic.config, self.stager.clock()
         retention.stage(self.stager, self.reader, topic)
-        lease_ms = _clamp_lease(config.lease_ms if msg.lease_ms is None
-                                else _uint(msg.lease_ms, "lease_ms"))
-        want = max(1, min(CLAIM_MAX, _uint(msg.max, "max")))
-        deadline = self.stager.clock() + lease_ms
         state.cursor = max(state.cursor, topic.earliest_seq())
         state.prune(topic.count, known_jobs(topic))
-        claimed: list[tuple[int, Lease]] = []
-        moving: list[int] = []
+        deadlines = [now + _clamp_lease(config.lease_ms if m.lease_ms is None else m.lease_ms)
+                     for m in members]
+        shares: list[list[tuple[int, Lease]]] = [[] for _ in members]
+        claimed, moving, turn = [], [], 0
+        left = sum(m.want for m in members)
         mover = self._dead_letter(topic)
         for seq in state.candidates(topic.head, live_jobs(topic, self.reader.read)):
             if mover is not None and state.deliveries.get(seq, 0) >= config.max_deliveries:
                 moving.append(seq)
-            else:
-                claimed.append((seq, state.lease(seq, node, deadline)))
-                if len(claimed) >= want:
-                    break
-        logged = config.logged
-        if logged and config.leases_durable:
+                continue
+            while len(shares[turn]) >= members[turn].want:
+                turn = (turn + 1) % len(members)
+            lease = state.lease(seq, members[turn].node, deadlines[turn])
+            shares[turn].append((seq, lease))
+            claimed.append((seq, lease))
+            turn, left = (turn + 1) % len(members), left - 1
+            if not left:
+                break
+        durable = config.logged and config.leases_durable
+        if durable:
             for seq, lease in claimed:
                 stage_lease_frame(self.stager, topic, seq, CLAIMED, lease, state.deliveries[seq])
         staged, undo_moves, publish_moves = self.moves.stage(topic, state, moving)
-        writes = staged or (logged and config.leases_durable and bool(claimed))
+        writes = staged or (durable and bool(claimed))
         if writes:
             self.stager.batch.undo_fns.append(lambda: _unclaim(state, claimed, undo_moves))
         records = {seq: self.reader.read(topic, seq) for seq, _ in claimed}
 
-        def answer(info: CommitInfo) -> dict:
+        def answers(info: CommitInfo) -> list[dict]:
             publish_moves(info)
-            jobs = [[seq, render_lease_id(lease.lease_id), lease.deadline, records[seq].ts,
-                     records[seq].envelope, records[seq].tag, state.deliveries.get(seq, 1)]
-                    for seq, lease in claimed]
-            return {"topic": topic.name, "claimed": jobs, "count": len(jobs),
-                    "ready": self._counters(topic)["ready"]}
-        return writes, answer
+            ready = self._counters(topic)["ready"]
+            return [_claim_reply(topic.name, share, records, state, ready) for share in shares]
+        return writes, answers
 
     def _dead_letter(self, topic: TopicState) -> str | None:
         """Where jobs past max_deliveries go; None: they are delivered again."""
@@ -223,3 +261,20 @@ def _restore(state: QueueState, undo: list) -> None:
         state.restore(seq, lease)
         if deliveries:
             state.deliveries[seq] = deliveries
+
+
+def _refusal(window, topic: str, error: TopicsError):
+    """A window's claims share the refusal of its pass (the queue is gone, or full)."""
+    def refuse(info: CommitInfo) -> dict:
+        for member in window.members:
+            member.error = error
+        info.woken.add(park_key(topic))
+        return {}
+    return refuse
+
+
+def _claim_reply(name: str, share: list, records: dict, state: QueueState, ready: int) -> dict:
+    jobs = [[seq, render_lease_id(lease.lease_id), lease.deadline, records[seq].ts,
+             records[seq].envelope, records[seq].tag, state.deliveries.get(seq, 1)]
+            for seq, lease in share]
+    return {"topic": name, "claimed": jobs, "count": len(jobs), "ready": ready}

@@ -33,6 +33,7 @@ from topics_actors.shard.batch_stager import (
 )
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.long_poll import LongPolls, Park, Waiter
+from topics_actors.shard.claim_windows import ClaimPass
 from topics_actors.shard.dead_letter_moves import MoveDone
 from topics_actors.shard.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
@@ -97,6 +98,7 @@ class ShardCore:
             Nack: queues.nack,
             Extend: queues.extend,
             MoveDone: queues.moves.done,
+            ClaimPass: queues.claim_pass,
         }
 
     def replay(self) -> Replay:
@@ -117,6 +119,14 @@ class ShardCore:
         except TopicsError as error:
             is_write, fn = False, fail_with(error)
         self.stager.add(Op(peer, corr, t0_ns, is_write, fn))
+
+    def submit_due_claims(self) -> None:
+        """Stage the pass of every claim window that is due (claim coalescing)."""
+        for msg in self.queues.windows.due(self.clock()):
+            self.submit(b"", 0, msg, time.perf_counter_ns())
+
+    def ms_until_claims(self) -> int | None:
+        return self.queues.windows.ms_until_next(self.clock())
 
     def submit_error(self, peer: bytes, corr: int, error: TopicsError, t0_ns: int) -> None:
         self.stager.add(Op(peer, corr, t0_ns, False, fail_with(error)))

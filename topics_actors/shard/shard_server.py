@@ -118,6 +118,9 @@ class ShardServer:
         if self.link:
             timeout = min(timeout, self.link.ms_until_beat())
         poll_ms = self.core.polls.ms_until_next(time.monotonic_ns())
+        claims_ms = self.core.ms_until_claims()
+        if claims_ms is not None:
+            timeout = min(timeout, claims_ms)
         return timeout if poll_ms is None else min(timeout, poll_ms)
 
     def turn(self) -> None:
@@ -127,6 +130,7 @@ class ShardServer:
                 self._group_window()
         if self.dead_letters is not None:
             self.dead_letters.pump()
+        self.core.submit_due_claims()
         if self.core.has_work():
             self._send(self.core.commit())
         if self.core.polls.count:
