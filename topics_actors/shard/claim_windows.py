@@ -14,6 +14,7 @@ their park runs out (the window plus PASS_GRACE_MS).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from topics_actors.errors import StorageError, TopicsError
 
@@ -45,28 +46,29 @@ class Member:
 
 
 class Window:
-    __slots__ = ("deadline", "members")
+    __slots__ = ("deadline", "members", "key")
 
-    def __init__(self, deadline: int):
+    def __init__(self, deadline: int, key: str):
         self.deadline = deadline           # shard clock, ms
         self.members: list[Member] = []
-
-
-def park_key(topic: str) -> str:
-    """Where a window's claimers park: not a topic name, so no append wakes them."""
-    return "\0claims:" + topic
+        self.key = key                     # where its claims park (never a topic name)
 
 
 class ClaimWindows:
     def __init__(self):
         self.open: dict[str, Window] = {}
         self.closing: dict[str, Window] = {}
+        self._serial = itertools.count(1)
 
-    def join(self, topic: str, jitter_ms: int, now: int, member: Member) -> None:
+    def join(self, topic: str, jitter_ms: int, now: int, member: Member) -> str:
+        """Add a claim to the queue's window (opening one); the key it parks under: not a
+        topic name, so no append wakes it, and one per window."""
         window = self.open.get(topic)
         if window is None:
-            window = self.open[topic] = Window(now + jitter_ms)
+            window = self.open[topic] = Window(now + jitter_ms,
+                                               f"\0claims:{next(self._serial)}:{topic}")
         window.members.append(member)
+        return window.key
 
     def due(self, now: int) -> list[ClaimPass]:
         """Close the windows whose time came; the passes to submit."""

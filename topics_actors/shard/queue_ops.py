@@ -27,7 +27,7 @@ from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 from topics_actors.shard import retention
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op
 from topics_actors.shard.claim_windows import (
-    PASS_GRACE_MS, ClaimPass, ClaimWindows, Member, park_key,
+    PASS_GRACE_MS, ClaimPass, ClaimWindows, Member,
 )
 from topics_actors.shard.dead_letter_moves import DeadLetterMoves, stage_lease_frame
 from topics_actors.shard.long_poll import Park
@@ -107,9 +107,8 @@ class QueueOps:
                         None if msg.lease_ms is None else _uint(msg.lease_ms, "lease_ms"))
         jitter_ms = topic.config.claim_jitter_ms
         if jitter_ms > 0:
-            self.windows.join(topic.name, jitter_ms, self.stager.clock(), member)
-            return read_op(lambda info: Park(park_key(topic.name),
-                                             jitter_ms + PASS_GRACE_MS, member.answer))
+            key = self.windows.join(topic.name, jitter_ms, self.stager.clock(), member)
+            return read_op(lambda info: Park(key, jitter_ms + PASS_GRACE_MS, member.answer))
         writes, answers = self._deal(topic, state, [member])
         return writes, lambda info: answers(info)[0]
 
@@ -122,13 +121,13 @@ class QueueOps:
             self.stager.throttle()
             topic, state = self._queue(msg.topic)
         except TopicsError as error:
-            return read_op(_refusal(window, msg.topic, error))
+            return read_op(_refusal(window, error))
         writes, answers = self._deal(topic, state, window.members)
 
         def answer(info: CommitInfo) -> dict:
             for member, reply in zip(window.members, answers(info)):
                 member.result = reply
-            info.woken.add(park_key(msg.topic))
+            info.woken.add(window.key)
             return {}
         return writes, answer
 
@@ -263,12 +262,12 @@ def _restore(state: QueueState, undo: list) -> None:
             state.deliveries[seq] = deliveries
 
 
-def _refusal(window, topic: str, error: TopicsError):
+def _refusal(window, error: TopicsError):
     """A window's claims share the refusal of its pass (the queue is gone, or full)."""
     def refuse(info: CommitInfo) -> dict:
         for member in window.members:
             member.error = error
-        info.woken.add(park_key(topic))
+        info.woken.add(window.key)
         return {}
     return refuse
 
