@@ -33,3 +33,12 @@ MESSAGE_BYTES_MAX = 80 * 1024 * 1024
 
 def clamp(value: int, low: int, high: int) -> int:
     return max(low, min(high, value))
+
+# Queues (spec/api.md 8).
+CLAIM_MAX = 1_000                     # jobs per claim
+QUEUE_SEQS_MAX = 1_000                # seqs per ack, nack or extend
+NACK_DELAY_MS_MAX = 86_400_000
+# The longest a claim may wait in the shard before its answer: a coalescing window
+# (claim_jitter_ms, at most 5000) plus the grace of its pass. Callers add it to their
+# request timeout, or a coalesced claim would be sent again (leasing more jobs).
+CLAIM_WAIT_MS_MAX = 6_000

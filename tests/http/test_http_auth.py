@@ -7,10 +7,11 @@ import pytest
 from tests.http.test_http_topics import append, error_of
 
 KEYS = {"admin": "s3cret-admin", "reader": "s3cret-reader", "writer": "s3cret-writer",
-        "deleter": "s3cret-deleter", "app": "s3cret-app"}
+        "deleter": "s3cret-deleter", "app": "s3cret-app", "wonly": "s3cret-wonly"}
 NODE_ENV = {
     "TOPICS_API_KEYS": (f" {KEYS['admin']} , {KEYS['reader']}:r,{KEYS['writer']}:w+read,"
-                        f"{KEYS['deleter']}:del,,{KEYS['app']}:rw:app-|shared-"),
+                        f"{KEYS['deleter']}:del,,{KEYS['app']}:rw:app-|shared-,"
+                        f"{KEYS['wonly']}:w"),
     "TOPICS_PROBE_AUTH": "1",
 }
 
@@ -56,6 +57,26 @@ def test_scopes_per_route(node):
     error_of(call(node, "reader", "DELETE", "/v0/topics/auth1"), 403, "forbidden")
     assert call(node, "deleter", "DELETE", "/v0/topics/auth1").json()["deleted"] is True
     error_of(call(node, "reader", "POST", "/v0/topics/auth1/claim", {}), 403, "forbidden")
+
+
+def test_queue_scopes(node):
+    """claim needs read and write, ack, nack and extend write (spec/api.md 2)."""
+    assert call(node, "admin", "PUT", "/v0/topics/authq", {"type": "queue"}).status == 201
+    assert call(node, "wonly", "POST", "/v0/topics/authq", {"records": [{"data": 1}]}).status \
+        == 200
+    error_of(call(node, "wonly", "POST", "/v0/topics/authq/claim", {"node": "w"}), 403,
+             "forbidden")
+    error_of(call(node, "reader", "POST", "/v0/topics/authq/ack", {"node": "w", "seqs": [1]}),
+             403, "forbidden")
+    claimed = call(node, "writer", "POST", "/v0/topics/authq/claim", {"node": "w"}).json()
+    assert claimed["count"] == 1
+    for op, extra, done in (("extend", {"lease_ms": 5000}, "extended"), ("ack", {}, "acked"),
+                            ("nack", {}, "skipped")):
+        reply = call(node, "wonly", "POST", f"/v0/topics/authq/{op}",
+                     {"node": "w", "seqs": [1], **extra})
+        assert reply.status == 200 and reply.json()[done] == [1], (op, reply.body)
+    error_of(call(node, "app", "POST", "/v0/topics/authq/claim", {"node": "w"}), 403,
+             "forbidden")                          # outside the key's prefixes
 
 
 def test_prefixes_are_checked_before_existence(node):

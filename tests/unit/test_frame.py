@@ -65,6 +65,7 @@ BODIES = [
     (T.LEASE, fb.encode_lease(fb.LeaseBody(3, 5, 1234, 2, "worker-1")),
      fb.LeaseBody(3, 5, 1234, 2, "worker-1")),
     (T.LEASE, fb.encode_lease(fb.LeaseBody(0, 0, 0, 0, "")), fb.LeaseBody(0, 0, 0, 0, "")),
+    (T.LEASE, fb.encode_lease(fb.LeaseBody(4, 0, 0, 1, "")), fb.LeaseBody(4, 0, 0, 1, "")),
     (T.HEAD_WATERMARK, fb.encode_u64(257), 257),
     (T.IDEM_KEY, fb.encode_idem_key("~abc:1", 3), fb.IdemKeyBody("~abc:1", 3)),
     (T.APPEND, append_envelope(b'{"x":1}', b'{"m":2}'), b'{"d":{"x":1},"m":{"m":2}}'),
@@ -210,7 +211,7 @@ BAD_BODIES = [
     (T.CHECKPOINT_MARK, bytes(9)),
     (T.HEAD_WATERMARK, bytes(7)),
     (T.HEAD_WATERMARK, bytes(16)),
-    (T.LEASE, fb.encode_lease(fb.LeaseBody(4, 1, 1, 1, "n"))),            # unknown event
+    (T.LEASE, fb.encode_lease(fb.LeaseBody(6, 1, 1, 1, "n"))),            # unknown event
     (T.LEASE, fb.encode_lease(fb.LeaseBody(1, 1, 1, 1, "n")) + b"\x00"),
     (T.LEASE, bytes(10)),
     (T.IDEM_KEY, fb.encode_idem_key("k", 1)[:-1]),

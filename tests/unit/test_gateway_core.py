@@ -41,7 +41,11 @@ JSON_CT = {"content-type": "application/json"}
     ("POST", "/v0/topics/a", "append", "write", "a"),
     ("POST", "/v0/topics/a/diff", "diff", "read", "a"),
     ("POST", "/v0/topics/a/delete", "delete_records", "delete", "a"),
-    ("POST", "/v0/topics/a/claim", "unknown", "write", "a"),
+    ("POST", "/v0/topics/a/claim", "claim", "write", "a"),
+    ("POST", "/v0/topics/a/ack", "ack", "write", "a"),
+    ("POST", "/v0/topics/a/nack", "nack", "write", "a"),
+    ("POST", "/v0/topics/a/extend", "extend", "write", "a"),
+    ("GET", "/v0/topics/a/work", "unknown", "write", "a"),
     ("GET", "/v0/topics/a/b/c", "unknown", "write", "a"),
 ])
 def test_routes(method, path, handler, scope, topic):
@@ -212,6 +216,24 @@ def test_metrics_text_and_json():
     assert "topics_wal_syncs_total 7" in text and "topics_uptime_ms 42" in text
     body = metrics_json(m)
     assert body["topics_fsync"] == 1 and body["bytes_live"] == 9 and body["wal"] == {"syncs": 7}
+    assert body["queue_topics"] == 0 and "topics_topic_queue_ready{" not in text
+
+
+def test_metrics_of_queues():
+    census = Census()
+    census.add([{"topic": "q", "head_seq": 3, "earliest_seq": 1, "count": 3, "bytes": 3,
+                 "durability": "disk", "queue": {"ready": 1, "in_flight": 2,
+                                                 "dead_lettered": 0}},
+                {"topic": "log", "head_seq": 1, "earliest_seq": 1, "count": 1, "bytes": 1,
+                 "durability": "disk"}])
+    m = MetricsInput(census, True, 1.0, 42, {})
+    lines = metrics_text(m).decode().splitlines()
+    assert "topics_queue_topics 1" in lines and "topics_queue_leases_in_flight 2" in lines
+    assert 'topics_topic_queue_ready{topic="q"} 1' in lines
+    assert 'topics_topic_queue_in_flight{topic="q"} 2' in lines
+    assert not any(line.startswith("topics_topic_queue_ready{topic=\"log") for line in lines)
+    body = metrics_json(m)
+    assert (body["queue_topics"], body["queue_leases_in_flight"]) == (1, 2)
 
 
 def test_inflight_limit():

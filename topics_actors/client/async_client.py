@@ -26,6 +26,8 @@ from topics_actors.protocol import decode_reply, encode
 from topics_actors.protocol.messages import (
     DeleteRecords, DeleteTopic, GetTopic, PutTopic, Status,
 )
+from topics_actors.limits import CLAIM_WAIT_MS_MAX
+from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 
 FRONT = -1
 
@@ -233,6 +235,31 @@ class AsyncClient:
                             include_tags=include_tags, include_meta=include_meta,
                             max_batch_bytes=max_batch_bytes, wait_ms=wait_ms)
 
+
+    # --- queues (spec/api.md 8) -----------------------------------------------------------
+    # A retried claim (its reply lost) may lease more jobs; the first ones come back when
+    # their leases expire. Ack, nack and extend repeat harmlessly (the repeat is skipped).
+
+    async def claim(self, name: str, node: str, max: int = 1,
+                    lease_ms: int | None = None) -> dict:
+        """Lease up to `max` jobs of queue `name` to `node`; jobs as API dicts."""
+        msg = Claim(name, node, max, lease_ms)
+        return shapes.shape_claim(await self._request(name, msg, wait_ms=CLAIM_WAIT_MS_MAX))
+
+    async def ack(self, name: str, node: str, seqs: list[int],
+                  lease_ids: list[str] | None = None) -> dict:
+        """Delete the jobs `node` holds (fenced by `lease_ids` when given)."""
+        return await self._request(name, Ack(name, node, seqs, lease_ids))
+
+    async def nack(self, name: str, node: str, seqs: list[int], delay_ms: int = 0,
+                   lease_ids: list[str] | None = None) -> dict:
+        """Give held jobs back: claimable now, or after delay_ms."""
+        return await self._request(name, Nack(name, node, seqs, delay_ms, lease_ids))
+
+    async def extend(self, name: str, node: str, seqs: list[int], lease_ms: int,
+                     lease_ids: list[str] | None = None) -> dict:
+        """Set the deadline of held jobs to now + lease_ms."""
+        return await self._request(name, Extend(name, node, seqs, lease_ms, lease_ids))
 
 class NodeClient(AsyncClient):
     """The AsyncClient of a process of the node (the gateway). It reaches each shard on its

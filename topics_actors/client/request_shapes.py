@@ -90,3 +90,22 @@ def merge_pages(pages: list[dict], page_size: int) -> dict:
     if more and page:
         result["next_cursor"] = encode_cursor(page[-1]["topic"])
     return result
+
+
+def shape_claim(reply: dict) -> dict:
+    """A claim reply with its jobs as API dicts ({"$seq", "lease_id", "deadline", "$ts",
+    "$tag"?, "deliveries", "data", "meta"?}), as the HTTP API renders them."""
+    jobs = []
+    for seq, lease_id, deadline, ts, envelope, tag, deliveries, has_meta in reply["claimed"]:
+        data, meta = split(envelope, has_meta)
+        job: dict[str, Any] = {"$seq": seq, "lease_id": lease_id, "deadline": deadline,
+                               "$ts": ts}
+        if tag is not None:
+            job["$tag"] = tag
+        job["deliveries"] = deliveries
+        job["data"] = orjson.loads(data)
+        if meta is not None:
+            job["meta"] = orjson.loads(meta)
+        jobs.append(job)
+    reply["claimed"] = jobs
+    return reply

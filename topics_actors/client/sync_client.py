@@ -27,6 +27,8 @@ from topics_actors.protocol import decode_reply, encode
 from topics_actors.protocol.messages import (
     Append, DeleteRecords, DeleteTopic, GetTopic, PutTopic, Scan, Status,
 )
+from topics_actors.limits import CLAIM_WAIT_MS_MAX
+from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 
 
 class Client:
@@ -219,3 +221,28 @@ class Client:
         stop."""
         return blocking_watch(self.endpoint, self.request_timeout_ms, self.retry_deadline_ms,
                               topics, options)
+
+    # --- queues (spec/api.md 8) -----------------------------------------------------------
+    # A retried claim (its reply lost) may lease more jobs; the first ones come back when
+    # their leases expire. Ack, nack and extend repeat harmlessly (the repeat is skipped).
+
+    def claim(self, name: str, node: str, max: int = 1,
+              lease_ms: int | None = None) -> dict:
+        """Lease up to `max` jobs of queue `name` to `node`; jobs as API dicts."""
+        msg = Claim(name, node, max, lease_ms)
+        return shapes.shape_claim(self._request(name, msg, wait_ms=CLAIM_WAIT_MS_MAX))
+
+    def ack(self, name: str, node: str, seqs: list[int],
+            lease_ids: list[str] | None = None) -> dict:
+        """Delete the jobs `node` holds (fenced by `lease_ids` when given)."""
+        return self._request(name, Ack(name, node, seqs, lease_ids))
+
+    def nack(self, name: str, node: str, seqs: list[int], delay_ms: int = 0,
+             lease_ids: list[str] | None = None) -> dict:
+        """Give held jobs back: claimable now, or after delay_ms."""
+        return self._request(name, Nack(name, node, seqs, delay_ms, lease_ids))
+
+    def extend(self, name: str, node: str, seqs: list[int], lease_ms: int,
+               lease_ids: list[str] | None = None) -> dict:
+        """Set the deadline of held jobs to now + lease_ms."""
+        return self._request(name, Extend(name, node, seqs, lease_ms, lease_ids))

@@ -77,6 +77,15 @@ class SegmentLedger(TopicLedger):
         delete_rules.apply(topic, self._read, body.before_seq, body.match,
                             body.bound_head or topic.head + 1, self._flip, account=False)
 
+    def delete_jobs(self, topic: TopicState, seqs: list[int]) -> None:
+        """Flip the del byte of a queue's acked or dead-lettered jobs: in the open segment's
+        buffer when the job is still there (a job is usually acked soon after it came, and a
+        flush per ack would cost two fsyncs), else in its segment file."""
+        segment = self.open.get(topic.tid)
+        rest = [seq for seq in seqs if segment is None or not segment.delete_pending(seq)]
+        topic.deletions += len(seqs) - len(rest)
+        delete_rules.delete_seqs(topic, self._read, rest, self._flip, account=False)
+
     def flush_open(self, tid: int) -> None:
         segment = self.open.get(tid)
         if segment is not None:

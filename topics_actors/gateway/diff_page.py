@@ -11,6 +11,14 @@ import orjson
 from topics_actors.record_envelope import split
 
 
+def record_payload(envelope: bytes, has_meta: bool, include_meta: bool) -> bytes:
+    """The `,"data":…[,"meta":…]}` tail of an API record from its stored envelope."""
+    data, meta = split(envelope, has_meta)
+    if include_meta and meta is not None:
+        return b',"data":' + data + b',"meta":' + meta + b"}"
+    return b',"data":' + data + b"}"
+
+
 def render_records(records: list, include_meta: bool, include_data: bool = True) -> bytes:
     """[[seq, ts, envelope, tag|None, node|None, has_meta], ...] -> the JSON array of API
     records (without `data` when not include_data: the watch option)."""

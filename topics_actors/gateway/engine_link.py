@@ -30,10 +30,16 @@ class Census:
     series: list = dataclasses.field(default_factory=list)   # first TOPIC_SERIES_MAX items
     truncated: bool = False
     taken_s: float = 0.0
+    queue_topics: int = 0
+    queue_leases_in_flight: int = 0
 
     def add(self, items: list[dict]) -> None:
         for item in items:
             self.topics += 1
+            queue = item.get("queue")
+            if queue is not None:
+                self.queue_topics += 1
+                self.queue_leases_in_flight += queue["in_flight"]
             klass = item.get("durability")
             if klass in self.by_class:
                 self.by_class[klass] += 1

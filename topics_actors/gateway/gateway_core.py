@@ -17,6 +17,7 @@ import time
 from topics_actors import __version__
 from topics_actors.client.retry_budget import new_session
 from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError, invalid
+from topics_actors.gateway import queue_api
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope, forbidden
 from topics_actors.gateway.append_body import parse_append
@@ -33,7 +34,7 @@ from topics_actors.gateway.route_table import (
 )
 from topics_actors.gateway.topic_listing import list_page
 from topics_actors.gateway.watch_service import WatchService
-from topics_actors.limits import DIFF_WAIT_MS_MAX
+from topics_actors.limits import CLAIM_WAIT_MS_MAX, DIFF_WAIT_MS_MAX
 from topics_actors.protocol.messages import (
     DeleteRecords, DeleteTopic, Diff, GetTopic, PutTopic,
 )
@@ -252,6 +253,21 @@ class GatewayCore:
         if self.stopping:
             raise shutting_down()
         return await self.watch.open(request, route.wid)
+
+    # --- queues (gateway/queue_api.py) ---------------------------------------------------------
+
+    async def _claim(self, route, request, key, t0) -> HttpResponse:
+        msg = queue_api.claim_message(route.topic, request, key)
+        reply = await self.engine.call(route.topic, msg, CLAIM_WAIT_MS_MAX)
+        return HttpResponse(200, queue_api.render_claim(reply, _ms(t0)))
+
+    async def _ack(self, route, request, key, t0) -> HttpResponse:
+        """ack, nack and extend."""
+        msg = queue_api.holder_message(route.handler, route.topic, request)
+        reply = await self.engine.call(route.topic, msg)
+        return json_response(200, _with_performance(reply, t0))
+
+    _nack = _extend = _ack
 
     async def _unknown(self, route, request, key, t0) -> HttpResponse:
         raise unknown_route_error(route, request.path)

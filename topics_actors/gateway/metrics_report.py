@@ -1,9 +1,8 @@
 """/v0/metrics (spec/api.md 10): Prometheus text exposition 0.0.4, or JSON on request.
 
-Routers and queues are not served by this build, so their gauges are always 0. Watch
-sessions and SSE streams are the node's, summed over the shards that keep the sessions.
-`wal` sums the shards' statistics (batches, syncs, records, requests, throttled,
-failed_batches).
+Routers are not served by this build, so their gauge is always 0. Watch sessions and SSE
+streams are the node's, summed over the shards that keep the sessions. `wal` sums the
+shards' statistics (batches, syncs, records, requests, throttled, failed_batches).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import orjson
 from topics_actors.gateway.engine_link import Census
 
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
-_ZERO_GAUGES = ("routers", "queue_topics", "queue_leases_in_flight")
+_ZERO_GAUGES = ("routers",)
 _STREAM_GAUGES = {"sse_connections": "open SSE streams (watch) on the node",
                   "watch_sessions": "live watch sessions on the node"}
 
@@ -34,7 +33,8 @@ def metrics_json(m: MetricsInput) -> dict:
     c = m.census
     body = {"topics": c.topics, **{f"topics_{k}": v for k, v in c.by_class.items()},
             "routers": 0, "records_live": c.records_live, "bytes_live": c.bytes_live,
-            "queue_topics": 0, "queue_leases_in_flight": 0,
+            "queue_topics": c.queue_topics,
+            "queue_leases_in_flight": c.queue_leases_in_flight,
             "sse_connections": m.streams.get("sse_connections", 0),
             "watch_sessions": m.streams.get("watch_sessions", 0), "ready": m.ready,
             "replay_progress": m.replay_progress, "uptime_ms": m.uptime_ms}
@@ -58,6 +58,12 @@ def _topic_series(lines: list[str], c: Census) -> None:
         lines += [f"# HELP {name} per topic {field} (first 1000 topics by name)",
                   f"# TYPE {name} gauge"]
         lines += [f'{name}{{topic="{_label(t["topic"])}"}} {t[key]}' for t in c.series]
+    for field in ("ready", "in_flight"):
+        name = f"topics_topic_queue_{field}"
+        lines += [f"# HELP {name} per queue topic {field} jobs (first 1000 topics by name)",
+                  f"# TYPE {name} gauge"]
+        lines += [f'{name}{{topic="{_label(t["topic"])}"}} {t["queue"][field]}'
+                  for t in c.series if "queue" in t]
     _gauge(lines, "topics_topic_metrics_truncated", int(c.truncated),
            "1 when per-topic series were cut at 1000 topics")
 
@@ -71,6 +77,9 @@ def metrics_text(m: MetricsInput) -> bytes:
     _gauge(lines, "topics_records_live", c.records_live, "live records")
     _gauge(lines, "topics_bytes_live", c.bytes_live, "live payload bytes (data + meta)")
     _topic_series(lines, c)
+    _gauge(lines, "topics_queue_topics", c.queue_topics, "queue topics")
+    _gauge(lines, "topics_queue_leases_in_flight", c.queue_leases_in_flight,
+           "un-expired leases on live jobs")
     for name in _ZERO_GAUGES:
         _gauge(lines, f"topics_{name}", 0, "not served by this build")
     for name, help_text in _STREAM_GAUGES.items():

@@ -41,10 +41,15 @@ _TOPIC = {"PUT": ("put_topic", ADMIN), "GET": ("get_topic", READ),
 _TOPIC_SUB = {
     "diff": {"POST": ("diff", READ)},
     "delete": {"POST": ("delete_records", DELETE)},
+    # Queues (spec/api.md 8). A claim needs read too: gateway/queue_api.py checks it.
+    "claim": {"POST": ("claim", WRITE)},
+    "ack": {"POST": ("ack", WRITE)},
+    "nack": {"POST": ("nack", WRITE)},
+    "extend": {"POST": ("extend", WRITE)},
 }
-# Sub-paths of the full API that this build does not serve (queues, spec/api.md 8): they
-# answer 404 after the write-scope check that every unknown topic sub-path gets.
-_NOT_SERVED = ("claim", "ack", "nack", "extend", "work")
+# Sub-paths of the full API that this build does not serve (the queue's SSE stream,
+# spec/api.md 8): they answer 404 after the write-scope check every unknown sub-path gets.
+_NOT_SERVED = ("work",)
 _TOPICS_PREFIX = "/v0/topics/"
 
 

@@ -60,18 +60,41 @@ def apply(topic: TopicState, read: retention_rules.Reader, before_seq: int | Non
         topic.delete_floor = max(topic.delete_floor, limit - 1)
         gone = retention_rules.drop_below(topic, read, topic.earliest_seq()) if account else 0
     else:
-        floor = max(topic.evict_floor, topic.expiry_floor, topic.delete_floor,
-                    topic.source_trim_floor)
+        floor = live_floor(topic)
         limit = min(limit, topic.head + 1)
-        gone = 0
-        for seq in _candidates(topic, read, match, floor, limit, indexed):
-            rec = read(topic, seq)
-            if rec is not None and matches(match, rec.tag):
-                if account:
-                    topic.count -= 1
-                    topic.bytes -= retention_rules.record_size(rec)
-                mark(topic, seq)
-                gone += 1
+        seqs = _candidates(topic, read, match, floor, limit, indexed)
+        return _remove(topic, read, seqs, lambda rec: matches(match, rec.tag), mark, account)
+    topic.deletions += gone
+    return gone
+
+
+def live_floor(topic: TopicState) -> int:
+    """Records at or below this seq are gone (retention, before_seq deletes)."""
+    return max(topic.evict_floor, topic.expiry_floor, topic.delete_floor,
+               topic.source_trim_floor)
+
+
+def delete_seqs(topic: TopicState, read: retention_rules.Reader, seqs: Iterable[int],
+                mark: Callable[[TopicState, int], None], account: bool = True) -> int:
+    """Delete the named live records (a queue's acked or dead-lettered jobs); returns how
+    many went. Seqs below the floors or without a record are already gone."""
+    floor = live_floor(topic)
+    return _remove(topic, read, (s for s in seqs if floor < s <= topic.head),
+                   lambda rec: True, mark, account)
+
+
+def _remove(topic: TopicState, read: retention_rules.Reader, seqs: Iterable[int],
+            selected: Callable[[Any], bool], mark: Callable[[TopicState, int], None],
+            account: bool) -> int:
+    gone = 0
+    for seq in seqs:
+        rec = read(topic, seq)
+        if rec is not None and selected(rec):
+            if account:
+                topic.count -= 1
+                topic.bytes -= retention_rules.record_size(rec)
+            mark(topic, seq)
+            gone += 1
     topic.deletions += gone
     return gone
 

@@ -20,6 +20,8 @@ from collections.abc import Callable
 import xxhash
 
 from topics_actors.ledger.dedupe_index import DedupeEntry
+from topics_actors.ledger.delete_rules import live_floor
+from topics_actors.ledger.queue_state import QueueState, queue_of
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
 from topics_actors.storage import frame_body
@@ -58,6 +60,9 @@ class TopicLedger:
 
     def delete_records(self, topic: TopicState, body: frame_body.DeleteBody) -> None:
         """A logged record delete (the shard's recovery; the compactor flips del bytes)."""
+
+    def delete_jobs(self, topic: TopicState, seqs: list[int]) -> None:
+        """Jobs that left a queue (acked or dead-lettered): deleted like records."""
 
     # --- the scan ----------------------------------------------------------------------------
 
@@ -161,6 +166,16 @@ class TopicLedger:
             topic.evict_floor = max(topic.evict_floor, body.evict_floor)
             topic.expiry_floor = max(topic.expiry_floor, body.expiry_floor)
 
+    def _lease(self, frame: Frame, view) -> None:
+        topic = self._topic(frame, "lease")
+        if topic is None:
+            return
+        body = frame_body.decode_body(frame.type, frame.data)
+        if queue_of(topic).apply_frame(frame.seq, body.event, body.lease_id, body.deadline_ms,
+                                       body.deliveries, body.node,
+                                       topic.config.leases_durable):
+            self.delete_jobs(topic, [frame.seq])
+
     def account(self, rows: list) -> None:
         """Take a shard's accounting ([tid, *ACCOUNTING] rows, exact at its barrier)."""
         for tid, *values in rows:
@@ -213,6 +228,8 @@ class TopicLedger:
         for key, first, last, head, ts in entry["dedupe"]:
             if self.now - ts <= window:
                 topic.dedupe.add(key, DedupeEntry(first, last, head, ts), window)
+        if "queue" in entry:
+            topic.queue = QueueState.from_entry(entry["queue"])
         self.add_topic(topic)
         return topic
 
@@ -239,6 +256,10 @@ def snapshot_entry(topic: TopicState, seg_dir: str, segments: list[list[int]],
                  absorbed=topic.head, dir=seg_dir, segments=segments,
                  dedupe=[[key, e.first_seq, e.last_seq, e.head_seq, e.created_ms]
                          for key, e in keys if now_ms - e.created_ms <= window])
+    if topic.queue is not None:
+        floor = live_floor(topic)
+        entry["queue"] = topic.queue.to_entry(topic.config.leases_durable,
+                                              lambda seq: floor < seq <= topic.head)
     return entry
 
 
@@ -257,5 +278,6 @@ _HANDLERS = {
     FrameType.EVICT_WATERMARK: TopicLedger._evict_watermark,
     FrameType.DELETE: TopicLedger._delete,
     FrameType.IDEM_KEY: TopicLedger._idem_key,
+    FrameType.LEASE: TopicLedger._lease,
     FrameType.CHECKPOINT_MARK: lambda self, frame, view: None,
 }

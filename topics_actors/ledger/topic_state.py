@@ -29,7 +29,7 @@ class TopicState:
                  "evict_floor", "expiry_floor", "delete_floor", "source_trim_floor",
                  "dedupe", "ram_file", "ram", "indexed", "absorbed", "seg_dir",
                  "seg_firsts", "seg_counts", "created_at", "ram_past", "gone_through",
-                 "deleted", "deletions", "tags")
+                 "deleted", "deletions", "tags", "queue")
 
     def __init__(self, name: str, config: TopicConfig, tid: int | None = None,
                  indexed: bool = True):
@@ -64,6 +64,7 @@ class TopicState:
         self.deleted: set[int] = set()   # absorbed seqs deleted by a match (segments kept)
         self.deletions = 0            # records deleted so far (for the checkpoint accounting)
         self.tags = None              # TagIndex once a delete by tag needed one
+        self.queue = None             # QueueState of a queue topic (ledger/queue_state.py)
 
     # --- publishing -------------------------------------------------------------------
 

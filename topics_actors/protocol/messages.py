@@ -92,7 +92,8 @@ class PutTopic(Message):
 class GetTopic(Message):
     """client -> shard. The state of `topic`; touch bumps its read recency.
     Reply: {topic, type, head_seq, earliest_seq, next_seq, count, bytes, config,
-    effective_priority, last_write_ts, last_read_ts, performance}."""
+    effective_priority, last_write_ts, last_read_ts, queue?, performance}; queue =
+    {ready, in_flight, dead_lettered} on queue topics only."""
     KIND = "get_topic"
     topic: str
     touch: bool = True
@@ -211,3 +212,67 @@ class WatchCursor(Message):
     cursors: dict
     lease_ms: int = 0
     closed: bool = False
+
+
+@message
+class Claim(Message):
+    """client -> shard. Lease up to `max` ready jobs of queue `topic` to `node` (spec/api.md
+    8): reclaimed jobs first (lowest seq), then new ones in seq order.
+
+    max: jobs (0 = 1, at most 1000); lease_ms: visibility timeout (nil = the topic's
+    lease_ms; clamped to [100, 86400000]). A job past the topic's max_deliveries moves to its
+    dead_letter topic instead. A missing topic is topic_not_found, a log topic not_a_queue,
+    then an empty or too long node invalid_request.
+    Reply: {topic, claimed: [[seq, lease_id str, deadline ms, ts, envelope bin, tag|nil,
+    deliveries, has_meta]], count, ready, performance}; envelope and has_meta as in diff.
+    """
+    KIND = "claim"
+    topic: str
+    node: str
+    max: int = 1
+    lease_ms: int | None = None
+
+
+@message
+class Ack(Message):
+    """client -> shard. `node` is done with jobs `seqs` of queue `topic`: each one it holds
+    (and whose lease id matches the same index of `lease_ids`, when given and not "") is
+    deleted for good; the others are skipped (never an error).
+
+    seqs: at most 1000 (else batch_too_large, detail {seqs, max}); lease_ids: empty, or as
+    many "lease_<hex>" (or "") as seqs. Field checks precede topic_not_found / not_a_queue.
+    Reply: {topic, acked, skipped, ready, in_flight, performance}.
+    """
+    KIND = "ack"
+    topic: str
+    node: str
+    seqs: list
+    lease_ids: list | None = None
+
+
+@message
+class Nack(Message):
+    """client -> shard. Give held jobs `seqs` back: claimable now, or after `delay_ms`
+    (at most 86400000); their delivery counts stay. Checks as for ack.
+    Reply: {topic, nacked, skipped, ready, in_flight, performance}.
+    """
+    KIND = "nack"
+    topic: str
+    node: str
+    seqs: list
+    delay_ms: int = 0
+    lease_ids: list | None = None
+
+
+@message
+class Extend(Message):
+    """client -> shard. Set the deadline of held jobs `seqs` to now + lease_ms (clamped to
+    [100, 86400000]); expired leases are skipped. Checks as for ack.
+    Reply: {topic, extended, skipped, deadlines: {"<seq>": deadline ms}, performance}.
+    """
+    KIND = "extend"
+    topic: str
+    node: str
+    seqs: list
+    lease_ms: int
+    lease_ids: list | None = None

@@ -80,6 +80,7 @@ class Batch:
         self.dedupe_added: list[tuple[TopicState, str]] = []
         self.created: list[TopicState] = []
         self.retention: dict[str, tuple[TopicState, Floors]] = {}
+        self.undo_fns: list[Callable[[], None]] = []   # state outside a topic's fields
 
 
 class BatchStager:
@@ -140,6 +141,8 @@ class BatchStager:
 
 def roll_back(batch: Batch, registry: TopicRegistry) -> None:
     """Put the registry and every staged topic back as they were before `batch`."""
+    for undo in reversed(batch.undo_fns):   # queue leases (shard/queue_ops.py)
+        undo()
     for topic, key in batch.dedupe_added:
         if topic.name not in batch.undo:
             raise InvariantViolation(f"idempotency key of {topic.name!r} staged without undo")

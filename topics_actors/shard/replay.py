@@ -64,6 +64,9 @@ class ShardLedger(TopicLedger):
         delete_rules.apply(topic, self.reader.read, body.before_seq, body.match,
                            body.bound_head or topic.head + 1, TopicState.delete_one)
 
+    def delete_jobs(self, topic: TopicState, seqs: list[int]) -> None:
+        delete_rules.delete_seqs(topic, self.reader.read, seqs, TopicState.delete_one)
+
     def store_append(self, topic, view, offset, seq, ts, flags, data_len,
                      meta_flag=FLAG_META, plain=PLAIN_OVERHEAD, with_meta=META_OVERHEAD) -> None:
         # The hottest call of a recovery (once per record): record_envelope.payload_bytes,

@@ -8,7 +8,7 @@ batch. Reads queued in the same turn run after the publish, so nothing uncommitt
 
 The core only wires the narrow parts together: the topic registry, the WAL file set, the
 record reader, the batch stager, and one handler per request kind (topic_admin,
-record_append, record_delete, diff_read, range_scan, retention, absorption).
+record_append, record_delete, diff_read, range_scan, retention, absorption, queue_ops).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from topics_actors.errors import ErrorCode, StorageError, TopicsError
 from topics_actors.ledger import retention_rules
 from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.messages import (
-    Absorbed, Append, Checkpoint, DeleteRecords, DeleteTopic, Diff, GetTopic, ListTopics,
-    PutTopic, Retain, Scan, Status, WatchCreate, WatchCursor, WatchOpen,
+    Absorbed, Ack, Append, Checkpoint, Claim, DeleteRecords, DeleteTopic, Diff, Extend,
+    GetTopic, ListTopics, Nack, PutTopic, Retain, Scan, Status, WatchCreate, WatchCursor,
+    WatchOpen,
 )
 from topics_actors.shard import (
     absorption, diff_read, head_marks, range_scan, record_delete, retention, topic_admin,
@@ -33,6 +34,9 @@ from topics_actors.shard.batch_stager import (
 )
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.long_poll import LongPolls, Park, Waiter
+from topics_actors.shard.claim_windows import ClaimPass
+from topics_actors.shard.dead_letter_moves import MoveDone
+from topics_actors.shard.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replay import Replay
@@ -71,12 +75,14 @@ class ShardCore:
         self.feed_pending: set[str] = set()     # topics woken since the feed last published
         self.ready = False
         self.replay_progress = 0.0
+        self.queues: QueueOps | None = None
         self._handlers = self._handler_table()
 
     def _handler_table(self) -> dict[type, Callable[[object], Staged]]:
         stager, registry, reader, wal = self.stager, self.registry, self.reader, self.wal
         data_dir = self.options.data_dir
         appends = RecordAppend(stager, registry, reader, self.quota, self.stats)
+        queues = self.queues = QueueOps(stager, registry, reader, appends)
         return {
             Append: appends.stage,
             PutTopic: lambda m: topic_admin.put(stager, registry, m),
@@ -94,6 +100,12 @@ class ShardCore:
             WatchCreate: lambda m: read_op(lambda info: self.watch.create(m)),
             WatchOpen: lambda m: read_op(lambda info: self.watch.open(m)),
             WatchCursor: lambda m: read_op(lambda info: self.watch.cursor(m)),
+            Claim: queues.claim,
+            Ack: queues.ack,
+            Nack: queues.nack,
+            Extend: queues.extend,
+            MoveDone: queues.moves.done,
+            ClaimPass: queues.claim_pass,
         }
 
     def replay(self) -> Replay:
@@ -114,6 +126,14 @@ class ShardCore:
         except TopicsError as error:
             is_write, fn = False, fail_with(error)
         self.stager.add(Op(peer, corr, t0_ns, is_write, fn))
+
+    def submit_due_claims(self) -> None:
+        """Stage the pass of every claim window that is due (claim coalescing)."""
+        for msg in self.queues.windows.due(self.clock()):
+            self.submit(b"", 0, msg, time.perf_counter_ns())
+
+    def ms_until_claims(self) -> int | None:
+        return self.queues.windows.ms_until_next(self.clock())
 
     def submit_error(self, peer: bytes, corr: int, error: TopicsError, t0_ns: int) -> None:
         self.stager.add(Op(peer, corr, t0_ns, False, fail_with(error)))
@@ -155,7 +175,8 @@ class ShardCore:
             self.quota.publish(self.registry.live_bytes())
         for name in info.woken:
             replies += self._answer_waiters(self.polls.wake(name))
-        self.feed_pending |= info.woken
+        # Names from \0 on are internal wake-ups (claim windows), not topics to announce.
+        self.feed_pending.update(name for name in info.woken if not name.startswith("\0"))
         return replies
 
     def _fail(self, batch: Batch, exc: BaseException) -> TopicsError:

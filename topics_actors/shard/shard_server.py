@@ -22,6 +22,7 @@ from topics_actors.protocol import messages  # noqa: F401  (registers the reques
 from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import VouchedRecords
 from topics_actors.shard.commit_publisher import CommitPublisher
+from topics_actors.shard.dead_letter_sender import DeadLetterSender
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.supervisor_link import SupervisorLink
 
@@ -71,6 +72,10 @@ class ShardServer:
                                         # may connect, which needs write permission)
             self.sources.append((local, _IPC, True))
         self.feed = CommitPublisher(ctx, self.ipc) if self.ipc else None
+        self.dead_letters = None   # moves of queue jobs to other shards (needs the ipc dir)
+        if ipc_path and core.queues is not None:
+            self.dead_letters = DeadLetterSender(core.queues.moves, ctx, ipc_path,
+                                                 core.options.shard_count, self._submit_local)
         self.by_tag = {tag: sock for sock, tag, _ in self.sources}
         self.poller = zmq.Poller()
         for sock, _, _ in self.sources:
@@ -97,6 +102,8 @@ class ShardServer:
         return self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
 
     def _close(self) -> None:
+        if self.dead_letters is not None:
+            self.dead_letters.close()
         for sock, _, _ in self.sources:
             sock.close(0)
         if self.feed is not None:
@@ -155,6 +162,9 @@ class ShardServer:
         if self.link:
             timeout = min(timeout, self.link.ms_until_beat())
         poll_ms = self.core.polls.ms_until_next(time.monotonic_ns())
+        claims_ms = self.core.ms_until_claims()
+        if claims_ms is not None:
+            timeout = min(timeout, claims_ms)
         return timeout if poll_ms is None else min(timeout, poll_ms)
 
     def turn(self) -> None:
@@ -162,6 +172,9 @@ class ShardServer:
             self._drain(2 * INBOX_REQUESTS_MAX)
             if self.core.wants_group_window():
                 self._group_window()
+        if self.dead_letters is not None:
+            self.dead_letters.pump()
+        self.core.submit_due_claims()
         if self.core.has_work():
             self._send(self.core.commit())
             self._publish()
@@ -222,6 +235,10 @@ class ShardServer:
             self.core.submit(peer, corr, taken, t0)
         return count
 
+    def _submit_local(self, msg) -> None:
+        """A request of the shard's own making (its reply, to no peer, is dropped)."""
+        self.core.submit(b"", 0, msg, time.perf_counter_ns())
+
     def _answer_not_ready(self) -> None:
         error = TopicsError("shard is replaying its WAL", ErrorCode.NOT_READY,
                             {"replay_progress": self.core.replay_progress,
@@ -240,7 +257,8 @@ class ShardServer:
     def _send(self, replies: list[tuple[bytes, bytes]]) -> None:
         by_peer: dict[bytes, list[bytes]] = {}
         for peer, raw in replies:
-            by_peer.setdefault(peer, []).append(raw)
+            if peer:   # b"": a request of the shard's own making
+                by_peer.setdefault(peer, []).append(raw)
         for peer, raws in by_peer.items():
             try:
                 self.by_tag[peer[:1]].send_multipart([peer[1:], *raws], zmq.NOBLOCK)

@@ -9,6 +9,7 @@ since its past records are not in the WAL.
 from __future__ import annotations
 
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
+from topics_actors.ledger.queue_state import counters
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.messages import DeleteTopic, GetTopic, ListTopics, PutTopic
 from topics_actors.shard import retention
@@ -112,7 +113,10 @@ def get(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
         now = stager.clock()
         if msg.touch:
             topic.last_read_ts = now
-        return topic.state(now)
+        state = topic.state(now)
+        if topic.config.type == "queue":
+            state["queue"] = counters(topic, now)
+        return state
     return read_op(answer)
 
 
@@ -124,5 +128,13 @@ def list_page(stager: BatchStager, registry: TopicRegistry, msg: ListTopics) -> 
         if msg.touch:
             for topic in topics:
                 topic.last_read_ts = now
-        return {"topics": [t.summary(now) for t in topics], "more": more}
+        return {"topics": [_summary(t, now) for t in topics], "more": more}
     return read_op(answer)
+
+
+def _summary(topic: TopicState, now: int) -> dict:
+    """A list item; a queue's carries its `queue` counters too (for the metrics)."""
+    summary = topic.summary(now)
+    if topic.config.type == "queue":
+        summary["queue"] = counters(topic, now)
+    return summary

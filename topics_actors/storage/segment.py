@@ -245,6 +245,16 @@ class OpenSegment:
             self.first_ts = ts
         append_from_wal(self.data_buf, self.idx_buf, self.data_len, wal_view, wal_offset)
 
+    def delete_pending(self, seq: int) -> bool:
+        """Mark `seq` deleted while its frame is still in the buffer (its del byte is
+        written as 0xD5), saving a flush; False if `seq` is not in the buffer."""
+        index = seq - self.first_seq - self.count
+        if not 0 <= index < len(self.idx_buf) // IDX_ENTRY_BYTES:
+            return False
+        offset, length, _, _ = IDX_ENTRY.unpack_from(self.idx_buf, index * IDX_ENTRY_BYTES)
+        self.data_buf[offset - self.data_len + length - 1] = DEL_DELETED
+        return True
+
     def flush(self) -> None:
         if self._data is None:
             self.open()

@@ -1,0 +1,92 @@
+"""The queue endpoints of the gateway (spec/api.md 8): POST /v0/topics/:q/claim, ack, nack
+and extend.
+
+The gateway only reads the body (a missing or mistyped field is 400 at parse, before the
+shard is asked); the contract's checks and their order (node, batch size, lease ids, then
+topic_not_found / not_a_queue; for a claim the topic first, then the node) are the shard's
+(shard/queue_ops.py), so ZeroMQ clients get the same answers. Claim needs read and write,
+the others write (spec/api.md 2): the route carries write; claim checks read here, before
+the body. Claimed jobs are rendered with their stored payload spliced, never re-parsed.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from topics_actors.errors import invalid
+from topics_actors.gateway import request_body as rb
+from topics_actors.gateway.api_keys import ApiKey, check_scope
+from topics_actors.gateway.diff_page import record_payload
+from topics_actors.gateway.http_message import HttpRequest
+from topics_actors.gateway.route_table import READ
+from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
+
+_MISSING = object()
+
+
+def _required(body: dict, name: str):
+    value = body.get(name, _MISSING)
+    if value is _MISSING:
+        raise invalid(f"field {name!r} is required")
+    return value
+
+
+def _node(body: dict) -> str:
+    node = _required(body, "node")
+    if not isinstance(node, str):
+        raise invalid("field 'node' must be a string")
+    return node
+
+
+def _seqs(body: dict) -> list[int]:
+    seqs = _required(body, "seqs")
+    if not isinstance(seqs, list) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= rb.U64_MAX
+            for s in seqs):
+        raise invalid("field 'seqs' must be a list of non-negative integers")
+    return seqs
+
+
+def _lease_ids(body: dict) -> list | None:
+    value = body.get("lease_ids")
+    if value is not None and (not isinstance(value, list)
+                              or not all(isinstance(t, str) for t in value)):
+        raise invalid("field 'lease_ids' must be a list of strings")
+    return value
+
+
+def render_claim(reply: dict, total_ms: float) -> bytes:
+    """The shard's claim reply as the API body; jobs carry no `$node` (spec/api.md 12.5)."""
+    dumps, jobs = orjson.dumps, []
+    for seq, lease_id, deadline, ts, envelope, tag, deliveries, meta in reply["claimed"]:
+        head = b'{"$seq":%d,"lease_id":%s,"deadline":%d,"$ts":%d' % (
+            seq, dumps(lease_id), deadline, ts)
+        if tag is not None:
+            head += b',"$tag":' + dumps(tag)
+        jobs.append(head + b',"deliveries":%d' % deliveries + record_payload(envelope, meta, True))
+    return dumps({"topic": reply["topic"],
+                  "claimed": orjson.Fragment(b"[" + b",".join(jobs) + b"]"),
+                  "count": reply["count"], "ready": reply["ready"],
+                  "performance": {**(reply.get("performance") or {}),
+                                  "server_total_ms": total_ms}})
+
+
+def claim_message(topic: str, request: HttpRequest, key: ApiKey | None) -> Claim:
+    check_scope(key, READ)
+    body = rb.json_object(request, empty_ok=False)
+    return Claim(topic, _node(body), rb.field_uint(body, "max", 1),
+                 rb.field_uint(body, "lease_ms", None))
+
+
+def holder_message(kind: str, topic: str, request: HttpRequest) -> Ack | Nack | Extend:
+    """The request of an `ack`, `nack` or `extend` route."""
+    body = rb.json_object(request, empty_ok=False)
+    node, seqs, lease_ids = _node(body), _seqs(body), _lease_ids(body)
+    if kind == "ack":
+        return Ack(topic, node, seqs, lease_ids)
+    if kind == "nack":
+        return Nack(topic, node, seqs, rb.field_uint(body, "delay_ms"), lease_ids)
+    lease_ms = rb.field_uint(body, "lease_ms", None)
+    if lease_ms is None:
+        raise invalid("field 'lease_ms' is required")
+    return Extend(topic, node, seqs, lease_ms, lease_ids)

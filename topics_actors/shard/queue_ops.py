@@ -1,0 +1,281 @@
+"""Queue requests in a shard's batch: claim, ack, nack, extend (spec/api.md 8); the rules
+of the lease state are ledger/queue_state.py.
+
+The lease state changes when a request is staged, so later requests of the same batch see
+it (a job claimed is not claimed twice in one batch), and an undo entry puts it back if the
+batch fails. What is logged, with the topic's class (spec/storage.md 1.3, Lease frames):
+acks and dead-letter moves always (a job once acked never comes back), claims, nacks and
+extends only with `leases_durable`. A request that staged a frame is a write: when its
+batch cannot commit it fails and its lease changes are undone (fail closed). One that
+staged nothing (memory-only leases) is a read: its leases stand whatever the batch does.
+
+A job claimed more than `max_deliveries` times moves to the topic's `dead_letter` topic
+instead (shard/dead_letter_moves.py).
+"""
+
+from __future__ import annotations
+
+from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
+from topics_actors.ledger import delete_rules
+from topics_actors.ledger.queue_state import (
+    ACKED, CLAIMED, EXTENDED, RELEASED, Lease, QueueState, counters, known_jobs, live_jobs,
+    parse_lease_id, queue_of, render_lease_id,
+)
+from topics_actors.ledger.topic_state import TopicState
+from topics_actors.limits import CLAIM_MAX, NACK_DELAY_MS_MAX, NODE_BYTES_MAX, QUEUE_SEQS_MAX
+from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
+from topics_actors.record_envelope import has_meta
+from topics_actors.shard import retention
+from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op
+from topics_actors.shard.claim_windows import (
+    PASS_GRACE_MS, ClaimPass, ClaimWindows, Member,
+)
+from topics_actors.shard.dead_letter_moves import DeadLetterMoves, stage_lease_frame
+from topics_actors.shard.long_poll import Park
+from topics_actors.shard.record_append import RecordAppend
+from topics_actors.shard.record_reader import RecordReader
+from topics_actors.shard.topic_registry import TopicRegistry
+from topics_actors.topic_config import LEASE_MS_MAX, LEASE_MS_MIN
+
+
+def _clamp_lease(lease_ms: int) -> int:
+    return max(LEASE_MS_MIN, min(LEASE_MS_MAX, lease_ms))
+
+
+def _check_node(node: object) -> str:
+    if not isinstance(node, str) or not node:
+        raise invalid("node must be a non-empty string")
+    if len(node.encode()) > NODE_BYTES_MAX:
+        raise invalid(f"node is longer than {NODE_BYTES_MAX} bytes")
+    return node
+
+
+def _uint(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise invalid(f"{what} must be a non-negative integer")
+    return value
+
+
+def holder_args(node: object, seqs: list, lease_ids: list | None
+                ) -> tuple[str, list[int], list[int | None]]:
+    """The checks of ack, nack and extend, in the contract's order: node, batch size,
+    lease_ids length and form. Returns (node, seqs, fence per seq: None = no fence)."""
+    node = _check_node(node)
+    if len(seqs) > QUEUE_SEQS_MAX:
+        raise TopicsError(f"at most {QUEUE_SEQS_MAX} seqs per request",
+                          ErrorCode.BATCH_TOO_LARGE, {"seqs": len(seqs), "max": QUEUE_SEQS_MAX})
+    seqs = [_uint(seq, "a seq") for seq in seqs]
+    lease_ids = lease_ids or []
+    if lease_ids and len(lease_ids) != len(seqs):
+        raise invalid("lease_ids must be empty or as long as seqs")
+    try:
+        fences = [parse_lease_id(t) if isinstance(t, str) else parse_lease_id("-")
+                  for t in lease_ids]
+    except ValueError:
+        raise invalid("every lease id must be lease_<hex> or empty") from None
+    return node, seqs, fences or [None] * len(seqs)
+
+
+class QueueOps:
+    def __init__(self, stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
+                 appends: RecordAppend):
+        self.stager = stager
+        self.registry = registry
+        self.reader = reader
+        self.moves = DeadLetterMoves(stager, registry, reader, appends)
+        self.windows = ClaimWindows()
+
+    def _queue(self, name: str) -> tuple[TopicState, QueueState]:
+        topic = self.registry.get(name)
+        if topic is None:
+            raise topic_not_found(name)
+        if topic.config.type != "queue":
+            raise TopicsError(f"topic {name!r} is not a queue", ErrorCode.NOT_A_QUEUE,
+                              {"topic": name})
+        state = queue_of(topic)
+        state.sweep(self.stager.clock())
+        return topic, state
+
+    def _counters(self, topic: TopicState) -> dict:
+        return counters(topic, self.stager.clock())
+
+    # --- claim ------------------------------------------------------------------------------
+
+    def claim(self, msg: Claim) -> Staged:
+        self.stager.throttle()
+        topic, state = self._queue(msg.topic)
+        member = Member(_check_node(msg.node), max(1, min(CLAIM_MAX, _uint(msg.max, "max"))),
+                        None if msg.lease_ms is None else _uint(msg.lease_ms, "lease_ms"))
+        jitter_ms = topic.config.claim_jitter_ms
+        if jitter_ms > 0:
+            key = self.windows.join(topic.name, jitter_ms, self.stager.clock(), member)
+            return read_op(lambda info: Park(key, jitter_ms + PASS_GRACE_MS, member.answer))
+        writes, answers = self._deal(topic, state, [member])
+        return writes, lambda info: answers(info)[0]
+
+    def claim_pass(self, msg: ClaimPass) -> Staged:
+        """A claim window is due: one pass for all its claims, then wake them."""
+        window = self.windows.take(msg.topic)
+        if window is None:
+            return read_op(lambda info: {})
+        try:
+            self.stager.throttle()
+            topic, state = self._queue(msg.topic)
+        except TopicsError as error:
+            return read_op(_refusal(window, error))
+        writes, answers = self._deal(topic, state, window.members)
+
+        def answer(info: CommitInfo) -> dict:
+            for member, reply in zip(window.members, answers(info)):
+                member.result = reply
+            info.woken.add(window.key)
+            return {}
+        return writes, answer
+
+    def _deal(self, topic: TopicState, state: QueueState, members: list[Member]):
+        """Lease ready jobs to `members`, one at a time round-robin while they want more;
+        jobs past max_deliveries are moved instead. Returns (writes, the function giving
+        each member's reply after the commit)."""
+        config, now = topic.config, self.stager.clock()
+        retention.stage(self.stager, self.reader, topic)
+        state.cursor = max(state.cursor, topic.earliest_seq())
+        state.prune(topic.count, known_jobs(topic))
+        deadlines = [now + _clamp_lease(config.lease_ms if m.lease_ms is None else m.lease_ms)
+                     for m in members]
+        shares: list[list[tuple[int, Lease]]] = [[] for _ in members]
+        claimed, moving, turn = [], [], 0
+        left = sum(m.want for m in members)
+        mover = self._dead_letter(topic)
+        for seq in state.candidates(topic.head, live_jobs(topic, self.reader.read)):
+            if mover is not None and state.deliveries.get(seq, 0) >= config.max_deliveries:
+                moving.append(seq)
+                continue
+            while len(shares[turn]) >= members[turn].want:
+                turn = (turn + 1) % len(members)
+            lease = state.lease(seq, members[turn].node, deadlines[turn])
+            shares[turn].append((seq, lease))
+            claimed.append((seq, lease))
+            turn, left = (turn + 1) % len(members), left - 1
+            if not left:
+                break
+        durable = config.logged and config.leases_durable
+        if durable:
+            for seq, lease in claimed:
+                stage_lease_frame(self.stager, topic, seq, CLAIMED, lease, state.deliveries[seq])
+        staged, undo_moves, publish_moves = self.moves.stage(topic, state, moving)
+        writes = staged or (durable and bool(claimed))
+        if writes:
+            self.stager.batch.undo_fns.append(lambda: _unclaim(state, claimed, undo_moves))
+        records = {seq: self.reader.read(topic, seq) for seq, _ in claimed}
+
+        def answers(info: CommitInfo) -> list[dict]:
+            publish_moves(info)
+            ready = self._counters(topic)["ready"]
+            return [_claim_reply(topic.name, share, records, state, ready) for share in shares]
+        return writes, answers
+
+    def _dead_letter(self, topic: TopicState) -> str | None:
+        """Where jobs past max_deliveries go; None: they are delivered again."""
+        config = topic.config
+        return config.dead_letter if config.max_deliveries else None
+
+    # --- holders ----------------------------------------------------------------------------
+
+    def _held(self, msg, topic: TopicState, state: QueueState, event: int, change):
+        """Apply `change(seq, lease)` to every seq `msg.node` holds (fenced); stage its
+        Lease frame when `event` is logged; an undo entry restores the leases. Returns
+        (seqs done, seqs skipped, whether frames were staged)."""
+        node, seqs, fences = holder_args(msg.node, msg.seqs, msg.lease_ids)
+        done, skipped, undo = [], [], []
+        config = topic.config
+        log = config.logged and (event == ACKED or config.leases_durable)
+        for seq, fence in zip(seqs, fences):
+            lease = state.held(seq, node, fence)
+            if lease is None:
+                skipped.append(seq)
+                continue
+            undo.append((seq, lease, state.deliveries.get(seq, 0)))
+            frame_lease = change(seq, lease)
+            done.append(seq)
+            if log:
+                stage_lease_frame(self.stager, topic, seq, event, frame_lease, undo[-1][2])
+        if undo:
+            self.stager.batch.undo_fns.append(lambda: _restore(state, undo))
+        return done, skipped, log and bool(done)
+
+    def ack(self, msg: Ack) -> Staged:
+        self.stager.throttle()
+        holder_args(msg.node, msg.seqs, msg.lease_ids)
+        topic, state = self._queue(msg.topic)
+        acked, skipped, writes = self._held(msg, topic, state, ACKED,
+                                            lambda seq, lease: state.drop(seq) or lease)
+
+        def answer(info: CommitInfo) -> dict:
+            delete_rules.delete_seqs(topic, self.reader.read, acked, TopicState.delete_one)
+            return {"topic": topic.name, "acked": acked, "skipped": skipped,
+                    **_ready_in_flight(self._counters(topic))}
+        return writes, answer
+
+    def nack(self, msg: Nack) -> Staged:
+        self.stager.throttle()
+        holder_args(msg.node, msg.seqs, msg.lease_ids)
+        delay_ms = min(NACK_DELAY_MS_MAX, _uint(msg.delay_ms, "delay_ms"))
+        topic, state = self._queue(msg.topic)
+        ready_at = self.stager.clock() + delay_ms if delay_ms else 0
+
+        def release(seq: int, lease: Lease) -> Lease:
+            state.release(seq, ready_at)
+            return Lease(lease.node, lease.lease_id, ready_at)
+        nacked, skipped, writes = self._held(msg, topic, state, RELEASED, release)
+        return writes, lambda info: {"topic": topic.name, "nacked": nacked,
+                                     "skipped": skipped,
+                                     **_ready_in_flight(self._counters(topic))}
+
+    def extend(self, msg: Extend) -> Staged:
+        self.stager.throttle()
+        holder_args(msg.node, msg.seqs, msg.lease_ids)
+        deadline = self.stager.clock() + _clamp_lease(_uint(msg.lease_ms, "lease_ms"))
+        topic, state = self._queue(msg.topic)
+
+        def extend(seq: int, lease: Lease) -> Lease:
+            state.extend(seq, lease, deadline)
+            return state.leases[seq]
+        extended, skipped, writes = self._held(msg, topic, state, EXTENDED, extend)
+        return writes, lambda info: {"topic": topic.name, "extended": extended,
+                                     "skipped": skipped,
+                                     "deadlines": {str(seq): deadline for seq in extended}}
+
+
+def _ready_in_flight(queue: dict) -> dict:
+    return {"ready": queue["ready"], "in_flight": queue["in_flight"]}
+
+
+def _unclaim(state: QueueState, claimed: list, undo_moves) -> None:
+    for seq, lease in reversed(claimed):
+        state.unlease(seq, lease)
+    undo_moves()
+
+
+def _restore(state: QueueState, undo: list) -> None:
+    for seq, lease, deliveries in reversed(undo):
+        state.restore(seq, lease)
+        if deliveries:
+            state.deliveries[seq] = deliveries
+
+
+def _refusal(window, error: TopicsError):
+    """A window's claims share the refusal of its pass (the queue is gone, or full)."""
+    def refuse(info: CommitInfo) -> dict:
+        for member in window.members:
+            member.error = error
+        info.woken.add(window.key)
+        return {}
+    return refuse
+
+
+def _claim_reply(name: str, share: list, records: dict, state: QueueState, ready: int) -> dict:
+    jobs = [[seq, render_lease_id(lease.lease_id), lease.deadline, records[seq].ts,
+             records[seq].envelope, records[seq].tag, state.deliveries.get(seq, 1),
+             has_meta(records[seq].flags)]
+            for seq, lease in share]
+    return {"topic": name, "claimed": jobs, "count": len(jobs), "ready": ready}
