@@ -28,6 +28,10 @@ def nested_text(levels: int) -> bytes:
     return b"[" * levels + b"1" + b"]" * levels
 
 
+def posted(body: bytes) -> HttpRequest:
+    return HttpRequest("POST", "/v0/topics/t", "", {"content-type": "application/json"}, body)
+
+
 def code(excinfo) -> str:
     return excinfo.value.code.wire
 
@@ -50,10 +54,8 @@ def test_the_deepest_value_passes_everywhere_and_one_more_level_fails_everywhere
                                      b"123456789012345678901234567890"])
 def test_an_integer_outside_64_bits_is_refused_not_turned_into_a_float(literal):
     body = b'{"records": [{"data": {"n": ' + literal + b'}}]}'
-    request = HttpRequest("POST", "/v0/topics/t", "", {"content-type": "application/json"},
-                          body)
     with pytest.raises(TopicsError, match="outside the 64-bit range") as excinfo:
-        json_object(request, empty_ok=False)
+        json_object(posted(body), empty_ok=False)
     assert code(excinfo) == "invalid_request"
     with pytest.raises(TopicsError, match="outside the 64-bit range"):
         wire_record({"data": int(literal)})
@@ -63,17 +65,13 @@ def test_an_integer_outside_64_bits_is_refused_not_turned_into_a_float(literal):
                                      b"9223372036854775808"])
 def test_integers_at_the_edges_pass_unchanged(literal):
     body = b'{"records": [{"data": ' + literal + b', "tag": "12345678901234567890123"}]}'
-    request = HttpRequest("POST", "/v0/topics/t", "", {"content-type": "application/json"},
-                          body)
-    parsed = json_object(request, empty_ok=False)
+    parsed = json_object(posted(body), empty_ok=False)
     assert wire_records(parsed["records"])[0][0][0] == literal
 
 
 def test_a_number_with_a_fraction_or_exponent_is_a_float_as_ever():
     body = b'{"records": [{"data": [1.8446744073709551616e19, 12345678901234567890.5]}]}'
-    request = HttpRequest("POST", "/v0/topics/t", "", {"content-type": "application/json"},
-                          body)
-    data = wire_records(json_object(request, empty_ok=False)["records"])[0][0][0]
+    data = wire_records(json_object(posted(body), empty_ok=False)["records"])[0][0][0]
     assert data == b"[1.8446744073709552e+19,1.2345678901234567e+19]"
 
 

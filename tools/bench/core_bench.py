@@ -1,0 +1,110 @@
+"""The shard core's own CPU cost, in process: no sockets, no client, no other process.
+
+    python tools/bench/core_bench.py [--runs 5] [--singles 20000] [--records 300000]
+
+Measures process CPU time (not wall time), so a busy machine disturbs it far less than
+the end-to-end benches: the figure to compare before and after a change to the shard
+(run both trees back to back with the same command; PYTHONPATH=<tree> picks the code).
+
+- single: a memory-class single-record append, one commit each (submit, write, publish,
+  reply): microseconds of CPU per request.
+- batch: 64-record appends, one commit each: microseconds of CPU per record.
+- replay: recovery of a WAL of `--records` disk-class records over 10 topics (500 per
+  append): seconds of CPU, and frames per second.
+Each is the median of `--runs`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+
+from topics_actors.config import ShardOptions
+from topics_actors.protocol.messages import Append, PutTopic
+from topics_actors.shard.shard_core import ShardCore
+from topics_actors.storage.fs import RealFs
+from topics_actors.storage.wal_layout import prepare_layout
+
+RECORD = [b'{"sku":"A-1","qty":2,"note":"a hundred bytes of json payload for the bench.."}']
+
+
+def open_core(data_dir: str) -> tuple[ShardCore, float]:
+    """A ready shard core over `data_dir`, and the CPU seconds its recovery took."""
+    core = ShardCore(RealFs(), ShardOptions(data_dir, 0, 1, wal_file_bytes=256 << 20,
+                                            background_prealloc=False))
+    t0 = time.process_time()
+    for _ in core.replay().run():
+        pass
+    core.ready = True
+    return core, time.process_time() - t0
+
+
+def call(core: ShardCore, msg) -> None:
+    core.submit(b"p", 0, msg, 0)
+    core.commit()
+
+
+def appends(singles: int) -> tuple[float, float]:
+    """(CPU us per single-record append, CPU us per record of 64-record appends)."""
+    data_dir = tempfile.mkdtemp(prefix="topics-core-bench-")
+    try:
+        prepare_layout(RealFs(), data_dir, 1)
+        core, _ = open_core(data_dir)
+        call(core, PutTopic("t", {"durability": "memory"}))
+        t0 = time.process_time()
+        for i in range(singles):
+            call(core, Append("t", [RECORD], None, f"~s:{i}"))
+        single = (time.process_time() - t0) / singles * 1e6
+        batches = max(1, singles // 32)
+        t0 = time.process_time()
+        for i in range(batches):
+            call(core, Append("t", [RECORD] * 64, None, f"~b:{i}"))
+        per_record = (time.process_time() - t0) / (batches * 64) * 1e6
+        core.close()
+        return single, per_record
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def replay(records: int, runs: int) -> list[float]:
+    data_dir = tempfile.mkdtemp(prefix="topics-core-bench-")
+    try:
+        prepare_layout(RealFs(), data_dir, 1)
+        core, _ = open_core(data_dir)
+        for t in range(10):
+            call(core, PutTopic(f"t{t}", {"durability": "disk"}))
+        for i in range(records // 500):
+            call(core, Append(f"t{i % 10}", [RECORD] * 500))
+        core.close()
+        times = []
+        for _ in range(runs):
+            core, seconds = open_core(data_dir)
+            times.append(seconds)
+            core.close()
+        return times
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--singles", type=int, default=20_000)
+    parser.add_argument("--records", type=int, default=300_000)
+    args = parser.parse_args()
+    results = [appends(args.singles) for _ in range(args.runs)]
+    single = statistics.median(r[0] for r in results)
+    per_record = statistics.median(r[1] for r in results)
+    times = replay(args.records, args.runs)
+    seconds = statistics.median(times)
+    print(f"single append: {single:.1f} us CPU per request; 64-record appends: "
+          f"{per_record:.2f} us CPU per record; replay of {args.records} records: "
+          f"{seconds:.3f} s CPU ({args.records / seconds / 1e6:.2f} M frames/s); "
+          f"medians of {args.runs}")
+
+
+if __name__ == "__main__":
+    main()
