@@ -72,6 +72,8 @@ class ClaimWindows:
 
     def due(self, now: int) -> list[ClaimPass]:
         """Close the windows whose time came; the passes to submit."""
+        if not self.open:
+            return []
         closed = [topic for topic, window in self.open.items() if window.deadline <= now]
         for topic in closed:
             self.closing[topic] = self.open.pop(topic)

@@ -75,14 +75,14 @@ class ShardCore:
         self.feed_pending: set[str] = set()     # topics woken since the feed last published
         self.ready = False
         self.replay_progress = 0.0
-        self.queues: QueueOps | None = None
+        self.appends = RecordAppend(self.stager, self.registry, self.reader, self.quota,
+                                    self.stats)
+        self.queues = QueueOps(self.stager, self.registry, self.reader, self.appends)
         self._handlers = self._handler_table()
 
     def _handler_table(self) -> dict[type, Callable[[object], Staged]]:
         stager, registry, reader, wal = self.stager, self.registry, self.reader, self.wal
-        data_dir = self.options.data_dir
-        appends = RecordAppend(stager, registry, reader, self.quota, self.stats)
-        queues = self.queues = QueueOps(stager, registry, reader, appends)
+        data_dir, appends, queues = self.options.data_dir, self.appends, self.queues
         return {
             Append: appends.stage,
             PutTopic: lambda m: topic_admin.put(stager, registry, m),
@@ -175,8 +175,8 @@ class ShardCore:
             self.quota.publish(self.registry.live_bytes())
         for name in info.woken:
             replies += self._answer_waiters(self.polls.wake(name))
-        # Names from \0 on are internal wake-ups (claim windows), not topics to announce.
-        self.feed_pending.update(name for name in info.woken if not name.startswith("\0"))
+            if name[0] != "\0":   # from \0 on: internal wake-ups (claim windows), not topics
+                self.feed_pending.add(name)
         return replies
 
     def _fail(self, batch: Batch, exc: BaseException) -> TopicsError:

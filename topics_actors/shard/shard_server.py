@@ -73,7 +73,7 @@ class ShardServer:
             self.sources.append((local, _IPC, True))
         self.feed = CommitPublisher(ctx, self.ipc) if self.ipc else None
         self.dead_letters = None   # moves of queue jobs to other shards (needs the ipc dir)
-        if ipc_path and core.queues is not None:
+        if ipc_path:
             self.dead_letters = DeadLetterSender(core.queues.moves, ctx, ipc_path,
                                                  core.options.shard_count, self._submit_local)
         self.by_tag = {tag: sock for sock, tag, _ in self.sources}
