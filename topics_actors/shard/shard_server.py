@@ -144,7 +144,7 @@ class ShardServer:
 
     def _shutdown(self) -> None:
         self._beat("stopping", force=True)
-        self._drain(INBOX_REQUESTS_MAX)
+        self._drain(INBOX_REQUESTS_MAX, self.poller.poll(0))
         self._send(self.core.commit())
         self._send(self.core.release_polls())
         self._publish()
@@ -168,8 +168,9 @@ class ShardServer:
         return timeout if poll_ms is None else min(timeout, poll_ms)
 
     def turn(self) -> None:
-        if self.poller.poll(self._timeout_ms()):
-            self._drain(2 * INBOX_REQUESTS_MAX)
+        ready = self.poller.poll(self._timeout_ms())
+        if ready:
+            self._drain(2 * INBOX_REQUESTS_MAX, ready)
             if self.core.wants_group_window():
                 self._group_window()
         if self.dead_letters is not None:
@@ -194,7 +195,8 @@ class ShardServer:
     def _group_window(self) -> None:
         deadline = time.perf_counter() + GROUP_WINDOW_MAX_MS / 1000
         while time.perf_counter() < deadline:
-            if not self.poller.poll(GROUP_SLICE_MS) or not self._drain(2 * INBOX_REQUESTS_MAX):
+            ready = self.poller.poll(GROUP_SLICE_MS)
+            if not ready or not self._drain(2 * INBOX_REQUESTS_MAX, ready):
                 return
 
     def _recv(self, sock: zmq.Socket, tag: bytes):
@@ -204,16 +206,21 @@ class ShardServer:
             return None
         return tag + frames[0], frames[-1], time.perf_counter_ns()
 
-    def _drain(self, limit: int) -> int:
+    def _drain(self, limit: int, ready: list) -> int:
         """Take up to `limit` requests, DRAIN_SLICE at a time from each socket in turn, so a
-        flood on one socket does not starve the other."""
-        count, more = 0, True
-        while more and count < limit:
-            more = False
-            for sock, tag, trusted in self.sources:
+        flood on one socket does not starve the other. Only the sockets the poll reported
+        (`ready`, its result) are read: an empty read costs an exception each time."""
+        sources = [s for s in self.sources if any(s[0] is sock for sock, _ in ready)]
+        count = 0
+        while sources and count < limit:
+            busy = []
+            for source in sources:
+                sock, tag, trusted = source
                 taken = self._drain_socket(sock, tag, trusted, min(DRAIN_SLICE, limit - count))
                 count += taken
-                more |= taken == DRAIN_SLICE
+                if taken == DRAIN_SLICE:
+                    busy.append(source)
+            sources = busy
         return count
 
     def _drain_socket(self, sock: zmq.Socket, tag: bytes, trusted: bool, limit: int) -> int:
