@@ -22,9 +22,10 @@ from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import MESSAGE_BYTES_MAX
 from topics_actors.protocol import control, messages  # noqa: F401  (register the kinds)
 from topics_actors.protocol.envelope import (
-    PROTOCOL_VERSION, decode, decode_event, decode_reply, encode, encode_error, encode_event,
-    encode_reply, registered_kinds,
+    PROTOCOL_VERSION, corr_of, decode, decode_event, decode_reply, encode, encode_error,
+    encode_event, encode_reply, registered_kinds,
 )
+from topics_actors.protocol.messages import Append
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "PROTOCOL.md"
 KINDS = registered_kinds()
@@ -258,11 +259,20 @@ def test_unreadable_envelopes_are_rejected_without_corr(raw):
     _rejects(raw, corr=None)
 
 
-def test_oversize_messages_are_rejected_before_decoding():
+def test_oversize_messages_are_rejected_before_decoding_with_their_corr():
     record = [b"x" * (MESSAGE_BYTES_MAX // 2), None, None, None]
     raw = _raw(PROTOCOL_VERSION, "append", 71, {"topic": "t", "records": [record, record]})
     assert len(raw) > MESSAGE_BYTES_MAX
-    _rejects(raw, corr=None)
+    error = _rejects(raw, corr=71)     # read from the first bytes: the sender can match it
+    assert error.detail == {"bytes": len(raw), "max": MESSAGE_BYTES_MAX}
+    assert corr_of(b"\x94\x02\xa6append") == 0 and corr_of(b"garbage") == 0
+
+
+def test_an_oversize_request_is_refused_by_its_sender():
+    record = [b"x" * (MESSAGE_BYTES_MAX // 2), None, None, None]
+    with pytest.raises(ProtocolError, match="larger than the limit") as excinfo:
+        encode(Append("t", [record, record]), 3)
+    assert excinfo.value.code.wire == "invalid_request"
 
 
 def test_largest_allowed_message_still_decodes():

@@ -19,6 +19,7 @@ from topics_actors.errors import ProtocolError, TopicsError
 from topics_actors.limits import MESSAGE_BYTES_MAX
 
 PROTOCOL_VERSION = 2
+CORR_PREFIX_BYTES = 4096       # version, kind and corr come first: this many bytes hold them
 REPLY = "reply"
 ERROR = "error"
 
@@ -95,7 +96,14 @@ def _pack(kind: str, corr: int, body: Any) -> bytes:
 
 
 def encode(msg: Message, corr: int) -> bytes:
-    return _pack(msg.KIND, corr, msg.body())
+    """A request's envelope; ProtocolError (invalid_request) if it would be larger than any
+    receiver takes: the sender learns it at once instead of from a refusal."""
+    raw = _pack(msg.KIND, corr, msg.body())
+    if len(raw) > MESSAGE_BYTES_MAX:
+        raise ProtocolError(f"a {msg.KIND} of {len(raw)} bytes is larger than the limit of "
+                            f"{MESSAGE_BYTES_MAX}", detail={"bytes": len(raw),
+                                                            "max": MESSAGE_BYTES_MAX})
+    return raw
 
 
 def encode_reply(corr: int, body: dict[str, Any]) -> bytes:
@@ -118,9 +126,29 @@ def decode_event(raw: bytes) -> dict[str, Any]:
     return body
 
 
+def corr_of(raw: bytes) -> int:
+    """The corr of an envelope read from its first bytes only (0 when they do not tell): how
+    a message too large to decode still gets an answer its sender can match."""
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(raw[:CORR_PREFIX_BYTES])
+    try:
+        if unpacker.read_array_header() != 4:
+            return 0
+        unpacker.skip()
+        unpacker.skip()
+        corr = unpacker.unpack()
+    except Exception:  # msgpack raises several unrelated types for a cut or bad prefix
+        return 0
+    return corr if type(corr) is int and corr >= 0 else 0
+
+
 def _unpack(raw: bytes) -> list:
     if len(raw) > MESSAGE_BYTES_MAX:
-        raise ProtocolError("message too large")
+        error = ProtocolError(f"message of {len(raw)} bytes is larger than the limit of "
+                              f"{MESSAGE_BYTES_MAX}", detail={"bytes": len(raw),
+                                                              "max": MESSAGE_BYTES_MAX})
+        error.corr = corr_of(raw)
+        raise error
     try:
         envelope = msgpack.unpackb(raw, raw=False, use_list=True, strict_map_key=True)
     except Exception as exc:  # msgpack raises several unrelated types for bad input

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from topics_actors.errors import StorageError
+from topics_actors.errors import ErrorCode, StorageError, TopicsError
 from topics_actors.ledger.topic_ledger import accounting_rows
 from topics_actors.shard.batch_stager import BatchStager, Staged, read_op, write_op
 from topics_actors.shard.topic_registry import TopicRegistry
@@ -49,6 +49,8 @@ def absorb_snapshot(fs: Fs, data_dir: str, wal: WalFileSet, registry: TopicRegis
         return {"snapshot_id": wal.snapshot_id, "topics": 0, "removed_files": 0}
     try:
         body = decode_snapshot(read_file(fs, snapshot_path(data_dir, snap_id)))
+    except FileNotFoundError:
+        raise TopicsError(f"there is no snapshot {snap_id}", ErrorCode.NOT_FOUND) from None
     except OSError as exc:
         raise StorageError(f"cannot read snapshot {snap_id}: {exc}") from None
     checkpoint = tuple(body["positions"].get(wal.group_key, (0, 0)))

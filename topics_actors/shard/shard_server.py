@@ -33,6 +33,10 @@ GROUP_WINDOW_MAX_MS = 10.0
 IDLE_POLL_MS = 100
 HWM_MESSAGES = 100_000
 DRAIN_SLICE = 64
+# A message over MESSAGE_BYTES_MAX is answered invalid_request (protocol/envelope.py); only
+# beyond this guard does ZeroMQ drop the connection instead, to bound the memory one peer
+# can make the shard hold.
+SOCKET_BYTES_MAX = 2 * MESSAGE_BYTES_MAX
 _TCP, _IPC = b"t", b"i"      # the tag before a peer's identity: which socket it is on
 
 
@@ -87,7 +91,7 @@ class ShardServer:
         sock = self.ctx.socket(zmq.ROUTER)
         for option, value in ((zmq.LINGER, 0), (zmq.RCVHWM, HWM_MESSAGES),
                               (zmq.SNDHWM, HWM_MESSAGES), (zmq.ROUTER_MANDATORY, 1),
-                              (zmq.MAXMSGSIZE, MESSAGE_BYTES_MAX)):
+                              (zmq.MAXMSGSIZE, SOCKET_BYTES_MAX)):
             sock.setsockopt(option, value)
         return sock
 
