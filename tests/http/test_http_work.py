@@ -2,9 +2,9 @@
 the SSE conventions of 7.2, the auth of 2 and the caps of 11): jobs leased to the stream's
 node arrive as `job` frames; an append wakes the stream; `max` caps the leases the
 connection holds and an ack (a plain POST, on any gateway) frees a slot; a disconnect gives
-every held job back at once (claimable, deliveries kept); the error codes in the
-contract's order; `?token=`; the SSE caps; the 409 `error` frame when the queue is
-replaced by a log; the shutdown frame.
+every held job back at once (claimable, deliveries kept); two streams on a queue with a
+claim window; the error codes in the contract's order; `?token=`; the SSE caps (and the
+gauge); the 409 `error` frame when the queue is replaced by a log; the shutdown frame.
 
 Method: real nodes (two shards, two gateway processes sharing the port), plain HTTP, the
 stream read with tests.support.SseReader (every read with a timeout). Leases are long
@@ -133,6 +133,18 @@ def test_a_disconnect_releases_the_leases_at_once(node):
     assert [(j["$seq"], j["deliveries"]) for j in claimed] == [(2, 2), (3, 2)]
 
 
+def test_two_streams_on_a_queue_with_a_claim_window(node):
+    """Their claims park in the queue's windows (deals within a window are the shard's,
+    tests/unit/test_queue_ops.py); each stream holds its `max`, no job goes to both."""
+    put_queue(node, "wq9", claim_jitter_ms=100)
+    with work(node, "wq9", f"node=a&max=2&{LONG_LEASE}") as one, \
+            work(node, "wq9", f"node=b&max=2&{LONG_LEASE}") as two:
+        append(node, "wq9", *({"data": n} for n in range(5)))
+        got = [{j["$seq"] for j in jobs(reader, 2)} for reader in (one, two)]
+        assert got[0] | got[1] == {1, 2, 3, 4} and not got[0] & got[1]
+        assert counters(node, "wq9") == {"ready": 1, "in_flight": 4, "dead_lettered": 0}
+
+
 def test_the_error_codes_in_order(node):
     append(node, "wlog", {"data": 1})
     put_queue(node, "wq5")
@@ -194,6 +206,9 @@ def test_keys_tokens_caps_and_heartbeats(make_node):
     assert watching.status == 200                                # the node's second
     status, error = refused(node, "/v0/topics/wq7/work?node=w", bearer("kb"))
     assert (status, error["code"]) == (429, "throttled")
+    metrics = node.http("GET", "/v0/metrics", headers={**bearer("ka"),
+                                                        "Accept": "application/json"})
+    assert metrics.json()["sse_connections"] == 2              # a work and a watch stream
     first.close()
     watching.close()
     wait_for(lambda: _admitted(node, path + "&token=ka"), 20, "the freed slots")
