@@ -36,10 +36,6 @@ def test_unknown_paths_are_404_not_found(node):
         error_of(node.http("GET", path), 404, "not_found")
 
 
-def test_the_work_stream_is_not_served(node):
-    error_of(node.http("GET", "/v0/topics/q1/work?node=n"), 404, "not_found")
-
-
 def test_known_paths_with_another_method_are_405(node):
     error_of(node.http("GET", "/v0/topics/x/diff"), 405, "method_not_allowed")
     error_of(node.http("GET", "/v0/topics/x/delete"), 405, "method_not_allowed")

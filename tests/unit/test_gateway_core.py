@@ -45,7 +45,7 @@ JSON_CT = {"content-type": "application/json"}
     ("POST", "/v0/topics/a/ack", "ack", "write", "a"),
     ("POST", "/v0/topics/a/nack", "nack", "write", "a"),
     ("POST", "/v0/topics/a/extend", "extend", "write", "a"),
-    ("GET", "/v0/topics/a/work", "unknown", "write", "a"),
+    ("GET", "/v0/topics/a/work", "work_stream", "write", "a"),
     ("GET", "/v0/topics/a/b/c", "unknown", "write", "a"),
 ])
 def test_routes(method, path, handler, scope, topic):

@@ -25,6 +25,15 @@ log = logging.getLogger(__name__)
 SUBSCRIBE_SETTLE_S = 0.1
 
 
+async def wait_woken(wake: asyncio.Event, timeout_s: float) -> bool:
+    """Wait until a stream's `wake` is set (True) or `timeout_s` passes (False)."""
+    try:
+        await asyncio.wait_for(wake.wait(), timeout_s)
+        return True
+    except asyncio.TimeoutError:
+        return False
+
+
 class CommitListener:
     def __init__(self, reads: SharedReads, ctx: zmq.asyncio.Context | None = None):
         self.reads = reads

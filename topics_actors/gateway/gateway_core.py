@@ -30,10 +30,11 @@ from topics_actors.gateway.http_message import (
 from topics_actors.gateway.inflight_limit import InflightLimit
 from topics_actors.gateway.metrics_report import MetricsInput, render
 from topics_actors.gateway.route_table import (
-    PROBE, SESSION, Route, resolve, unknown_route_error,
+    PROBE, READ, SESSION, TOKEN_HANDLERS, Route, resolve, unknown_route_error,
 )
 from topics_actors.gateway.topic_listing import list_page
 from topics_actors.gateway.watch_service import WatchService
+from topics_actors.gateway.work_service import WorkService
 from topics_actors.limits import CLAIM_WAIT_MS_MAX, DIFF_WAIT_MS_MAX
 from topics_actors.protocol.messages import (
     DeleteRecords, DeleteTopic, Diff, GetTopic, PutTopic,
@@ -79,6 +80,7 @@ class GatewayCore:
         self._session = new_session()
         self._appends = itertools.count(1)
         self.watch = WatchService(settings, engine)
+        self.work = WorkService(self.watch)
 
     async def handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
         response = await self._handle(request)
@@ -116,6 +118,9 @@ class GatewayCore:
             if self.settings.probe_auth:
                 self.keys.authenticate(authorization)
             return route, None
+        if not authorization and route.handler in TOKEN_HANDLERS:
+            token = rb.query_params(request.query).get("token")
+            authorization = f"Bearer {token}" if token else None
         key = self.keys.authenticate(authorization)
         check_scope(key, route.scope)
         if route.topic is not None:
@@ -254,7 +259,13 @@ class GatewayCore:
             raise shutting_down()
         return await self.watch.open(request, route.wid)
 
-    # --- queues (gateway/queue_api.py) ---------------------------------------------------------
+    # --- queues (gateway/queue_api.py, gateway/work_service.py) ---------------------------------
+
+    async def _work_stream(self, route, request, key, t0) -> HttpStream:
+        check_scope(key, READ)           # the route carries write (spec/api.md 2)
+        if self.stopping:
+            raise shutting_down()
+        return await self.work.open(route.topic, request, key)
 
     async def _claim(self, route, request, key, t0) -> HttpResponse:
         msg = queue_api.claim_message(route.topic, request, key)

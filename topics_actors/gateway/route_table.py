@@ -46,10 +46,14 @@ _TOPIC_SUB = {
     "ack": {"POST": ("ack", WRITE)},
     "nack": {"POST": ("nack", WRITE)},
     "extend": {"POST": ("extend", WRITE)},
+    # The queue's SSE stream; read too (gateway_core), and `?token=` stands for the header.
+    "work": {"GET": ("work_stream", WRITE)},
 }
-# Sub-paths of the full API that this build does not serve (the queue's SSE stream,
-# spec/api.md 8): they answer 404 after the write-scope check every unknown sub-path gets.
-_NOT_SERVED = ("work",)
+# Sub-paths of the full API that this build does not serve: they answer 404 after the
+# write-scope check every unknown sub-path gets. (None now: `work` is served.)
+_NOT_SERVED: tuple[str, ...] = ()
+# Routes whose key may come as `?token=` (spec/api.md 2: the SSE GETs).
+TOKEN_HANDLERS = ("work_stream",)
 _TOPICS_PREFIX = "/v0/topics/"
 
 

@@ -49,22 +49,26 @@ class WatchService:
         self.engine = engine
         self.reads = SharedReads(engine)
         self.listener = CommitListener(self.reads)
-        self.streams: set[WatchStream] = set()
+        # This process's SSE streams, watch and queue work streams (gateway/work_service.py)
+        # alike: stop() wakes them all; `tasks` their background messages to the shards.
+        self.streams: set = set()
         self.stopping = False
-        self._reports: set[asyncio.Task] = set()
+        self.tasks: set[asyncio.Task] = set()
         self._feeds_known = False        # every shard's feed is connected (paths are fixed)
 
     def stop(self) -> None:
-        """Shutdown: every stream sends its `error` frame and ends."""
+        """Shutdown: every stream sends its `error` frame and ends (a work stream also
+        releases its jobs)."""
         self.stopping = True
         for stream in list(self.streams):
             stream.wake.set()
 
     async def close(self, timeout_s: float = 1.0) -> None:
-        """Let the last cursor reports reach their shards (briefly), then stop listening."""
-        if self._reports:
-            await asyncio.wait(set(self._reports), timeout=timeout_s)
-        for task in list(self._reports):
+        """Let the last cursor reports (and work streams' releases) reach their shards
+        (briefly), then stop listening."""
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=timeout_s)
+        for task in list(self.tasks):
             task.cancel()
         self.listener.close()
 
@@ -96,7 +100,7 @@ class WatchService:
                 raise forbidden("this key may not watch this topic", name)
         states = await self._topic_states(plan, lenient)
         cap = self.settings.watch_sessions_max
-        if cap and (await self._census())["watch_sessions"] >= cap:
+        if cap and (await self.census())["watch_sessions"] >= cap:
             raise throttled("the watch session cap is reached",
                             {"limit": "max_watch_sessions", "max": cap})
         wid = new_wid()
@@ -105,7 +109,7 @@ class WatchService:
         return {"wid": wid, "stream_url": f"/v0/watch/{wid}", "session_ttl_ms": SESSION_TTL_MS,
                 "topics": states, "performance": {"server_total_ms": 0.0}}
 
-    async def _census(self) -> dict:
+    async def census(self) -> dict:
         total = {"watch_sessions": 0, "sse_streams": 0, "sse_streams_by_owner": {}}
         for status in await self.engine.shard_statuses():
             total["watch_sessions"] += status.get("watch_sessions", 0)
@@ -137,8 +141,8 @@ class WatchService:
         lease_ms = 2 * options["heartbeat_ms"] + LEASE_SLACK_MS
         report = self._report(wid, stream_id, lease_ms)
         try:
-            await self._check_stream_caps(session["owner"])
-            await self._connect_feeds()
+            await self.check_stream_caps(session["owner"])
+            await self.connect_feeds()
         except BaseException:
             report(session["cursors"], True)      # registered above: it must not count
             raise
@@ -155,18 +159,18 @@ class WatchService:
         finally:
             self.streams.discard(stream)
 
-    async def _check_stream_caps(self, owner: str) -> None:
+    async def check_stream_caps(self, owner: str) -> None:
         total_max = self.settings.sse_connections_max
         per_key_max = self.settings.sse_connections_per_key_max if owner else 0
         if not total_max and not per_key_max:
             return
-        census = await self._census()
+        census = await self.census()
         if total_max and census["sse_streams"] > total_max:
             raise throttled("too many concurrent SSE connections")
         if per_key_max and census["sse_streams_by_owner"].get(owner, 0) > per_key_max:
             raise throttled("too many concurrent SSE connections for this key")
 
-    async def _connect_feeds(self) -> None:
+    async def connect_feeds(self) -> None:
         """Subscribe to every shard's commit feed (once their ipc endpoints are known)."""
         if self._feeds_known:
             return
@@ -176,7 +180,7 @@ class WatchService:
         self._feeds_known = all(feeds)
 
     def _report(self, wid: str, stream_id: str, lease_ms: int) -> "CursorReporter":
-        return CursorReporter(self.engine, wid, stream_id, lease_ms, self._reports)
+        return CursorReporter(self.engine, wid, stream_id, lease_ms, self.tasks)
 
 
 class CursorReporter:

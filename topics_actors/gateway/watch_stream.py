@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable
 
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway import sse_frame as sse
-from topics_actors.gateway.commit_listener import CommitListener
+from topics_actors.gateway.commit_listener import CommitListener, wait_woken
 from topics_actors.gateway.shared_reads import ReadView, SharedReads
 from topics_actors.watch_cursor import WatchCursors
 
@@ -66,7 +66,7 @@ class WatchStream:
                     reported = dict(state.cursors)
                     self.report(reported, False)
                 remaining = self.heartbeat_s - (time.monotonic() - quiet_since)
-                if remaining > 0 and await self._woken(remaining):
+                if remaining > 0 and await wait_woken(self.wake, remaining):
                     continue
                 if not self.stopping():
                     yield sse.heartbeat(now_ms())
@@ -79,13 +79,6 @@ class WatchStream:
             for topic in state.cursors:
                 self.listener.unwatch(topic, self.wake)
             self.report(dict(state.cursors), True)
-
-    async def _woken(self, timeout_s: float) -> bool:
-        try:
-            await asyncio.wait_for(self.wake.wait(), timeout_s)
-            return True
-        except asyncio.TimeoutError:
-            return False
 
     async def _round(self) -> AsyncIterator[bytes]:
         state = self.state

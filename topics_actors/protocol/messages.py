@@ -276,3 +276,32 @@ class Extend(Message):
     seqs: list
     lease_ms: int
     lease_ids: list | None = None
+
+
+@message
+class Held(Message):
+    """gateway -> shard. Which of jobs `seqs` of queue `topic` does `node` still hold (with
+    the lease of the same index of `lease_ids`, when given and not "")? A read: a `/work`
+    stream (spec/api.md 8) asks before it claims, so a job the client acked, or whose lease
+    ran out, frees its slot. Checks: topic_not_found, not_a_queue, then as for ack.
+    Reply: {topic, held: [seq], performance}.
+    """
+    KIND = "held"
+    topic: str
+    node: str
+    seqs: list
+    lease_ids: list | None = None
+
+
+@message
+class StreamLease(Message):
+    """gateway -> the shard owning `stream` (routed as if it were a topic name). Count SSE
+    stream `stream`, which belongs to no watch session (a queue's `/work` stream), as open
+    for lease_ms (renewed by sending this again); closed: it has ended. owner: the identity
+    of its key, as for watch_open ("" without auth). A read, memory only.
+    Reply: {stream, performance}."""
+    KIND = "stream_lease"
+    stream: str
+    owner: str
+    lease_ms: int = 0
+    closed: bool = False

@@ -23,7 +23,7 @@ from topics_actors.ledger.queue_state import (
 )
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.limits import CLAIM_MAX, NACK_DELAY_MS_MAX, NODE_BYTES_MAX, QUEUE_SEQS_MAX
-from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
+from topics_actors.protocol.messages import Ack, Claim, Extend, Held, Nack
 from topics_actors.record_envelope import has_meta
 from topics_actors.shard import retention
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op
@@ -244,6 +244,15 @@ class QueueOps:
         return writes, lambda info: {"topic": topic.name, "extended": extended,
                                      "skipped": skipped,
                                      "deadlines": {str(seq): deadline for seq in extended}}
+
+    def held(self, msg: Held) -> Staged:
+        """Which of `seqs` `node` still holds (a `/work` stream's live leases): a read,
+        answered after the batch's commit, so an ack staged before it in the batch counts."""
+        topic, state = self._queue(msg.topic)
+        node, seqs, fences = holder_args(msg.node, msg.seqs, msg.lease_ids)
+        return read_op(lambda info: {
+            "topic": topic.name,
+            "held": [seq for seq, fence in zip(seqs, fences) if state.held(seq, node, fence)]})
 
 
 def _ready_in_flight(queue: dict) -> dict:

@@ -23,8 +23,8 @@ from topics_actors.ledger import retention_rules
 from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.messages import (
     Absorbed, Ack, Append, Checkpoint, Claim, DeleteRecords, DeleteTopic, Diff, Extend,
-    GetTopic, ListTopics, Nack, PutTopic, Retain, Scan, Status, WatchCreate, WatchCursor,
-    WatchOpen,
+    GetTopic, Held, ListTopics, Nack, PutTopic, Retain, Scan, Status, StreamLease, WatchCreate,
+    WatchCursor, WatchOpen,
 )
 from topics_actors.shard import (
     absorption, diff_read, head_marks, range_scan, record_delete, retention, topic_admin,
@@ -41,6 +41,7 @@ from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replay import Replay
 from topics_actors.shard.shard_stats import ShardStats
+from topics_actors.shard.stream_leases import StreamLeases
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.shard.wal_file_set import WalFileSet
 from topics_actors.shard.watch_sessions import WatchSessions
@@ -72,6 +73,7 @@ class ShardCore:
         self.quota = ByteQuota(options.quota_file, options.shard, options.max_total_bytes)
         self.polls = LongPolls()
         self.watch = WatchSessions(clock)
+        self.stream_leases = StreamLeases(clock)      # SSE streams of no watch session
         self.feed_pending: set[str] = set()     # topics woken since the feed last published
         self.ready = False
         self.replay_progress = 0.0
@@ -100,10 +102,12 @@ class ShardCore:
             WatchCreate: lambda m: read_op(lambda info: self.watch.create(m)),
             WatchOpen: lambda m: read_op(lambda info: self.watch.open(m)),
             WatchCursor: lambda m: read_op(lambda info: self.watch.cursor(m)),
+            StreamLease: lambda m: read_op(lambda info: self.stream_leases.renew(m)),
             Claim: queues.claim,
             Ack: queues.ack,
             Nack: queues.nack,
             Extend: queues.extend,
+            Held: queues.held,
             MoveDone: queues.moves.done,
             ClaimPass: queues.claim_pass,
         }
@@ -231,7 +235,8 @@ class ShardCore:
                 "ready": self.ready, "replay_progress": self.replay_progress,
                 "topics": len(self.registry), "long_polls": self.polls.count,
                 "statistics": self.stats.as_dict(), "snapshot_id": self.wal.snapshot_id,
-                "wal_position": [writer.idx, writer.tail], **self.watch.census()}
+                "wal_position": [writer.idx, writer.tail],
+                **self.stream_leases.add_to(self.watch.census())}
 
     def close(self) -> None:
         """Clean shutdown: everything accepted is committed; then sync and release."""
