@@ -24,6 +24,7 @@ from topics_actors.config import (
     NodeConfig, NodeWiring, compactor_options, encode_options, gateway_options,
     reclaimer_options, shard_process_options,
 )
+from topics_actors.gateway import request_stats
 from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.errors import CannotListen, ProtocolError, TopicsError
 from topics_actors.protocol import decode, encode_error, encode_reply
@@ -199,6 +200,8 @@ class Supervisor:
                 write_port_file(cfg.port_file, {"http": self.http_port, "zmq": self.zmq_port})
             if cfg.max_total_bytes:
                 byte_quota.create_file(self.wiring.quota_file)
+            if cfg.gateway_workers:
+                request_stats.create_file(self.wiring.requests_file, cfg.gateway_workers)
             self._add_children()
             for child in self.table.children:
                 self.table.spawn(child)

@@ -210,6 +210,7 @@ class GatewayOptions:
     listen_fd: int                  # the bound, listening HTTP socket, inherited
     zmq_port: int                   # the front's port, published by GET /v0/health
     node_started_ms: int            # wall clock, for uptime_ms
+    requests_file: str | None = None    # HTTP request counts, a slot per gateway (run dir)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,6 +227,10 @@ class NodeWiring:
     @property
     def quota_file(self) -> str:
         return os.path.join(self.run_dir, "live-bytes")
+
+    @property
+    def requests_file(self) -> str:
+        return os.path.join(self.run_dir, "http-requests")
 
 
 def _process(cfg: NodeConfig, wiring: NodeWiring, role: str, index: int) -> ProcessOptions:
@@ -258,7 +263,7 @@ def reclaimer_options(cfg: NodeConfig, wiring: NodeWiring) -> ReclaimerOptions:
 def gateway_options(cfg: NodeConfig, wiring: NodeWiring, index: int,
                     listen_fd: int) -> GatewayOptions:
     return GatewayOptions(_process(cfg, wiring, "gateway", index), wiring.front, listen_fd,
-                          wiring.zmq_port, wiring.started_ms)
+                          wiring.zmq_port, wiring.started_ms, wiring.requests_file)
 
 
 # --- the one argument ---------------------------------------------------------------------------

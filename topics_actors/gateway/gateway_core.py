@@ -29,8 +29,9 @@ from topics_actors.gateway.http_message import (
 )
 from topics_actors.gateway.inflight_limit import InflightLimit
 from topics_actors.gateway.metrics_report import MetricsInput, render
+from topics_actors.gateway.request_stats import RequestStats
 from topics_actors.gateway.route_table import (
-    PROBE, READ, SESSION, TOKEN_HANDLERS, Route, resolve, unknown_route_error,
+    PROBE, READ, SESSION, TOKEN_HANDLERS, UNMATCHED, Route, resolve, unknown_route_error,
 )
 from topics_actors.gateway.topic_listing import list_page
 from topics_actors.gateway.watch_service import WatchService
@@ -69,7 +70,7 @@ def shutting_down() -> TopicsError:
 
 class GatewayCore:
     def __init__(self, settings: GatewaySettings, engine: EngineLink, started_ms: int,
-                 zmq_port: int = 0):
+                 zmq_port: int = 0, requests: RequestStats | None = None):
         self.settings = settings
         self.zmq_port = zmq_port        # the node's ZeroMQ front, for clients to discover
         self.keys = settings.keys
@@ -81,43 +82,52 @@ class GatewayCore:
         self._appends = itertools.count(1)
         self.watch = WatchService(settings, engine)
         self.work = WorkService(self.watch)
+        self.requests = requests if requests is not None else RequestStats(None, 0)
 
     async def handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
-        response = await self._handle(request)
+        t0 = time.perf_counter_ns()
+        route, response = await self._handle(request, t0)
         if request.method == "HEAD" and isinstance(response, HttpResponse):
-            return dataclasses.replace(response, body=b"")   # the GET's status and headers
+            response = dataclasses.replace(response, body=b"")   # the GET's status, headers
+        self.requests.record(route, response.status, time.perf_counter_ns() - t0)
         return response
 
-    async def _handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
-        t0 = time.perf_counter_ns()
+    async def _handle(self, request: HttpRequest,
+                      t0: int) -> tuple[str, HttpResponse | HttpStream]:
+        """The handler's name (the metrics' route label) and the answer."""
+        name = UNMATCHED
         try:
-            route, key = self._authorize(request)
+            route = self._route(request)
+            name = route.handler
+            key = self._authorize(route, request)
             limit = self.settings.body_bytes_max
             if limit and len(request.body) > limit:
                 raise rb.payload_too_large(limit)
             with self.inflight.admit(key.label if key is not None else None):
-                return await getattr(self, "_" + route.handler)(route, request, key, t0)
+                return name, await getattr(self, "_" + name)(route, request, key, t0)
         except TopicsError as error:
-            return error_response(error)
+            return name, error_response(error)
         except InvariantViolation:
             raise           # a bug: the process's top level (rsgi_adapter) ends the process
         except Exception:
             log.exception("event=request_failed method=%s", request.method)
-            return error_response(TopicsError("internal error", ErrorCode.INTERNAL))
+            return name, error_response(TopicsError("internal error", ErrorCode.INTERNAL))
 
-    def _authorize(self, request: HttpRequest) -> tuple[Route, ApiKey | None]:
-        authorization = request.header("authorization")
+    def _route(self, request: HttpRequest) -> Route:
         try:
-            route = resolve(request.method, request.path)
+            return resolve(request.method, request.path)
         except TopicsError:
-            self.keys.authenticate(authorization)     # 401 before 404/405 when auth is on
+            self.keys.authenticate(request.header("authorization"))   # 401 before 404/405
             raise
+
+    def _authorize(self, route: Route, request: HttpRequest) -> ApiKey | None:
+        authorization = request.header("authorization")
         if route.scope == SESSION:     # the stream checks the session's own key
-            return route, None
+            return None
         if route.scope == PROBE:
             if self.settings.probe_auth:
                 self.keys.authenticate(authorization)
-            return route, None
+            return None
         if not authorization and route.handler in TOKEN_HANDLERS:
             token = rb.query_params(request.query).get("token")
             authorization = f"Bearer {token}" if token else None
@@ -125,7 +135,7 @@ class GatewayCore:
         check_scope(key, route.scope)
         if route.topic is not None:
             check_name(key, route.topic)
-        return route, key
+        return key
 
     # --- probes -------------------------------------------------------------------------------
 
@@ -159,7 +169,8 @@ class GatewayCore:
                 streams["watch_sessions"] += status.get("watch_sessions", 0)
         body, content_type = render(
             MetricsInput(census, ready, 1.0 if ready else progress, self._uptime_ms(), wal,
-                         streams), request.header("accept"))
+                         streams, self.requests.figures(), self.requests.slot),
+            request.header("accept"))
         return HttpResponse(200, body, content_type)
 
     # --- topics -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from topics_actors.config import GatewayOptions
 from topics_actors.gateway.engine_link import EngineLink
 from topics_actors.gateway.gateway_core import GatewayCore
 from topics_actors.gateway.gateway_settings import GatewaySettings
+from topics_actors.gateway.request_stats import RequestStats
 from topics_actors.gateway.rsgi_adapter import RsgiApp, start_worker
 from topics_actors.supervisor_link import SupervisorLink
 
@@ -49,8 +50,9 @@ class GatewayServer:
             loop.add_signal_handler(signum, stop.set)
         options = self.options
         engine = EngineLink(options.front)
+        requests = RequestStats(options.requests_file, self.index)
         core = GatewayCore(self.settings, engine, options.node_started_ms,
-                           zmq_port=options.zmq_port)
+                           zmq_port=options.zmq_port, requests=requests)
         app = RsgiApp(core, self.settings.body_bytes_max)
         worker_signal, stopped = start_worker(app, options.listen_fd, loop, self.index + 1)
         log.info("event=serving gateway=%d pid=%d", self.index, os.getpid())
@@ -67,6 +69,7 @@ class GatewayServer:
         beats.cancel()
         await core.watch.close()
         await engine.close()
+        requests.close()
         log.info("event=stopped gateway=%d unfinished=%d", self.index, app.in_flight)
 
     def _send_beat(self, state: str | None = None) -> bool:

@@ -2,16 +2,19 @@
 
 Routers are not served by this build, so their gauge is always 0. Watch sessions and SSE
 streams are the node's, summed over the shards that keep the sessions. `wal` sums the
-shards' statistics (batches, syncs, records, requests, throttled, failed_batches).
+shards' statistics (batches, syncs, records, requests, throttled, failed_batches). HTTP
+requests and their latency are the node's, summed over the gateways (request_stats.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import orjson
 
 from topics_actors.gateway.engine_link import Census
+from topics_actors.gateway.request_stats import BOUNDS_US, RouteFigures
 
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 _ZERO_GAUGES = ("routers",)
@@ -27,6 +30,25 @@ class MetricsInput:
     uptime_ms: int
     wal: dict                # summed shard statistics; empty when no shard answered
     streams: dict = dataclasses.field(default_factory=dict)   # sse_connections, watch_sessions
+    http: dict = dataclasses.field(default_factory=dict)      # route -> RouteFigures
+    gateway: int = 0         # the index of the gateway that answers
+
+
+def _cumulative(figures: RouteFigures) -> list[int]:
+    return list(itertools.accumulate(figures.buckets))
+
+
+def http_json(m: MetricsInput) -> dict:
+    """The JSON form of the request series: per route, requests per status class and the
+    latency histogram (cumulative counts per upper bound in ms, like Prometheus' `le`)."""
+    bounds = [f"{us / 1000:g}" for us in BOUNDS_US] + ["+Inf"]
+    return {
+        "answered_by_gateway": m.gateway,
+        "requests_total": sum(f.count for f in m.http.values()),
+        "requests": {route: f.statuses for route, f in m.http.items()},
+        "latency": {route: {"count": f.count, "sum_ms": f.sum_us / 1000,
+                            "buckets_ms": dict(zip(bounds, _cumulative(f)))}
+                    for route, f in m.http.items()}}
 
 
 def metrics_json(m: MetricsInput) -> dict:
@@ -40,6 +62,7 @@ def metrics_json(m: MetricsInput) -> dict:
             "replay_progress": m.replay_progress, "uptime_ms": m.uptime_ms}
     if m.wal:
         body["wal"] = m.wal
+    body["http"] = http_json(m)
     return body
 
 
@@ -68,6 +91,23 @@ def _topic_series(lines: list[str], c: Census) -> None:
            "1 when per-topic series were cut at 1000 topics")
 
 
+def _http_series(lines: list[str], http: dict) -> None:
+    name = "topics_http_requests_total"
+    lines += [f"# HELP {name} HTTP requests answered by the node's gateways, by route "
+              "(handler) and status class", f"# TYPE {name} counter"]
+    lines += [f'{name}{{route="{route}",status="{label}"}} {n}'
+              for route, f in http.items() for label, n in f.statuses.items()]
+    name = "topics_http_request_duration_seconds"
+    lines += [f"# HELP {name} time from a request read to its response ready, by route",
+              f"# TYPE {name} histogram"]
+    bounds = [f"{us / 1e6:g}" for us in BOUNDS_US] + ["+Inf"]
+    for route, f in http.items():
+        lines += [f'{name}_bucket{{route="{route}",le="{le}"}} {n}'
+                  for le, n in zip(bounds, _cumulative(f))]
+        lines += [f'{name}_sum{{route="{route}"}} {f.sum_us / 1e6}',
+                  f'{name}_count{{route="{route}"}} {f.count}']
+
+
 def metrics_text(m: MetricsInput) -> bytes:
     c, lines = m.census, []
     _gauge(lines, "topics_topics", c.topics, "topics on the node")
@@ -91,6 +131,7 @@ def metrics_text(m: MetricsInput) -> bytes:
         name = f"topics_wal_{key}_total"
         lines += [f"# HELP {name} shard {key} since each shard started",
                   f"# TYPE {name} counter", f"{name} {value}"]
+    _http_series(lines, m.http)
     return ("\n".join(lines) + "\n").encode()
 
 

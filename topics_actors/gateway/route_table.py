@@ -36,6 +36,7 @@ _FIXED = {
     "/v0/watch": {"POST": ("watch_create", READ)},
 }
 _WATCH_PREFIX = "/v0/watch/"
+_WATCH = {"GET": ("watch_stream", SESSION)}
 _TOPIC = {"PUT": ("put_topic", ADMIN), "GET": ("get_topic", READ),
           "DELETE": ("delete_topic", DELETE), "POST": ("append", WRITE)}
 _TOPIC_SUB = {
@@ -55,6 +56,8 @@ _NOT_SERVED: tuple[str, ...] = ()
 # Routes whose key may come as `?token=` (spec/api.md 2: the SSE GETs).
 TOKEN_HANDLERS = ("work_stream",)
 _TOPICS_PREFIX = "/v0/topics/"
+UNKNOWN = "unknown"       # a sub-path of a topic that no route serves (404 after the scope)
+UNMATCHED = "unmatched"   # no route at all: 404 not_found or 405; a metrics label only
 
 
 def not_found(what: str = "no such route") -> TopicsError:
@@ -87,7 +90,7 @@ def resolve(method: str, path: str) -> Route:
         wid = path[len(_WATCH_PREFIX):]
         if not wid or "/" in wid:
             raise not_found()
-        found = _pick({"GET": ("watch_stream", SESSION)}, method, None)
+        found = _pick(_WATCH, method, None)
         return Route(found.handler, found.scope, wid=wid)
     if not path.startswith(_TOPICS_PREFIX):
         raise not_found()
@@ -100,7 +103,23 @@ def resolve(method: str, path: str) -> Route:
     methods = _TOPIC_SUB.get(sub)
     if methods is not None:
         return _pick(methods, method, topic)
-    return Route("unknown", WRITE, topic)   # needs write (403 before 404), then 404
+    return Route(UNKNOWN, WRITE, topic)   # needs write (403 before 404), then 404
+
+
+def handler_names() -> tuple[str, ...]:
+    """Every handler a request can end in, UNMATCHED included: the closed set of route
+    labels of the request metrics (request_stats.py), never a raw path."""
+    tables = (*_FIXED.values(), _WATCH, _TOPIC, *_TOPIC_SUB.values())
+    names = {handler for table in tables for handler, _scope in table.values()}
+    return tuple(sorted(names | {UNKNOWN, UNMATCHED}))
+
+
+def handler_of(method: str, path: str) -> str:
+    """The handler that answers `method` and `path`, or UNMATCHED."""
+    try:
+        return resolve(method, path).handler
+    except TopicsError:
+        return UNMATCHED
 
 
 def unknown_route_error(route: Route, path: str) -> TopicsError:

@@ -28,6 +28,7 @@ from topics_actors.gateway.http_message import (
     HttpRequest, HttpResponse, HttpStream, error_response,
 )
 from topics_actors.gateway.request_body import payload_too_large
+from topics_actors.gateway.route_table import handler_of
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ class RsgiApp:
             body = await self._body(scope, proto)
             if body is None:
                 response = error_response(payload_too_large(self.body_bytes_max))
+                self.core.requests.record(handler_of(scope.method, scope.path),
+                                          response.status, 0)
             else:
                 response = await self.core.handle(HttpRequest(
                     scope.method, scope.path, scope.query_string, scope.headers, body))
