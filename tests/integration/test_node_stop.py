@@ -2,9 +2,9 @@
 
 | case | method | holds when |
 |---|---|---|
-| parked long poll | a diff with wait_ms 20000 parked in | 200, the caught-up page, within 1.5 s; |
+| parked long poll | a diff with wait_ms 20000 parked in | 200, the caught-up page, within 3 s; |
 | | its shard, then SIGTERM | the gateway drains itself, nothing is killed, |
-| | | the node is gone within 4 s |
+| | | the node is gone within 6 s (not 10.5) |
 | SIGTERM ignored | every child SIGSTOPped, then SIGTERM | the stop takes one 3 s budget, not |
 | | with TOPICS_STOP_GRACE_MS 3000 | one per phase; all killed, gateway and |
 | | | compactor first |
@@ -52,7 +52,7 @@ def test_a_stop_answers_a_parked_long_poll_and_the_gateway_drains(make_node):
     assert isinstance(reply, HttpReply) and reply.status == 200, reply
     page = reply.json()
     assert (page["records"], page["caught_up"], page["next_from_seq"]) == ([], True, 1)
-    assert answered_s < 1.5 and stopped_s < 4, (answered_s, stopped_s)
+    assert answered_s < 3 and stopped_s < 6, (answered_s, stopped_s)   # was 10.5 s
     log = node.log()
     assert "event=stopped gateway=0 unfinished=0" in log
     assert "event=child_killed" not in log
@@ -71,7 +71,7 @@ def test_children_that_ignore_sigterm_are_killed_within_one_budget(make_node):
     node.proc.send_signal(signal.SIGTERM)
     assert node.proc.wait(30) == 0
     stopped_s = time.monotonic() - t0
-    assert 2.5 < stopped_s < 4.0, stopped_s    # one 3 s budget, not 3 s per phase
+    assert 2.5 < stopped_s < 5.0, stopped_s    # one 3 s budget, not 3 s per phase (9.2 s)
     killed = [line for line in node.log().splitlines()
               if "reason=stop grace period expired" in line]
     names = [line.split("child=")[1].split()[0] for line in killed]
