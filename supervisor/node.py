@@ -2,8 +2,9 @@
 
 It holds the data-dir lock, fixes the WAL layout, spawns one process per shard, and then
 loops: answer the front endpoint (shard map, readiness), take children's hellos and
-heartbeats, restart the dead with backoff, kill the silent, and on SIGTERM stop everyone
-(SIGTERM, grace, SIGKILL). Every state change is one log line and one PUB event.
+heartbeats, restart the dead with backoff, kill the silent, tell systemd how it goes
+(service_notify), and on SIGTERM stop everyone in order within one budget (SIGTERM, what is
+left of TOPICS_STOP_GRACE_MS, SIGKILL). Every state change is one log line and one PUB event.
 """
 
 from __future__ import annotations
@@ -37,12 +38,14 @@ from topics_actors.storage.wal_layout import prepare_layout
 from supervisor.data_lock import DataDirLock
 from supervisor.process_table import Child, ProcessTable, python_module_argv
 from supervisor.restart_policy import RestartPolicy
+from supervisor.service_notify import ServiceNotifier
 
 log = logging.getLogger(__name__)
 
 POLL_MS = 100
 EXIT_CHILD_FLAPPING = 3     # a child failed to start too often (restart_policy); see OPERATIONS
 HTTP_BACKLOG = 1024
+SHARD_STOP_SHARE = 0.25     # of the stop budget, kept for the shards' last commits and fsync
 _IPC_PATH_MAX = 100
 
 
@@ -107,6 +110,7 @@ class Supervisor:
         self.http_sock: socket.socket | None = None
         self.wiring: NodeWiring | None = None
         self.started_ms = time.time_ns() // 1_000_000
+        self.notifier = ServiceNotifier()      # takes NOTIFY_SOCKET out of the environment
 
     # --- start-up ---------------------------------------------------------------------------
 
@@ -208,9 +212,7 @@ class Supervisor:
             self._install_signal_handlers()
             while not self.stopping:
                 self._turn()
-            self._stop_answering("gateway")    # no new HTTP work, in-flight requests end
-            self._stop_answering("compactor")
-            self.table.stop_all(cfg.stop_grace_ms)
+            self._stop_children()
             return self.exit_code
         finally:
             self._close()
@@ -230,6 +232,7 @@ class Supervisor:
             self.ctx.term()
         if self.http_sock is not None:
             self.http_sock.close()
+        self.notifier.close()
         self.lock.release()
         log.info("event=stopped")
 
@@ -238,8 +241,26 @@ class Supervisor:
     def _turn(self) -> None:
         self._answer(POLL_MS)
         self._supervise()
+        if not self.stopping:
+            self.notifier.report(*self.progress())
+
+    def progress(self) -> tuple[str, bool]:
+        """(the STATUS line, whether the node is ready): every shard ready and every gateway
+        serving, which is when GET /v0/ready answers 200."""
+        shards = [c for c in self.table.children if c.role == "shard"]
+        gateways = [c for c in self.table.children if c.role == "gateway"]
+        ready = sum(c.state == "ready" for c in shards)
+        if ready < len(shards):
+            return (f"replaying: shards {ready}/{len(shards)} ready, "
+                    f"{_replay_progress(shards):.0%} replayed", False)
+        serving = sum(c.state == "ready" for c in gateways)
+        if serving < len(gateways):
+            return f"starting: gateways {serving}/{len(gateways)} serving", False
+        return (f"ready: shards {ready}/{len(shards)}, gateways {serving}/{len(gateways)}, "
+                f"http {self.config.host}:{self.http_port}, zmq port {self.zmq_port}", True)
 
     def _answer(self, timeout_ms: int) -> None:
+        self.notifier.keep_alive()         # WATCHDOG=1: this loop still turns
         poller = zmq.Poller()
         poller.register(self.control, zmq.POLLIN)
         poller.register(self.front, zmq.POLLIN)
@@ -249,13 +270,29 @@ class Supervisor:
         if self.front in ready:
             self._drain(self.front, self._on_front)
 
-    def _stop_answering(self, role: str) -> None:
-        """Stop the children of `role`, still answering the front while they finish: the
-        gateways' last requests and the compactor's final checkpoint need the shard map."""
+    def _stop_children(self) -> None:
+        """Stop in order within one budget, TOPICS_STOP_GRACE_MS (docs/OPERATIONS.md 5): the
+        gateways (no new HTTP work, requests in flight end), then the compactor (its final
+        checkpoint), each until what is left of the budget less the shards' share, then the
+        shards and the reclaimer until the budget's end. A child still running at the end of
+        its phase is killed, so the whole stop takes the budget at most."""
+        grace_s = self.config.stop_grace_ms / 1000
+        end_s = time.monotonic() + grace_s
+        early_end_s = end_s - grace_s * SHARD_STOP_SHARE
+        self.notifier.stopping("stopping: gateways")
+        self._stop_answering("gateway", early_end_s)
+        self.notifier.send("STATUS=stopping: compactor (final checkpoint)")
+        self._stop_answering("compactor", early_end_s)
+        self.notifier.send("STATUS=stopping: shards")
+        self.table.stop_all(max(0, round((end_s - time.monotonic()) * 1000)))
+
+    def _stop_answering(self, role: str, deadline_s: float) -> None:
+        """Stop the children of `role` by `deadline_s` (monotonic), still answering the front
+        while they finish: the gateways' last requests and the compactor's final checkpoint
+        need the shard map."""
         children = [c for c in self.table.children if c.role == role]
         self.table.signal_stop(children)
-        deadline = time.monotonic() + self.config.stop_grace_ms / 1000
-        while (time.monotonic() < deadline
+        while (time.monotonic() < deadline_s
                and any(c.proc is not None and c.proc.poll() is None for c in children)):
             self._answer(POLL_MS)
         self.table.stop_all(0, roles=(role,))
@@ -303,9 +340,8 @@ class Supervisor:
 
     def shard_map(self) -> dict:
         shards = [c for c in self.table.children if c.role == "shard"]
-        progress = sum(1.0 if c.state == "ready" else c.progress for c in shards)
         return {"node_ready": all(c.state == "ready" for c in shards),
-                "replay_progress": progress / max(1, len(shards)),
+                "replay_progress": _replay_progress(shards),
                 "shard_count": len(shards), "shards": [c.describe() for c in shards],
                 "processes": [{"role": c.role, "index": c.index, "state": c.state,
                                "pid": c.pid, "incarnation": c.incarnation}
@@ -344,3 +380,9 @@ class Supervisor:
                                         encode_event(body)], zmq.NOBLOCK)
         except zmq.ZMQError:
             pass
+
+
+def _replay_progress(shards: list[Child]) -> float:
+    """The node's replay progress in [0, 1]: a ready shard counts as done."""
+    done = sum(1.0 if c.state == "ready" else c.progress for c in shards)
+    return done / max(1, len(shards))

@@ -361,6 +361,53 @@ def test_errors_are_enveloped_and_bugs_are_500():
     assert status == 413 and body["error"]["code"] == "payload_too_large"
 
 
+class ParkingEngine(FakeEngine):
+    """A shard that parks every diff with a wait and never wakes it; reads without a wait
+    get `page`. `parked` is set once a diff parks, `cancelled` once its call is cancelled."""
+
+    def __init__(self, page):
+        super().__init__(lambda msg: page)
+        self.parked, self.cancelled = asyncio.Event(), False
+
+    async def call(self, topic, msg, wait_ms=0):
+        if not msg.wait_ms:
+            return await super().call(topic, msg, wait_ms)
+        self.sent.append(msg)
+        self.parked.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+
+
+@pytest.mark.timeout(10)
+def test_a_stop_answers_a_parked_long_poll_with_the_page_of_a_wait_that_ended_now():
+    """A diff parked in its shard (wait_ms 20000) is answered as soon as the gateway stops,
+    as if its wait ran out now: the same read without a wait, 200 with that page. A diff
+    that arrives while the gateway stops does not park at all."""
+    page = {"topic": "t", "records": [], "next_from_seq": 3, "head_seq": 3,
+            "earliest_seq": 1, "caught_up": True, "tombstone": None, "lag": 0}
+    body = b'{"from_seq": 3, "wait_ms": 20000}'
+
+    async def scenario():
+        engine = ParkingEngine(page)
+        core = make_core(engine)
+        request = HttpRequest("POST", "/v0/topics/t/diff", "", JSON_CT, body)
+        polling = asyncio.ensure_future(core.handle(request))
+        await asyncio.wait_for(engine.parked.wait(), 5)
+        core.stop()
+        answered = await asyncio.wait_for(polling, 5)
+        late = await asyncio.wait_for(core.handle(request), 5)
+        return engine, answered, late
+    engine, answered, late = asyncio.run(scenario())
+    for response in (answered, late):
+        assert response.status == 200
+        reply = json.loads(response.body)
+        assert (reply["records"], reply["caught_up"], reply["next_from_seq"]) == ([], True, 3)
+    assert [msg.wait_ms for msg in engine.sent] == [20000, 0, 0] and engine.cancelled
+
+
 def test_ready_and_shutting_down():
     status, body, headers = run(make_core(FakeEngine(ready=False)), "GET", "/v0/ready")
     assert status == 503 and body["error"]["detail"] == {"replay_progress": 0.25}

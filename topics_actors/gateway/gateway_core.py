@@ -9,6 +9,7 @@ Content-Type (415) and body (400) -> the shard. Every failure is the error envel
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import logging
@@ -78,11 +79,21 @@ class GatewayCore:
         self.started_ms = started_ms
         self.inflight = InflightLimit(settings.inflight_per_key_max)
         self.stopping = False
+        self._parked: set[asyncio.Future] = set()     # long polls' stop signals
         self._session = new_session()
         self._appends = itertools.count(1)
         self.watch = WatchService(settings, engine)
         self.work = WorkService(self.watch)
         self.requests = requests if requests is not None else RequestStats(None, 0)
+
+    def stop(self) -> None:
+        """Shutdown: new readiness probes and watch streams get 503 shutting_down, watch
+        streams end with their `error` frame, and parked long polls are answered now."""
+        self.stopping = True
+        self.watch.stop()
+        for woken in self._parked:
+            if not woken.done():
+                woken.set_result(None)
 
     async def handle(self, request: HttpRequest) -> HttpResponse | HttpStream:
         t0 = time.perf_counter_ns()
@@ -245,8 +256,29 @@ class GatewayCore:
         msg = Diff(route.topic, rb.field_uint(body, "from_seq"), rb.field_uint(body, "limit"),
                    rb.field_nodes(body), rb.field_bool(body, "include_tags", False),
                    include_meta, wait_ms, rb.field_uint(body, "max_batch_bytes"))
-        reply = await self.engine.call(route.topic, msg, wait_ms)
+        reply = await self._long_poll(route.topic, msg)
         return HttpResponse(200, render_diff(reply, include_meta, _ms(t0)))
+
+    async def _long_poll(self, topic: str, msg: Diff) -> dict:
+        """The shard's reply to a diff that may park. Should the gateway stop meanwhile, the
+        wait ends now: the same read again without waiting, which is the page a client gets
+        when its wait_ms runs out (200, caught up, usually no records), so the gateway
+        drains at once and the client simply polls again (docs/HTTP.md 2)."""
+        if not msg.wait_ms:
+            return await self.engine.call(topic, msg)
+        if not self.stopping:
+            woken = asyncio.get_running_loop().create_future()
+            self._parked.add(woken)
+            parked = asyncio.ensure_future(self.engine.call(topic, msg, msg.wait_ms))
+            try:
+                await asyncio.wait((parked, woken), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                self._parked.discard(woken)
+                if not parked.done():
+                    parked.cancel()       # its late reply is dropped by the client
+            if parked.done():
+                return parked.result()
+        return await self.engine.call(topic, dataclasses.replace(msg, wait_ms=0))
 
     async def _delete_records(self, route, request, key, t0) -> HttpResponse:
         body = rb.json_object(request, empty_ok=True)

@@ -1,8 +1,9 @@
 """One gateway process: the asyncio loop, the granian worker on the inherited socket, the
 link to the supervisor (hello, heartbeats, dying with it) and an orderly stop.
 
-On SIGTERM the gateway stops accepting connections, lets the requests in flight finish
-(for at most `drain_ms`; a parked long-poll is answered when its shard replies) and exits.
+On SIGTERM the gateway stops accepting connections, answers its parked long polls at once
+(the page of a wait that ended now) and ends its watch streams, lets the other requests in
+flight finish (for at most DRAIN_MS; a claim may wait up to CLAIM_WAIT_MS_MAX) and exits.
 """
 
 from __future__ import annotations
@@ -58,8 +59,7 @@ class GatewayServer:
         log.info("event=serving gateway=%d pid=%d", self.index, os.getpid())
         beats = loop.create_task(self._beat(stop))
         await stop.wait()
-        core.stopping = True
-        core.watch.stop()      # watch streams say server_shutting_down and end
+        core.stop()         # watch streams end, parked long polls are answered now
         self._send_beat("stopping")
         worker_signal.set()
         await stopped.wait()
