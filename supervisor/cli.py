@@ -15,7 +15,7 @@ from topics_actors.config import NodeConfig
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from supervisor.node import Supervisor
+    from .node import Supervisor
     config = NodeConfig.from_env()
     overrides = {name: value for name, value in (
         ("data_dir", args.data_dir), ("host", args.host), ("http_port", args.port),

@@ -35,10 +35,10 @@ from topics_actors.protocol.messages import Status
 from topics_actors.shard import byte_quota
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import prepare_layout
-from supervisor.data_lock import DataDirLock
-from supervisor.process_table import Child, ProcessTable, python_module_argv
-from supervisor.restart_policy import RestartPolicy
-from supervisor.service_notify import ServiceNotifier
+from .data_lock import DataDirLock
+from .process_table import Child, ProcessTable, python_module_argv
+from .restart_policy import RestartPolicy
+from .service_notify import ServiceNotifier
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import time
 
 import psutil
 
-from supervisor.restart_policy import RestartPolicy
+from .restart_policy import RestartPolicy
 
 log = logging.getLogger(__name__)
 
