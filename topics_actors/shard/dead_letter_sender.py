@@ -60,6 +60,9 @@ class DeadLetterSender:
 
     def pump(self) -> None:
         """Take the replies that came in, give up on silent requests, send what is due."""
+        if not self.in_flight and not self.moves.pending():
+            self.not_before.clear()   # every shard turn calls this: nothing to do is cheap
+            return
         now = time.monotonic()
         for sock in self.sockets.values():
             self._receive(sock, now)
