@@ -32,7 +32,7 @@ from topics_actors.gateway.inflight_limit import InflightLimit
 from topics_actors.gateway.metrics_report import MetricsInput, render
 from topics_actors.gateway.request_stats import RequestStats
 from topics_actors.gateway.route_table import (
-    PROBE, READ, SESSION, TOKEN_HANDLERS, UNMATCHED, Route, resolve, unknown_route_error,
+    PROBE, SESSION, TOKEN_HANDLERS, UNMATCHED, Route, resolve, unknown_route_error,
 )
 from topics_actors.gateway.topic_listing import list_page
 from topics_actors.gateway.watch_service import WatchService
@@ -305,13 +305,12 @@ class GatewayCore:
     # --- queues (gateway/queue_api.py, gateway/work_service.py) ---------------------------------
 
     async def _work_stream(self, route, request, key, t0) -> HttpStream:
-        check_scope(key, READ)           # the route carries write (spec/api.md 2)
         if self.stopping:
             raise shutting_down()
         return await self.work.open(route.topic, request, key)
 
     async def _claim(self, route, request, key, t0) -> HttpResponse:
-        msg = queue_api.claim_message(route.topic, request, key)
+        msg = queue_api.claim_message(route.topic, request)
         reply = await self.engine.call(route.topic, msg, CLAIM_WAIT_MS_MAX)
         return HttpResponse(200, queue_api.render_claim(reply, _ms(t0)))
 
