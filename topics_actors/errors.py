@@ -40,6 +40,7 @@ class ErrorCode(enum.Enum):
     THROTTLED = (429, "throttled")
     INTERNAL = (500, "internal")
     NOT_READY = (503, "not_ready")
+    NOT_ENOUGH_REPLICAS = (503, "not_enough_replicas")
     SHUTTING_DOWN = (503, "shutting_down")
 
     @property

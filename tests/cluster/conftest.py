@@ -1,0 +1,26 @@
+import uuid
+
+import pytest
+
+from tools.testing.zookeeper_server import ZooKeeperServer
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    """One real ZooKeeper (the Debian package's jars) per test module, stopped after it."""
+    server = ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_connect(zookeeper):
+    """A connect string with a fresh chroot, so tests sharing the server do not meet."""
+    from kazoo.client import KazooClient
+    chroot = f"/t-{uuid.uuid4().hex[:12]}"
+    client = KazooClient(hosts=zookeeper.connect)
+    client.start(timeout=10)
+    client.ensure_path(chroot)
+    client.stop()
+    client.close()
+    return zookeeper.connect + chroot

@@ -1,0 +1,15 @@
+#!/bin/sh
+# The Debian packages the tests and benches run as real peers: ZooKeeper (the cluster
+# tests start it from its jars, on loopback, in temp dirs) and Redis (the benches' side by
+# side peer). Installs only what is missing; needs root or sudo. Nothing is started here.
+set -eu
+missing=""
+[ -f /usr/share/java/zookeeper.jar ] || missing="$missing zookeeper"
+command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+echo "installing Debian packages:$missing" >&2
+# shellcheck disable=SC2086
+$sudo apt-get install -y -q --no-install-recommends $missing >/dev/null \
+  || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q --no-install-recommends $missing >/dev/null; }

@@ -1,0 +1,54 @@
+"""What the controller decides, as pure functions of the facts: which nodes hold a new
+topic, and who leads after nodes leave or return.
+
+Rules (Kafka's, with unclean election off):
+- a new leader comes only from the in-sync replicas that are live and not quarantined
+  (a partial or damaged copy is never promoted);
+- every leader change bumps the leader epoch, including a change to "no leader";
+- with no eligible replica the topic goes offline (leader None) and keeps its last ISR, so
+  the first of those replicas to come back leads again and nothing acked is lost;
+- a dead follower leaves the ISR without an epoch change (the leader keeps serving).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from topics_actors.cluster.replica_state import ReplicaState
+from topics_actors.errors import ErrorCode, TopicsError
+
+
+def place_replicas(live: list[str], factor: int, topic_id: int) -> tuple[str, ...]:
+    """`factor` distinct live nodes, rotated by the topic id so leaders spread evenly."""
+    nodes = sorted(live)
+    if factor > len(nodes):
+        raise TopicsError(f"replication_factor {factor} needs {factor} live nodes, "
+                          f"{len(nodes)} are live", ErrorCode.NOT_ENOUGH_REPLICAS)
+    start = topic_id % len(nodes)
+    return tuple((nodes[start:] + nodes[:start])[:factor])
+
+
+def new_topic(live: list[str], factor: int, topic_id: int,
+              controller_epoch: int) -> ReplicaState:
+    replicas = place_replicas(live, factor, topic_id)
+    return ReplicaState(replicas, replicas, replicas[0], 1, controller_epoch)
+
+
+def reelect(state: ReplicaState, live: set[str], quarantined: set[str],
+            controller_epoch: int) -> ReplicaState | None:
+    """The state after a membership change, None if nothing changes."""
+    if state.leader is not None and state.leader in live:
+        isr = tuple(node for node in state.isr if node in live)
+        if isr == state.isr:
+            return None
+        return dataclasses.replace(state, isr=isr, controller_epoch=controller_epoch)
+    eligible = [node for node in state.replicas
+                if node in state.isr and node in live and node not in quarantined]
+    if not eligible:
+        if state.leader is None:
+            return None                  # still offline: wait for an ISR member
+        return dataclasses.replace(state, leader=None, leader_epoch=state.leader_epoch + 1,
+                                   controller_epoch=controller_epoch)
+    leader = eligible[0]
+    isr = tuple(node for node in state.isr if node in live)
+    return ReplicaState(state.replicas, isr, leader, state.leader_epoch + 1, controller_epoch)

@@ -1,0 +1,113 @@
+"""The cluster's metadata in ZooKeeper, laid out as Kafka laid it out before KRaft:
+
+    /topics/nodes/<node_id>         ephemeral: {"advertise", "http_port", "zmq_port", ...}
+    /topics/controller              ephemeral: {"node", "epoch"}
+    /topics/controller_epoch        the controller generation, bumped by each new controller
+    /topics/state/<topic>           ReplicaState, changed only by versioned compare-and-swap
+
+A node's registration lives exactly as long as its session, so "the node is gone" is a
+fact ZooKeeper decides, not a timeout of ours. A controller's writes are fenced by the
+version of /topics/controller_epoch it saw when it won: once another controller bumps it,
+every write of the old one fails.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, NamedTuple
+
+import orjson
+
+from topics_actors.cluster.replica_state import ReplicaState
+from topics_actors.cluster.znodes import Znodes
+from topics_actors.errors import ErrorCode, TopicsError
+
+log = logging.getLogger(__name__)
+
+ROOT = "/topics"
+NODES = f"{ROOT}/nodes"
+CONTROLLER = f"{ROOT}/controller"
+CONTROLLER_EPOCH = f"{ROOT}/controller_epoch"
+STATES = f"{ROOT}/state"
+
+
+class Versioned(NamedTuple):
+    state: ReplicaState
+    version: int
+
+
+class MetadataStore:
+    def __init__(self, znodes: Znodes, node_id: str):
+        self.znodes = znodes
+        self.node_id = node_id
+        self.controller_epoch = 0          # the generation this node won, 0: not controller
+        self._fence_version = -1           # /topics/controller_epoch's version at the win
+
+    # --- membership ------------------------------------------------------------------------
+
+    def register(self, info: dict) -> None:
+        """Announce this node; refused while another live session holds the same id (two
+        nodes configured with one TOPICS_NODE_ID must not both serve)."""
+        if not self.znodes.create(f"{NODES}/{self.node_id}", orjson.dumps(info), ephemeral=True):
+            raise TopicsError(f"node id {self.node_id!r} is registered by another live node",
+                              ErrorCode.NOT_READY)
+
+    def nodes(self) -> dict[str, dict]:
+        found = {}
+        for name in self.znodes.children(NODES):
+            entry = self.znodes.get(f"{NODES}/{name}")
+            if entry is not None:            # it may have left between the two calls
+                found[name] = orjson.loads(entry[0])
+        return found
+
+    def watch_nodes(self, callback: Callable[[list[str]], None]) -> None:
+        self.znodes.watch_children(NODES, callback)
+
+    # --- the controller --------------------------------------------------------------------
+
+    def campaign(self) -> int:
+        """Become the controller if there is none: the new generation, 0 if another node
+        holds the role."""
+        if self.controller_epoch:
+            return self.controller_epoch
+        self.znodes.create(CONTROLLER_EPOCH, b"0")
+        if not self.znodes.create(CONTROLLER, orjson.dumps({"node": self.node_id}),
+                                  ephemeral=True):
+            return 0
+        while True:         # bump the generation; a racing old controller only delays us
+            raw, version = self.znodes.get(CONTROLLER_EPOCH)
+            if self.znodes.set(CONTROLLER_EPOCH, b"%d" % (int(raw) + 1), version):
+                self.controller_epoch, self._fence_version = int(raw) + 1, version + 1
+                log.info("event=controller_elected node=%s epoch=%d", self.node_id,
+                         self.controller_epoch)
+                return self.controller_epoch
+
+    def controller(self) -> str | None:
+        entry = self.znodes.get(CONTROLLER)
+        return None if entry is None else orjson.loads(entry[0])["node"]
+
+    # --- topic states ----------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        return self.znodes.children(STATES)
+
+    def read(self, topic: str) -> Versioned | None:
+        entry = self.znodes.get(f"{STATES}/{topic}")
+        return None if entry is None else Versioned(ReplicaState.from_bytes(entry[0]),
+                                                    entry[1])
+
+    def create(self, topic: str, state: ReplicaState) -> bool:
+        """False if the topic has a state already."""
+        return self.znodes.create(f"{STATES}/{topic}", state.to_bytes())
+
+    def swap(self, topic: str, state: ReplicaState, version: int, *,
+             as_controller: bool = False) -> bool:
+        """Replace the state read at `version`; False if anyone wrote it since, or (as the
+        controller) if a newer controller exists."""
+        path = f"{STATES}/{topic}"
+        if not as_controller:
+            return self.znodes.set(path, state.to_bytes(), version)
+        if not self.controller_epoch:
+            return False
+        return self.znodes.set_fenced(CONTROLLER_EPOCH, self._fence_version, path,
+                                      state.to_bytes(), version)

@@ -1,0 +1,42 @@
+"""The replication state of one topic, as the controller writes it: who leads, in which
+epoch, which replicas are in sync.
+
+Stored as one JSON object per topic and changed only by a versioned compare-and-swap
+fenced by the controller epoch (cluster/metadata_store.py), so two controllers can never
+both win a leader change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import orjson
+
+from topics_actors.errors import invalid
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaState:
+    replicas: tuple[str, ...]           # every node that holds a copy, preferred leader first
+    isr: tuple[str, ...]                # in-sync replicas (the leader is always one)
+    leader: str | None                  # None: offline, no eligible replica
+    leader_epoch: int                   # bumped by every leader change, never reused
+    controller_epoch: int               # the controller generation that wrote this
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> "ReplicaState":
+        try:
+            fields = orjson.loads(raw)
+            return cls(tuple(fields["replicas"]), tuple(fields["isr"]), fields["leader"],
+                       int(fields["leader_epoch"]), int(fields["controller_epoch"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise invalid(f"unreadable replica state: {exc}") from exc
+
+    def view(self) -> dict:
+        """The `replication` member of GET /v0/topics/:t (the high watermark is the
+        leader's to add)."""
+        return {"leader": self.leader, "leader_epoch": self.leader_epoch,
+                "isr": list(self.isr), "replicas": list(self.replicas)}
