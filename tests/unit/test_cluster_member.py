@@ -1,0 +1,50 @@
+"""The supervisor's cluster member on an in-memory ZooKeeper: the first node becomes the
+controller, a leader's departure moves leadership to an in-sync replica (not to a node that
+reports the topic quarantined), the controller's own departure hands the role on."""
+
+from supervisor.cluster_member import ClusterMember
+from topics_actors.cluster.metadata_store import MetadataStore
+from topics_actors.cluster.replica_state import ReplicaState
+from topics_actors.cluster.znodes import MemoryEnsemble, MemoryZnodes
+
+
+def members(*ids, infos=None):
+    ensemble = MemoryEnsemble()
+    out = {}
+    for node_id in ids:
+        member = ClusterMember(MetadataStore(MemoryZnodes(ensemble), node_id),
+                               (infos or {}).get(node_id, {"advertise": node_id}))
+        member.join()
+        out[node_id] = member
+    return out
+
+
+def test_the_first_to_turn_controls_and_everyone_sees_the_same_view():
+    nodes = members("a", "b", "c")
+    for node_id in ("a", "b", "c"):
+        nodes[node_id].turn()
+    views = [nodes[n].view() for n in "abc"]
+    assert {v["controller"] for v in views} == {"a"}
+    assert all(sorted(v["nodes"]) == ["a", "b", "c"] for v in views)
+    assert nodes["a"].store.controller_epoch == 1 and nodes["b"].store.controller_epoch == 0
+
+
+def test_failover_of_leaders_and_of_the_controller():
+    nodes = members("a", "b", "c", infos={"b": {"quarantined": ["t2"]}})
+    nodes["a"].turn()
+    store = nodes["a"].store
+    store.create("t1", ReplicaState(("a", "b", "c"), ("a", "b", "c"), "a", 1, 1))
+    store.create("t2", ReplicaState(("a", "b", "c"), ("a", "b", "c"), "a", 1, 1))
+    store.create("t3", ReplicaState(("b", "c"), ("b", "c"), "b", 3, 1))
+    nodes["c"].store.znodes.close()                 # c leaves: an ISR shrink only
+    nodes["a"].turn()
+    assert store.read("t1").state.isr == ("a", "b") and store.read("t1").state.leader == "a"
+    nodes["a"].stop()                               # the controller and leader leaves
+    nodes["b"].turn()
+    view = nodes["b"].view()
+    assert view["controller"] == "b" and list(view["nodes"]) == ["b"]
+    assert view["topics"]["t1"] == {"leader": "b", "leader_epoch": 2, "isr": ["b"],
+                                    "replicas": ["a", "b", "c"]}
+    assert view["topics"]["t2"]["leader"] is None   # b holds a quarantined copy of t2
+    assert view["topics"]["t3"]["leader"] == "b" and view["topics"]["t3"]["leader_epoch"] == 3
+    assert nodes["b"].store.controller_epoch == 2
