@@ -21,6 +21,8 @@ import orjson
 import xxhash
 import zmq
 
+from topics_actors.cluster.metadata_store import MetadataStore
+from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
 from topics_actors.config import (
     NodeConfig, NodeWiring, compactor_options, encode_options, gateway_options,
     reclaimer_options, shard_process_options,
@@ -35,6 +37,7 @@ from topics_actors.protocol.messages import Status
 from topics_actors.shard import byte_quota
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import prepare_layout
+from .cluster_member import ClusterMember
 from .data_lock import DataDirLock
 from .process_table import Child, ProcessTable, python_module_argv
 from .restart_policy import RestartPolicy
@@ -109,6 +112,7 @@ class Supervisor:
         self.http_port = 0
         self.http_sock: socket.socket | None = None
         self.wiring: NodeWiring | None = None
+        self.cluster: ClusterMember | None = None    # with TOPICS_ZK only
         self.started_ms = time.time_ns() // 1_000_000
         self.notifier = ServiceNotifier()      # takes NOTIFY_SOCKET out of the environment
 
@@ -200,6 +204,8 @@ class Supervisor:
             log.info("event=listening zmq=tcp://%s:%d http_port=%d shards=%d data_dir=%s "
                      "layout_generation=%d", cfg.host, self.zmq_port, self.http_port,
                      cfg.wal_shards, cfg.data_dir, generation)
+            if cfg.zk and not self._join_cluster():
+                return 2
             if cfg.port_file:
                 write_port_file(cfg.port_file, {"http": self.http_port, "zmq": self.zmq_port})
             if cfg.max_total_bytes:
@@ -217,6 +223,25 @@ class Supervisor:
         finally:
             self._close()
 
+    def _join_cluster(self) -> bool:
+        """Open the node's ZooKeeper session and register; False (logged) if it cannot."""
+        cfg = self.config
+        info = {"advertise": cfg.advertised_host(), "http_port": self.http_port,
+                "zmq_port": self.zmq_port, "quarantined": []}
+        try:
+            znodes = ZooKeeperZnodes(cfg.zk, cfg.zk_session_timeout_ms)
+        except TopicsError as error:
+            log.error("event=start_refused reason=%r", error.message)
+            return False
+        try:
+            self.cluster = ClusterMember(MetadataStore(znodes, cfg.node_id), info).start()
+        except TopicsError as error:
+            znodes.close()
+            log.error("event=start_refused reason=%r", error.message)
+            return False
+        log.info("event=cluster_joined node_id=%s zk=%s", cfg.node_id, cfg.zk)
+        return True
+
     def _install_signal_handlers(self) -> None:
         def stop(signum, _frame):
             if not self.stopping:
@@ -226,6 +251,8 @@ class Supervisor:
         signal.signal(signal.SIGINT, stop)
 
     def _close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
         if self.ctx is not None:
             for sock in self.sockets:
                 sock.close(0)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import typing
 
 import orjson
@@ -34,6 +35,13 @@ def _int_env(env: dict, name: str, default: int | None) -> int | None:
         return int(raw)
     except ValueError:
         raise SystemExit(f"{name} must be an integer, got {raw!r}") from None
+
+
+_NODE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def valid_node_id(node_id: str) -> bool:
+    return _NODE_ID_RE.match(node_id) is not None
 
 
 def default_shards() -> int:
@@ -71,6 +79,10 @@ class NodeConfig:
     gateway_workers: int = 1            # gateway processes sharing the HTTP port (0: none)
     restart_max: int = RESTART_MAX_DEFAULT          # 0: restart a failing child forever
     restart_window_ms: int = RESTART_WINDOW_MS_DEFAULT
+    zk: str | None = None               # ZooKeeper connect string; None: a single node
+    node_id: str | None = None          # this node's stable id in the cluster
+    advertise_host: str | None = None   # how other nodes and clients reach this one
+    zk_session_timeout_ms: int = 6_000
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "NodeConfig":
@@ -91,6 +103,11 @@ class NodeConfig:
                                           cls.heartbeat_timeout_ms),
             stop_grace_ms=_int_env(env, "TOPICS_STOP_GRACE_MS", cls.stop_grace_ms),
             cold_dir=env.get("TOPICS_COLD_DIR") or None,
+            zk=env.get("TOPICS_ZK", "").strip() or None,
+            node_id=env.get("TOPICS_NODE_ID", "").strip() or None,
+            advertise_host=env.get("TOPICS_ADVERTISE_HOST", "").strip() or None,
+            zk_session_timeout_ms=_int_env(env, "TOPICS_ZK_SESSION_TIMEOUT_MS",
+                                           cls.zk_session_timeout_ms),
             **{name: _int_env(env, f"TOPICS_{name.upper()}", getattr(cls, name))
                for name in _STORAGE_INTS},
         )
@@ -119,12 +136,28 @@ class NodeConfig:
         if self.restart_max < 0 or self.restart_window_ms < 1:
             raise SystemExit("TOPICS_RESTART_MAX must not be negative (0 disables) and "
                              "TOPICS_RESTART_WINDOW_MS must be at least 1")
+        self._validate_cluster()
         for name, port in (("TOPICS_PORT", self.http_port), ("TOPICS_ZMQ_PORT", self.zmq_port)):
             if port is not None and not 0 <= port <= 65535:
                 raise SystemExit(f"{name} must be a TCP port (0 = pick a free one)")
         if self.front_port() > 65535:
             raise SystemExit("TOPICS_PORT 65535 leaves no port for the ZeroMQ front (the "
                              "next one); set TOPICS_ZMQ_PORT")
+
+    def _validate_cluster(self) -> None:
+        if not self.zk:
+            return
+        if not self.node_id or not valid_node_id(self.node_id):
+            raise SystemExit("TOPICS_ZK needs TOPICS_NODE_ID: this node's stable id (letters, "
+                             "digits, '.', '_', '-'; at most 64)")
+        if self.advertised_host() in ("0.0.0.0", "::", ""):
+            raise SystemExit("TOPICS_HOST is a wildcard: set TOPICS_ADVERTISE_HOST to the "
+                             "address other nodes and clients use for this node")
+        if not 500 <= self.zk_session_timeout_ms <= 60_000:
+            raise SystemExit("TOPICS_ZK_SESSION_TIMEOUT_MS must be in 500..60000")
+
+    def advertised_host(self) -> str:
+        return self.advertise_host or self.host
 
     def front_port(self) -> int:
         """The ZeroMQ front's port: TOPICS_ZMQ_PORT, else the one after the HTTP port, so

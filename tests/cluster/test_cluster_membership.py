@@ -1,0 +1,65 @@
+"""Nodes started with TOPICS_ZK join a real ZooKeeper: each registers under its node id
+with its advertised address, exactly one is the controller, the controller role moves when
+its node is killed -9 (once ZooKeeper ends that node's session), a second node with a
+taken id and a node that cannot reach ZooKeeper refuse to start with one clear line."""
+
+import pytest
+
+from tools.testing.node_harness import wait_for
+from tools.testing.zookeeper_server import free_port
+from topics_actors.cluster.metadata_store import MetadataStore
+from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+SESSION_MS = "1000"
+
+
+def cluster_env(zk_connect: str, node_id: str) -> dict:
+    return {"TOPICS_ZK": zk_connect, "TOPICS_NODE_ID": node_id,
+            "TOPICS_ZK_SESSION_TIMEOUT_MS": SESSION_MS, "TOPICS_GATEWAY_WORKERS": "1"}
+
+
+@pytest.fixture
+def observer(zk_connect):
+    store = MetadataStore(ZooKeeperZnodes(zk_connect, 2000), "observer")
+    yield store
+    store.znodes.close()
+
+
+def test_three_nodes_register_and_one_controls(make_node, zk_connect, observer):
+    nodes = {nid: make_node(shards=1, env=cluster_env(zk_connect, nid)) for nid in "abc"}
+    registered = wait_for(lambda: observer.nodes() if len(observer.nodes()) == 3 else None,
+                          20, "three registrations")
+    for nid, node in nodes.items():
+        assert registered[nid]["advertise"] == "127.0.0.1"
+        assert registered[nid]["http_port"] == node.http_port
+        assert registered[nid]["zmq_port"] == node.ports["zmq"]
+    first = wait_for(observer.controller, 20, "a controller")
+    nodes[first].kill_group()                     # kill -9 of the controller's whole node
+    successor = wait_for(lambda: (c := observer.controller()) not in (None, first) and c,
+                         30, "another controller")
+    assert successor in set("abc") - {first}
+    assert first not in observer.nodes()
+    raw, _ = observer.znodes.get("/topics/controller_epoch")
+    assert int(raw) == 2
+
+
+def test_a_taken_node_id_or_an_absent_zookeeper_refuses_to_start(make_node, zk_connect):
+    make_node(shards=1, env=cluster_env(zk_connect, "twin"))
+    second = make_node(shards=1, env=cluster_env(zk_connect, "twin"), start=False)
+    with pytest.raises(AssertionError, match="exited with 2"):
+        second.start(timeout_s=30)
+    assert "registered by another live node" in second.log()
+    lonely = make_node(shards=1, env=cluster_env(f"127.0.0.1:{free_port()}", "x"),
+                       start=False)
+    with pytest.raises(AssertionError, match="exited with 2"):
+        lonely.start(timeout_s=60)
+    assert "no ZooKeeper at" in lonely.log()
+
+
+def test_cluster_settings_are_checked(make_node):
+    node = make_node(shards=1, env={"TOPICS_ZK": "127.0.0.1:1"}, start=False)
+    with pytest.raises(AssertionError, match="exited with"):
+        node.start(timeout_s=30)
+    assert "TOPICS_ZK needs TOPICS_NODE_ID" in node.log()
