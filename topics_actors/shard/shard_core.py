@@ -35,6 +35,7 @@ from topics_actors.shard.batch_stager import (
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.long_poll import LongPolls, Park, Waiter
 from topics_actors.shard.claim_windows import ClaimPass
+from topics_actors.shard.commit_window import CommitWindow
 from topics_actors.shard.dead_letter_moves import MoveDone
 from topics_actors.shard.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
@@ -70,6 +71,7 @@ class ShardCore:
         segments = SegmentReader(fs, tiers=Tiers(options.data_dir, options.cold_dir))
         self.reader = RecordReader(self.wal.files, segments)
         self.stager = BatchStager(clock, self.stats)
+        self.window = CommitWindow()           # the group-commit window (shard_server)
         self.quota = ByteQuota(options.quota_file, options.shard, options.max_total_bytes)
         self.polls = LongPolls()
         self.watch = WatchSessions(clock)
@@ -148,7 +150,11 @@ class ShardCore:
     def wants_group_window(self) -> bool:
         """Whether waiting briefly for more writers could share this batch's fsync."""
         batch = self.stager.batch
-        return batch.needs_sync and batch.writes > 1
+        return batch.needs_sync and batch.writes > 1 and not self.window.complete(batch.writes)
+
+    def gathered_enough(self) -> bool:
+        """Whether the writers of the previous synced commit are all back."""
+        return self.window.complete(self.stager.batch.writes)
 
     # --- commit ---------------------------------------------------------------------------
 
@@ -162,6 +168,8 @@ class ShardCore:
             except (OSError, StorageError) as exc:
                 failure = self._fail(batch, exc)
             else:
+                if batch.needs_sync:
+                    self.window.synced(info.fsync_ms, batch.writes)
                 for topic in batch.created:
                     topic.created_at = (self.wal.generation, info.idx, info.offset)
         if failure is None:   # floors rise only once their watermark is durable

@@ -1,7 +1,7 @@
 """The shard's socket shell: a single-threaded loop around ShardCore.
 
 One turn: wait for requests, drain what is queued, widen the batch briefly when fsync-class
-writers are arriving together (0.5 ms quiet slices, at most 10 ms), commit once, send the
+writers are arriving together (the adaptive window of commit_window.py), commit once, send the
 replies coalesced per peer. ZeroMQ's I/O thread keeps queueing requests while the loop sits
 in fdatasync, so the next turn's batch shares the next fsync.
 """
@@ -28,8 +28,6 @@ from topics_actors.supervisor_link import SupervisorLink
 
 log = logging.getLogger(__name__)
 
-GROUP_SLICE_MS = 0.5
-GROUP_WINDOW_MAX_MS = 10.0
 IDLE_POLL_MS = 100
 HWM_MESSAGES = 100_000
 DRAIN_SLICE = 64
@@ -197,9 +195,17 @@ class ShardServer:
                 self.feed.publish(self.core.feed_pending, self.core.registry)
 
     def _group_window(self) -> None:
-        deadline = time.perf_counter() + GROUP_WINDOW_MAX_MS / 1000
-        while time.perf_counter() < deadline:
-            ready = self.poller.poll(GROUP_SLICE_MS)
+        """Gather more fsync-class writers for this commit (shard/commit_window.py): until
+        the previous commit's writers are back, a quiet slice passes, or the window's
+        limit (about one fsync) is reached."""
+        window = self.core.window
+        deadline = time.perf_counter() + window.limit_ms() / 1000
+        quiet_ms = window.quiet_ms()
+        while not self.core.gathered_enough():
+            left_ms = (deadline - time.perf_counter()) * 1000
+            if left_ms <= 0:
+                return
+            ready = self.poller.poll(min(quiet_ms, left_ms))
             if not ready or not self._drain(2 * INBOX_REQUESTS_MAX, ready):
                 return
 
