@@ -28,14 +28,15 @@ from topics_actors.config import (
 from topics_actors.gateway import request_stats
 from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.errors import CannotListen, ProtocolError, TopicsError
-from topics_actors.protocol import decode, encode_error, encode_reply
+from topics_actors.protocol import decode
 from topics_actors.protocol.control import Heartbeat, Hello
 from topics_actors.protocol.envelope import encode_event
-from topics_actors.protocol.messages import Status
 from topics_actors.shard import byte_quota
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import prepare_layout
 from .data_lock import DataDirLock
+from .front_core import FrontCore
+from .front_relay import FrontRelay
 from .process_table import Child, ProcessTable, python_module_argv
 from .restart_policy import RestartPolicy
 from .service_notify import ServiceNotifier
@@ -109,6 +110,7 @@ class Supervisor:
         self.http_port = 0
         self.http_sock: socket.socket | None = None
         self.wiring: NodeWiring | None = None
+        self.relay: FrontRelay | None = None
         self.started_ms = time.time_ns() // 1_000_000
         self.notifier = ServiceNotifier()      # takes NOTIFY_SOCKET out of the environment
 
@@ -135,6 +137,7 @@ class Supervisor:
         front = f"tcp://{cfg.host}:{cfg.front_port()}"
         listening("the ZeroMQ front (TOPICS_ZMQ_PORT)", front, lambda: self.front.bind(front))
         self.zmq_port = int(self.front.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
+        self.relay = FrontRelay(self.ctx, self.front, FrontCore())
         if cfg.gateway_workers:
             self.http_sock = listening("HTTP (TOPICS_PORT)", f"{cfg.host}:{cfg.http_port}",
                                        lambda: listen_http(cfg.host, cfg.http_port))
@@ -209,6 +212,7 @@ class Supervisor:
             self._add_children()
             for child in self.table.children:
                 self.table.spawn(child)
+            self._start_relay()
             self._install_signal_handlers()
             while not self.stopping:
                 self._turn()
@@ -225,7 +229,15 @@ class Supervisor:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
 
+    def _start_relay(self) -> None:
+        """From here on the front socket belongs to the relay's thread (which closes it)."""
+        self.relay.publish_map(self.shard_map())
+        self.sockets.remove(self.front)
+        self.relay.start()
+
     def _close(self) -> None:
+        if self.relay is not None:
+            self.relay.stop()
         if self.ctx is not None:
             for sock in self.sockets:
                 sock.close(0)
@@ -241,6 +253,7 @@ class Supervisor:
     def _turn(self) -> None:
         self._answer(POLL_MS)
         self._supervise()
+        self.relay.publish_map(self.shard_map())
         if not self.stopping:
             self.notifier.report(*self.progress())
 
@@ -263,12 +276,9 @@ class Supervisor:
         self.notifier.keep_alive()         # WATCHDOG=1: this loop still turns
         poller = zmq.Poller()
         poller.register(self.control, zmq.POLLIN)
-        poller.register(self.front, zmq.POLLIN)
         ready = dict(poller.poll(timeout_ms))
         if self.control in ready:
             self._drain(self.control, self._on_control)
-        if self.front in ready:
-            self._drain(self.front, self._on_front)
 
     def _stop_children(self) -> None:
         """Stop in order within one budget, TOPICS_STOP_GRACE_MS (docs/OPERATIONS.md 5): the
@@ -295,6 +305,7 @@ class Supervisor:
         while (time.monotonic() < deadline_s
                and any(c.proc is not None and c.proc.poll() is None for c in children)):
             self._answer(POLL_MS)
+            self.relay.publish_map(self.shard_map())
         self.table.stop_all(0, roles=(role,))
 
     def _drain(self, sock: zmq.Socket, handler) -> None:
@@ -324,19 +335,6 @@ class Supervisor:
             child.progress = msg.replay_progress
             if child.state != "stopping":   # once told to stop, only its exit counts
                 self.table.set_state(child, msg.state, pid=child.pid)
-
-    def _on_front(self, peer: bytes, raw: bytes) -> None:
-        try:
-            corr, msg = decode(raw)
-            if not isinstance(msg, Status):
-                raise ProtocolError(f"the front endpoint answers only status, not {msg.KIND}")
-            reply = encode_reply(corr, self.shard_map())
-        except ProtocolError as error:
-            reply = encode_error(getattr(error, "corr", 0), error)
-        try:
-            self.front.send_multipart([peer, reply], zmq.NOBLOCK)
-        except zmq.ZMQError:
-            pass
 
     def shard_map(self) -> dict:
         shards = [c for c in self.table.children if c.role == "shard"]

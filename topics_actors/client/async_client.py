@@ -19,7 +19,7 @@ from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.retry_budget import (
     CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
 )
-from topics_actors.client.shard_map import DEFAULT_ENDPOINT, ShardMap
+from topics_actors.client.shard_map import DEFAULT_ENDPOINT, FRONT, ShardMap, routing_only
 from topics_actors.client.topic_watch import WATCH_WAIT_MS_DEFAULT, watch_events
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
@@ -28,8 +28,6 @@ from topics_actors.protocol.messages import (
 )
 from topics_actors.limits import CLAIM_WAIT_MS_MAX
 from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
-
-FRONT = -1
 
 
 def _expire(future: asyncio.Future) -> None:
@@ -83,14 +81,15 @@ class _Connection:
 
 
 class AsyncClient:
-    """`endpoint` as for Client; an HTTP URL is resolved here, with a blocking request of at
-    most `request_timeout_ms` (build the client before the loop is busy)."""
+    """`endpoint` and `route` as for Client; an HTTP URL is resolved here, with a blocking
+    request of at most `request_timeout_ms` (build the client before the loop is busy)."""
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, max_in_flight: int = 256,
                  connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
-                 ctx: zmq.asyncio.Context | None = None):
+                 ctx: zmq.asyncio.Context | None = None, route: bool = True):
         self.endpoint = front_endpoint(endpoint, request_timeout_ms)
+        self.route = route
         self.request_timeout_ms = request_timeout_ms
         self.retry_deadline_ms = retry_deadline_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -161,11 +160,11 @@ class AsyncClient:
             try:
                 if self._map is None:
                     await self.status()
-                target = shard if shard is not None else self._map.shard_for(topic)
+                target = self._map.target(self.route, topic, shard)
                 reply = None
-                if self._map.serving(target):
-                    conn = self._conn(target, self._endpoint(target))
-                    reply = await self._call(conn, msg, wait_ms)
+                if target is not None:
+                    reply = await self._call(self._conn(target, self._endpoint(target)), msg,
+                                             wait_ms)
                 if reply is not None:
                     return reply
                 self._map = None
@@ -177,7 +176,7 @@ class AsyncClient:
             await asyncio.sleep(budget.next_delay_s())
 
     def _endpoint(self, shard: int) -> str:
-        return self._map.endpoints[shard]
+        return self.endpoint if shard == FRONT else self._map.endpoints[shard]
 
     async def request(self, topic: str | None, msg, wait_ms: int = 0) -> dict:
         """Send any request kind to the shard owning `topic`; the raw reply (the gateway
@@ -185,6 +184,7 @@ class AsyncClient:
         return await self._request(topic, msg, wait_ms=wait_ms)
 
     async def shard_statuses(self) -> list[dict]:
+        routing_only(self.route, "shard_statuses")
         if self._map is None:
             await self.status()
         return list(await asyncio.gather(*(self._request(None, Status(), shard)
@@ -209,7 +209,7 @@ class AsyncClient:
         if self._map is None:
             await self.status()
         pages = await asyncio.gather(*(self._request(None, msg, shard)
-                                       for shard in range(self._map.shard_count)))
+                                       for shard in self._map.fan_out(self.route)))
         return shapes.merge_pages(list(pages), size)
 
     async def append(self, name: str, records: list[dict], **options) -> dict:
@@ -267,4 +267,6 @@ class NodeClient(AsyncClient):
     on TCP only while the shard map names no ipc endpoint (the shard then parses anyway)."""
 
     def _endpoint(self, shard: int) -> str:
+        if shard == FRONT:
+            return self.endpoint
         return self._map.ipcs[shard] or self._map.endpoints[shard]

@@ -1,4 +1,5 @@
-"""The blocking client: one request in flight, routed straight to the owning shard.
+"""The blocking client: one request in flight, routed straight to the owning shard, or,
+with route=False, sent to the front, which forwards it (one address is all it needs).
 
 Not thread-safe (ZeroMQ sockets are not): use one Client per thread.
 
@@ -21,7 +22,7 @@ from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.retry_budget import (
     CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
 )
-from topics_actors.client.shard_map import DEFAULT_ENDPOINT, ShardMap
+from topics_actors.client.shard_map import DEFAULT_ENDPOINT, FRONT, ShardMap, routing_only
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
 from topics_actors.protocol.messages import (
@@ -33,12 +34,15 @@ from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 
 class Client:
     """`endpoint`: the node's front (tcp://host:port), or its HTTP URL (http://host:port),
-    whose /v0/health names the front (front_discovery; asked once, here)."""
+    whose /v0/health names the front (front_discovery; asked once, here). `route`: send
+    each request to the shard owning its topic (fastest; the client must reach every
+    shard's endpoint), or, when False, to the front, which forwards it."""
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
-                 ctx: zmq.Context | None = None):
+                 ctx: zmq.Context | None = None, route: bool = True):
         self.endpoint = front_endpoint(endpoint, request_timeout_ms)
+        self.route = route
         self.request_timeout_ms = request_timeout_ms
         self.retry_deadline_ms = retry_deadline_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -119,9 +123,11 @@ class Client:
         self._map = ShardMap.from_status(reply)
         return reply
 
-    def _shard_socket(self, shard: int) -> zmq.Socket | None:
-        if self._map is None or not self._map.serving(shard):
+    def _shard_socket(self, shard: int | None) -> zmq.Socket | None:
+        if shard is None:
             return None
+        if shard == FRONT:
+            return self._front
         endpoint = self._map.endpoints[shard]
         current = self._shards.get(shard)
         if current is None or current[0] != endpoint:
@@ -138,8 +144,7 @@ class Client:
             try:
                 if self._map is None:
                     self.status()
-                target = shard if shard is not None else self._map.shard_for(topic)
-                sock = self._shard_socket(target)
+                sock = self._shard_socket(self._map.target(self.route, topic, shard))
                 timeout_ms = self.request_timeout_ms + wait_ms
                 reply = None if sock is None else self._call(sock, msg, timeout_ms)
                 if reply is not None:
@@ -155,12 +160,14 @@ class Client:
     def _all_shards(self, msg) -> list[dict]:
         if self._map is None:
             self.status()
-        return [self._request(None, msg, shard) for shard in range(self._map.shard_count)]
+        return [self._request(None, msg, shard) for shard in self._map.fan_out(self.route)]
+
 
     # --- the API ----------------------------------------------------------------------------
 
     def call_shard(self, shard: int, msg) -> dict:
         """Send any request kind to one shard (node processes: checkpoints, absorbed)."""
+        routing_only(self.route, "call_shard")
         if self._map is None:
             self.status()
         return self._request(None, msg, shard)
@@ -168,6 +175,7 @@ class Client:
     def shard_statuses(self) -> list[dict]:
         """Each shard's own status: readiness, topic count and `statistics` (batches, syncs,
         records, requests, throttled, failed_batches)."""
+        routing_only(self.route, "shard_statuses")
         return self._all_shards(Status())
 
     def put_topic(self, name: str, **config) -> dict:
@@ -219,8 +227,9 @@ class Client:
         It runs an AsyncClient on a private event loop, so it must not be called from a
         running event loop (use AsyncClient.watch there); close it (or leave the loop) to
         stop."""
-        return blocking_watch(self.endpoint, self.request_timeout_ms, self.retry_deadline_ms,
-                              topics, options)
+        return blocking_watch(self.endpoint, {"request_timeout_ms": self.request_timeout_ms,
+                                              "retry_deadline_ms": self.retry_deadline_ms,
+                                              "route": self.route}, topics, options)
 
     # --- queues (spec/api.md 8) -----------------------------------------------------------
     # A retried claim (its reply lost) may lease more jobs; the first ones come back when
