@@ -26,12 +26,14 @@ SHARD_HWM_MESSAGES = 10_000
 
 class FrontRelay:
     def __init__(self, ctx: zmq.Context, front: zmq.Socket, core: FrontCore,
-                 identity_of=None):
-        """`front`: the bound ROUTER, used only by the relay's thread from start() on.
+                 identity_of=None, local: zmq.Socket | None = None):
+        """`front`: the bound TCP ROUTER, and `local` the ipc one of the node's processes
+        (whose requests are not checked), used only by the relay's thread from start() on.
         `identity_of(frame)`: the peer's authenticated identity from a request's last frame
-        (CURVE), or None."""
+        (CURVE), or None. A peer is tagged with its socket (b"t", b"i") in the core."""
         self.ctx = ctx
         self.front = front
+        self.fronts = {b"t": front, **({b"i": local} if local is not None else {})}
         self.core = core
         self.identity_of = identity_of
         self.dealers: dict[int, tuple[str, zmq.Socket]] = {}
@@ -39,7 +41,8 @@ class FrontRelay:
         self._map = None
         self._seen_map = None
         self._poller = zmq.Poller()
-        self._poller.register(front, zmq.POLLIN)
+        for sock in self.fronts.values():
+            self._poller.register(sock, zmq.POLLIN)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="front-relay", daemon=True)
 
@@ -66,7 +69,8 @@ class FrontRelay:
         finally:
             for _, sock in self.dealers.values():
                 sock.close(0)
-            self.front.close(0)
+            for sock in self.fronts.values():
+                sock.close(0)
 
     def _turn(self) -> None:
         ready = dict(self._poller.poll(self._timeout_ms()))
@@ -76,8 +80,9 @@ class FrontRelay:
             self._seen_map = self._map
             self._apply(self.core.update_map(self._seen_map))
             self._connect()
-        if self.front in ready:
-            self._take_requests()
+        for tag, sock in self.fronts.items():
+            if sock in ready:
+                self._take_requests(tag, sock)
         for _, sock in self.dealers.values():
             if sock in ready:
                 self._take_replies(sock)
@@ -106,19 +111,24 @@ class FrontRelay:
             sock.connect(endpoint)
             self.dealers[shard] = (endpoint, sock)
         self._poller = zmq.Poller()
-        self._poller.register(self.front, zmq.POLLIN)
-        for _, sock in self.dealers.values():
+        for sock in [*self.fronts.values(), *(s for _, s in self.dealers.values())]:
             self._poller.register(sock, zmq.POLLIN)
 
-    def _take_requests(self) -> None:
+    def _take_requests(self, tag: bytes, sock: zmq.Socket) -> None:
+        trusted = tag == b"i"
+        checked = self.identity_of is not None and not trusted
         for _ in range(DRAIN_MAX):
-            try:
-                frames = self.front.recv_multipart(zmq.NOBLOCK, copy=False)
+            try:   # frames as objects only where their User-Id is needed: bytes are cheaper
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=not checked)
             except zmq.Again:
                 return
-            identity = self.identity_of(frames[-1]) if self.identity_of else None
-            self._apply(self.core.request(frames[0].bytes, frames[-1].bytes,
-                                          time.monotonic_ns(), identity))
+            if checked:
+                identity, peer, raw = (self.identity_of(frames[-1]), frames[0].bytes,
+                                       frames[-1].bytes)
+            else:
+                identity, peer, raw = None, frames[0], frames[-1]
+            self._apply(self.core.request(tag + peer, raw, time.monotonic_ns(), identity,
+                                          trusted))
 
     def _take_replies(self, sock: zmq.Socket) -> None:
         for _ in range(DRAIN_MAX):
@@ -140,6 +150,6 @@ class FrontRelay:
                 self._apply(self.core.unsent(raw))
         for peer, raw in effects.replies:
             try:
-                self.front.send_multipart([peer, raw], zmq.NOBLOCK)
+                self.fronts[peer[:1]].send_multipart([peer[1:], raw], zmq.NOBLOCK)
             except zmq.ZMQError:  # the client is gone or not reading: it will retry
                 self.dropped_replies += 1

@@ -15,6 +15,7 @@ import zmq
 import zmq.asyncio
 
 from topics_actors.client import request_shapes as shapes
+from topics_actors.client.curve_credentials import CurveCredentials, HandshakeWatch
 from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.retry_budget import (
     CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
@@ -51,11 +52,15 @@ async def _send(sock: zmq.asyncio.Socket, raw: bytes, timeout_ms: int) -> bool:
 
 
 class _Connection:
-    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, max_in_flight: int):
+    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, max_in_flight: int,
+                 curve: CurveCredentials | None = None, watch: bool = False):
         self.endpoint = endpoint
         self.sock = ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.IMMEDIATE, 1)
+        if curve is not None:
+            curve.apply(self.sock, endpoint)
+        self.watch = HandshakeWatch(self.sock) if watch else None
         self.sock.connect(endpoint)
         self.pending: dict[int, asyncio.Future] = {}
         self.window = asyncio.Semaphore(max_in_flight)
@@ -77,6 +82,8 @@ class _Connection:
 
     def close(self) -> None:
         self.reader.cancel()
+        if self.watch is not None:
+            self.watch.close()
         self.sock.close(0)
 
 
@@ -87,9 +94,11 @@ class AsyncClient:
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, max_in_flight: int = 256,
                  connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
-                 ctx: zmq.asyncio.Context | None = None, route: bool = True):
+                 ctx: zmq.asyncio.Context | None = None, route: bool = True,
+                 curve_server_key=None, curve_public_key=None, curve_secret_key=None):
         self.endpoint = front_endpoint(endpoint, request_timeout_ms)
         self.route = route
+        self._curve = CurveCredentials.of(curve_server_key, curve_public_key, curve_secret_key)
         self.request_timeout_ms = request_timeout_ms
         self.retry_deadline_ms = retry_deadline_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -118,7 +127,8 @@ class AsyncClient:
         if conn is None or conn.endpoint != endpoint:
             if conn is not None:
                 conn.close()
-            conn = self._conns[key] = _Connection(self._ctx, endpoint, self.max_in_flight)
+            conn = self._conns[key] = _Connection(self._ctx, endpoint, self.max_in_flight,
+                                                  self._curve, watch=key == FRONT)
         return conn
 
     async def _call(self, conn: _Connection, msg, wait_ms: int = 0,
@@ -143,9 +153,13 @@ class AsyncClient:
 
     async def status(self) -> dict:
         first, t0 = not self._reached, time.monotonic()
-        reply = await self._call(self._conn(FRONT, self.endpoint), Status(),
+        front = self._conn(FRONT, self.endpoint)
+        reply = await self._call(front, Status(),
                                  connect_ms=self.connect_timeout_ms if first else None)
         if reply is None:
+            refusal = front.watch.refusal(self.endpoint)
+            if refusal is not None:
+                raise refusal
             if first:
                 raise no_node(self.endpoint, round((time.monotonic() - t0) * 1000))
             raise unavailable(f"the node at {self.endpoint}")
@@ -267,6 +281,4 @@ class NodeClient(AsyncClient):
     on TCP only while the shard map names no ipc endpoint (the shard then parses anyway)."""
 
     def _endpoint(self, shard: int) -> str:
-        if shard == FRONT:
-            return self.endpoint
-        return self._map.ipcs[shard] or self._map.endpoints[shard]
+        return self.endpoint if shard == FRONT else self._map.endpoint(shard, local=True)

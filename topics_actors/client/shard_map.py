@@ -33,6 +33,11 @@ class ShardMap:
     def serving(self, shard: int) -> bool:
         return self.states[shard] == "ready" and bool(self.endpoints[shard])
 
+    def endpoint(self, shard: int, local: bool) -> str:
+        """The shard's endpoint: its ipc one for a process of the node (`local`) while the
+        map names one, else TCP."""
+        return (self.ipcs[shard] if local else "") or self.endpoints[shard]
+
     def target(self, route: bool, topic: str | None, shard: int | None) -> int | None:
         """Where a request goes: FRONT when the client does not route (the front forwards
         it), else the owning (or the given) shard; None while that shard is not serving."""

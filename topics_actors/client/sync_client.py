@@ -18,6 +18,7 @@ import zmq
 
 from topics_actors.client import request_shapes as shapes
 from topics_actors.client.blocking_watch import blocking_watch
+from topics_actors.client.curve_credentials import CurveCredentials, HandshakeWatch
 from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.retry_budget import (
     CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
@@ -36,19 +37,29 @@ class Client:
     """`endpoint`: the node's front (tcp://host:port), or its HTTP URL (http://host:port),
     whose /v0/health names the front (front_discovery; asked once, here). `route`: send
     each request to the shard owning its topic (fastest; the client must reach every
-    shard's endpoint), or, when False, to the front, which forwards it."""
+    shard's endpoint), or, when False, to the front, which forwards it. `curve_server_key`
+    (Z85, or a file holding it), `curve_public_key`, `curve_secret_key`: for a node that
+    requires CURVE client keys (curve_credentials)."""
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
-                 ctx: zmq.Context | None = None, route: bool = True):
+                 ctx: zmq.Context | None = None, route: bool = True,
+                 node_local: bool = False, curve_server_key=None, curve_public_key=None,
+                 curve_secret_key=None):
         self.endpoint = front_endpoint(endpoint, request_timeout_ms)
         self.route = route
+        self.node_local = node_local       # a process of the node: shards' ipc sockets
         self.request_timeout_ms = request_timeout_ms
         self.retry_deadline_ms = retry_deadline_ms
         self.connect_timeout_ms = connect_timeout_ms
         self._reached = False          # whether the node ever answered this client
         self._ctx = ctx or zmq.Context.instance()
+        self._curve_keys = {"curve_server_key": curve_server_key,
+                            "curve_public_key": curve_public_key,
+                            "curve_secret_key": curve_secret_key}
+        self._curve = CurveCredentials.of(curve_server_key, curve_public_key, curve_secret_key)
         self._front = self._dealer(self.endpoint)
+        self._watch = HandshakeWatch(self._front)
         self._shards: dict[int, tuple[str, zmq.Socket]] = {}
         self._map: ShardMap | None = None
         self._corr = itertools.count(1)
@@ -59,6 +70,8 @@ class Client:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)   # never queue for a peer that is not connected
+        if self._curve is not None:
+            self._curve.apply(sock, endpoint)
         sock.connect(endpoint)
         return sock
 
@@ -66,6 +79,7 @@ class Client:
         for _, sock in self._shards.values():
             sock.close(0)
         self._shards.clear()
+        self._watch.close()
         self._front.close(0)
 
     def __enter__(self) -> "Client":
@@ -116,6 +130,9 @@ class Client:
         reply = self._call(self._front, Status(), self.request_timeout_ms,
                            self.connect_timeout_ms if first else None)
         if reply is None:
+            refusal = self._watch.refusal(self.endpoint)
+            if refusal is not None:
+                raise refusal
             if first:
                 raise no_node(self.endpoint, round((time.monotonic() - t0) * 1000))
             raise unavailable(f"the node at {self.endpoint}")
@@ -128,7 +145,7 @@ class Client:
             return None
         if shard == FRONT:
             return self._front
-        endpoint = self._map.endpoints[shard]
+        endpoint = self._map.endpoint(shard, self.node_local)
         current = self._shards.get(shard)
         if current is None or current[0] != endpoint:
             if current is not None:
@@ -229,7 +246,8 @@ class Client:
         stop."""
         return blocking_watch(self.endpoint, {"request_timeout_ms": self.request_timeout_ms,
                                               "retry_deadline_ms": self.retry_deadline_ms,
-                                              "route": self.route}, topics, options)
+                                              "route": self.route, **self._curve_keys},
+                              topics, options)
 
     # --- queues (spec/api.md 8) -----------------------------------------------------------
     # A retried claim (its reply lost) may lease more jobs; the first ones come back when
