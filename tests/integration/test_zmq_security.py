@@ -119,3 +119,21 @@ def test_a_public_bind_without_client_keys_is_refused(tmp_path):
     refused = [line for line in done.stderr.splitlines() if "event=start_refused" in line]
     assert len(refused) == 1 and "TOPICS_ZMQ_CLIENT_KEYS" in refused[0], done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_async_client_with_keys(secured):
+    import asyncio
+    from topics_actors.client import AsyncClient
+
+    async def run():
+        options = creds(secured.data_dir, READER)
+        async with AsyncClient(secured.endpoint, request_timeout_ms=2_000, **options) as c:
+            assert (await c.status())["node_ready"] is True
+            with pytest.raises(TopicsError) as err:
+                await c.append("async-w", [{"data": 1}])
+            assert err.value.code.wire == "forbidden"
+        async with AsyncClient(secured.endpoint, request_timeout_ms=2_000) as c:
+            with pytest.raises(TopicsError) as err:
+                await c.status()
+            assert err.value.code.wire == "unauthorized"
+    asyncio.run(run())

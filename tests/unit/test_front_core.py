@@ -202,3 +202,15 @@ def test_default_timeout_stays_below_the_library_request_timeout():
     import inspect
     default = inspect.signature(Client).parameters["request_timeout_ms"].default
     assert FORWARD_TIMEOUT_MS < default
+
+
+def test_a_refused_request_is_answered_and_not_forwarded_unless_trusted():
+    def authorize(identity, msg):
+        if identity != "good":
+            raise TopicsError("no", ErrorCode.FORBIDDEN)
+    front = FrontCore(authorize=authorize)
+    front.update_map(shard_map())
+    effects = front.request(b"p", encode(GetTopic("t"), 3), 0, identity="bad")
+    assert effects.sends == [] and reply_of(effects.replies[0][1]) == (3, "forbidden")
+    assert front.request(b"p", encode(GetTopic("t"), 4), 0, identity="good").sends
+    assert front.request(b"p", encode(GetTopic("t"), 5), 0, trusted=True).sends
