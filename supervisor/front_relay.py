@@ -53,6 +53,9 @@ class FrontRelay:
     def start(self) -> None:
         self._thread.start()
 
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def stop(self, timeout_s: float = 2.0) -> None:
         self._stop.set()
         if self._thread.is_alive():

@@ -286,6 +286,10 @@ class Supervisor:
         self._answer(POLL_MS)
         self._supervise()
         self.relay.publish_map(self.shard_map())
+        if not self.relay.alive():     # a bug in the relay (logged there): no front, no node
+            log.error("event=front_relay_gone action=stopping_node")
+            self.exit_code = 1
+            self.stopping = True
         if not self.stopping:
             self.notifier.report(*self.progress())
 

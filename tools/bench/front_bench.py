@@ -7,8 +7,9 @@ Run it from the repository's root: the node is this tree's code (tools/testing's
 
 One AsyncClient per mode keeps `--window` single-record appends in flight on `memory`
 topics (no fsync, so the extra hop is what shows). Each run measures both modes, in
-alternating order; the report gives each mode's median appends/s with min-max and the
-median of the per-run ratios forwarded / routed.
+alternating order; the report gives each mode's median appends/s with min-max, the
+median of the per-run ratios forwarded / routed, and the supervisor's CPU time per append
+in each mode (the relay thread's cost, as the process's user + system time).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import shutil
 import sys
 import tempfile
 import time
+
+import psutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(os.path.dirname(HERE))]   # siblings, the repository
@@ -41,39 +44,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-async def measure(endpoint: str, route: bool, seconds: float, window: int) -> float:
-    """Appends per second with `window` in flight for `seconds` (after a short warm-up)."""
+async def measure(endpoint: str, route: bool, seconds: float,
+                  window: int) -> tuple[float, int]:
+    """(appends per second with `window` in flight for `seconds` after a short warm-up,
+    every append made, warm-up included)."""
     async with AsyncClient(endpoint, route=route, max_in_flight=window) as client:
         names = [f"bench-{i}" for i in range(TOPICS)]
         for name in names:
             await client.put_topic(name, durability="memory")
-        done = 0
+        done = total = 0
         warm_end = time.monotonic() + 0.3
         end = warm_end + seconds
 
         async def producer(index: int) -> None:
-            nonlocal done
+            nonlocal done, total
             name = names[index % TOPICS]
             while time.monotonic() < end:
                 await client.append(name, [{"data": index}], return_seqs=False)
+                total += 1
                 if time.monotonic() >= warm_end:
                     done += 1
         await asyncio.gather(*(producer(i) for i in range(window)))
-        return done / seconds
+        return done / seconds, total
+
+
+def cpu_s(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     routed, forwarded = [], []
+    cpu_us = {True: [], False: []}     # supervisor CPU per append, by mode
     base = tempfile.mkdtemp(prefix="topics-front-bench-")
     try:
         with Node(os.path.join(base, "data"), args.shards,
                   log_path=os.path.join(base, "node.log")) as node:
+            supervisor = psutil.Process(node.proc.pid)
             for run in range(args.runs):
                 order = (True, False) if run % 2 == 0 else (False, True)
                 for route in order:
-                    rate = asyncio.run(measure(node.endpoint, route, args.seconds,
-                                               args.window))
+                    before = cpu_s(supervisor)
+                    rate, total = asyncio.run(measure(node.endpoint, route, args.seconds,
+                                                      args.window))
+                    cpu_us[route].append((cpu_s(supervisor) - before) / total * 1e6)
                     (routed if route else forwarded).append(rate)
                     print(f"run {run + 1} {'routed' if route else 'forwarded'}: "
                           f"{fmt_rate(rate)} appends/s", flush=True)
@@ -85,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| forwarded by the front | {fmt_spread(spread(forwarded))} |")
     print(f"\nforwarded / routed, median of per-run ratios: {ratios['median']:.2f} "
           f"(min {ratios['min']:.2f}, max {ratios['max']:.2f})")
+    for route, label in ((False, "forwarded"), (True, "routed")):
+        print(f"supervisor CPU per append, {label}: "
+              f"{spread(cpu_us[route])['median']:.1f} µs (median)")
     return 0
 
 
