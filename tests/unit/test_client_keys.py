@@ -78,8 +78,9 @@ def test_claim_needs_read_and_write_and_status_needs_nothing():
 
 
 def test_every_client_kind_has_its_scopes_written_down():
+    import topics_actors.protocol.control  # noqa: F401  (registers hello and heartbeat)
     internal = {"checkpoint", "absorbed", "retain", "watch_create", "watch_open",
-                "watch_cursor", "stream_lease"}
+                "watch_cursor", "stream_lease", "hello", "heartbeat"}
     assert set(registered_kinds()) - internal == set(KIND_SCOPES)
 
 
