@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 
 import pytest
 import zmq
@@ -27,7 +26,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def node(make_node):
-    return make_node(shards=2)
+    return make_node(shards=2, env={"TOPICS_WAL_FILE_BYTES": str(1 << 20)})
 
 
 class Dealer:
@@ -130,12 +129,10 @@ def test_a_shard_killed_mid_forward_is_an_error_then_a_retry_gets_through(node):
         dealer.send(Diff(name, from_seq=1, wait_ms=25_000), 5)   # parked at the shard
         wait_for(lambda: routing.shard_statuses()[1]["long_polls"] == 1, 10,
                  "the forwarded long poll parked at the shard")
-        t0 = time.monotonic()
         os.kill(node.shard_pid(1), signal.SIGKILL)
-        with pytest.raises(TopicsError) as err:
+        with pytest.raises(TopicsError) as err:   # an answer well before the poll's 25 s
             dealer.reply(timeout_ms=10_000)
         assert err.value.code.wire == "not_ready" and err.value.detail["shard"] == 1
-        assert time.monotonic() - t0 < 5    # well before the 25 s long poll would end
     finally:
         dealer.close()
     assert c.append(name, [{"data": 2}])["seqs"] == [2]   # retried until the shard is back

@@ -12,7 +12,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 
 import pytest
 import zmq
@@ -20,13 +19,15 @@ import zmq
 from topics_actors.client import Client, TopicsError
 
 pytestmark = pytest.mark.timeout(120)
+LONG_MS = 600_000      # a wait no test here may sit out
 
 FULL, READER, PREFIXED, STRANGER = (zmq.curve_keypair() for _ in range(4))
 
 
 def keys_env() -> dict:
     return {"TOPICS_ZMQ_CLIENT_KEYS": f"{FULL[0].decode()}, {READER[0].decode()}:read, "
-                                      f"{PREFIXED[0].decode()}::team-a.|team-b."}
+                                      f"{PREFIXED[0].decode()}::team-a.|team-b.",
+            "TOPICS_WAL_FILE_BYTES": str(1 << 20)}      # small files: tests share a disk
 
 
 def creds(data_dir: str, pair) -> dict:
@@ -54,14 +55,15 @@ def test_a_listed_key_works_routed_and_forwarded(secured, route):
 
 @pytest.mark.parametrize("pair", [STRANGER, None])
 def test_an_unknown_key_or_none_is_refused_at_once(secured, pair):
+    # Timeouts far beyond the test's: `unauthorized` can then only come from the failed
+    # handshake itself (a timeout would be `not_ready`, "no node at ...").
     options = creds(secured.data_dir, pair) if pair else {}
-    t0 = time.monotonic()
     with pytest.raises(TopicsError) as err, \
-            Client(secured.endpoint, request_timeout_ms=2_000, **options) as stranger:
+            Client(secured.endpoint, request_timeout_ms=LONG_MS, connect_timeout_ms=LONG_MS,
+                   **options) as stranger:
         stranger.status()
     assert err.value.code.wire == "unauthorized", err.value
     assert secured.endpoint in err.value.message
-    assert time.monotonic() - t0 < 10
 
 
 @pytest.mark.parametrize("route", [True, False])
@@ -132,7 +134,8 @@ def test_the_async_client_with_keys(secured):
             with pytest.raises(TopicsError) as err:
                 await c.append("async-w", [{"data": 1}])
             assert err.value.code.wire == "forbidden"
-        async with AsyncClient(secured.endpoint, request_timeout_ms=2_000) as c:
+        async with AsyncClient(secured.endpoint, request_timeout_ms=LONG_MS,
+                               connect_timeout_ms=LONG_MS) as c:
             with pytest.raises(TopicsError) as err:
                 await c.status()
             assert err.value.code.wire == "unauthorized"

@@ -15,7 +15,9 @@ import zmq
 import zmq.asyncio
 
 from topics_actors.client import request_shapes as shapes
-from topics_actors.client.curve_credentials import CurveCredentials, HandshakeWatch
+from topics_actors.client.curve_credentials import (
+    CurveCredentials, HandshakeWatch, wait_slices,
+)
 from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.retry_budget import (
     CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
@@ -36,13 +38,27 @@ def _expire(future: asyncio.Future) -> None:
         future.set_result(None)
 
 
-async def _send(sock: zmq.asyncio.Socket, raw: bytes, timeout_ms: int) -> bool:
+async def _connected(sock: zmq.asyncio.Socket, timeout_ms: int,
+                     watch: HandshakeWatch | None) -> bool:
+    """Wait until `sock` can send; with a watch, give up as soon as a handshake fails."""
+    if watch is None:
+        return bool(await sock.poll(timeout_ms, zmq.POLLOUT))
+    for slice_ms in wait_slices(timeout_ms):
+        if await sock.poll(slice_ms, zmq.POLLOUT):
+            return True
+        if watch.failed():
+            return False
+    return False
+
+
+async def _send(sock: zmq.asyncio.Socket, raw: bytes, timeout_ms: int,
+                watch: HandshakeWatch | None = None) -> bool:
     """Send without queueing for an absent peer; with IMMEDIATE, writable means connected."""
     try:
         await sock.send(raw, flags=zmq.NOBLOCK)
         return True
     except zmq.Again:
-        if not await sock.poll(timeout_ms, zmq.POLLOUT):
+        if not await _connected(sock, timeout_ms, watch):
             return False
     try:
         await sock.send(raw, flags=zmq.NOBLOCK)
@@ -144,7 +160,7 @@ class AsyncClient:
             try:
                 if not await _send(conn.sock, encode(msg, corr),
                                    min(self.request_timeout_ms,
-                                       connect_ms or self.request_timeout_ms)):
+                                       connect_ms or self.request_timeout_ms), conn.watch):
                     return None
                 return await future
             finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import time
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -20,6 +21,7 @@ from zmq.utils.monitor import recv_monitor_message
 from topics_actors.errors import ErrorCode, TopicsError, invalid
 
 KEY_CHARS = 40
+WATCH_SLICE_MS = 50            # how often a wait for a connection looks at the watch
 _WATCHES = itertools.count()
 _FAILED = {
     zmq.EVENT_HANDSHAKE_FAILED_AUTH: "refused this client's key (not in its "
@@ -70,6 +72,14 @@ class CurveCredentials:
             sock.curve_secretkey = self.secret
 
 
+def wait_slices(timeout_ms: float):
+    """The pieces, WATCH_SLICE_MS at most, of a wait of `timeout_ms` that looks at a watch
+    between them (both clients' waits for a connection to the front)."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while (left_ms := (deadline - time.monotonic()) * 1000) > 0:
+        yield min(left_ms, WATCH_SLICE_MS)
+
+
 class HandshakeWatch:
     """The handshake failures of one socket (a ZeroMQ monitor, read without blocking)."""
 
@@ -80,18 +90,23 @@ class HandshakeWatch:
         self.pair = zmq.Context.shadow(sock.context.underlying).socket(zmq.PAIR)
         self.pair.setsockopt(zmq.LINGER, 0)
         self.pair.connect(address)
+        self.reason: str | None = None
 
-    def refusal(self, endpoint: str) -> TopicsError | None:
-        """`unauthorized` if a handshake with `endpoint` failed since the last call."""
-        reason = None
+    def failed(self) -> bool:
+        """Whether a handshake failed since the last refusal() (reads without blocking)."""
         while self.pair is not None:
             try:
                 event = recv_monitor_message(self.pair, zmq.NOBLOCK)["event"]
             except zmq.ZMQError:      # Again: nothing (more) heard
                 break
-            reason = _FAILED.get(event, reason)
-        if reason is None:
+            self.reason = _FAILED.get(event, self.reason)
+        return self.reason is not None
+
+    def refusal(self, endpoint: str) -> TopicsError | None:
+        """`unauthorized` if a handshake with `endpoint` failed since the last call."""
+        if not self.failed():
             return None
+        reason, self.reason = self.reason, None
         return TopicsError(f"the node at {endpoint} {reason}", ErrorCode.UNAUTHORIZED,
                            {"endpoint": endpoint})
 

@@ -18,7 +18,9 @@ import zmq
 
 from topics_actors.client import request_shapes as shapes
 from topics_actors.client.blocking_watch import blocking_watch
-from topics_actors.client.curve_credentials import CurveCredentials, HandshakeWatch
+from topics_actors.client.curve_credentials import (
+    CurveCredentials, HandshakeWatch, wait_slices,
+)
 from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.retry_budget import (
     CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
@@ -100,7 +102,7 @@ class Client:
         try:
             sock.send(raw, zmq.NOBLOCK)
         except zmq.Again:   # with IMMEDIATE, writable means connected: wait for that
-            if not sock.poll(min(timeout_ms, connect_ms or timeout_ms), zmq.POLLOUT):
+            if not self._connected(sock, min(timeout_ms, connect_ms or timeout_ms)):
                 return None
             try:
                 sock.send(raw, zmq.NOBLOCK)
@@ -123,6 +125,18 @@ class Client:
                 if got == corr:
                     return body
         return None
+
+    def _connected(self, sock: zmq.Socket, timeout_ms: int) -> bool:
+        """Wait until `sock` can send (with IMMEDIATE: is connected); on the front, give up
+        as soon as a handshake fails, which waiting would not mend."""
+        if sock is not self._front:
+            return bool(sock.poll(timeout_ms, zmq.POLLOUT))
+        for slice_ms in wait_slices(timeout_ms):
+            if sock.poll(slice_ms, zmq.POLLOUT):
+                return True
+            if self._watch.failed():
+                return False
+        return False
 
     def status(self) -> dict:
         """The node's shard map and readiness, from the front endpoint."""
