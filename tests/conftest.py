@@ -11,9 +11,10 @@ def make_node(tmp_path):
     nodes = []
 
     def make(shards: int = 2, data_dir: str | None = None, env: dict | None = None,
-             start: bool = True) -> Node:
+             start: bool = True, client_options: dict | None = None) -> Node:
         node = Node(data_dir or str(tmp_path / f"data{len(nodes)}"), shards, env,
-                    log_path=str(tmp_path / f"node{len(nodes)}.log"))
+                    log_path=str(tmp_path / f"node{len(nodes)}.log"),
+                    client_options=client_options)
         nodes.append(node)
         return node.start() if start else node
     yield make

@@ -64,7 +64,7 @@ def serve_through_front(front: str, ctx: zmq.Context, link: SupervisorLink | Non
     if link:
         link.hello("", "")
     client = Client(front, request_timeout_ms=FRONT_TIMEOUT_MS,
-                    retry_deadline_ms=FRONT_TIMEOUT_MS, ctx=ctx)
+                    retry_deadline_ms=FRONT_TIMEOUT_MS, ctx=ctx, node_local=True)
     try:
         server = make_server(client, link)
         stop_on_signals(server)

@@ -6,6 +6,7 @@ import os
 import signal
 
 import pytest
+import zmq
 
 from tests.support import wait_for
 
@@ -55,11 +56,19 @@ def test_ready_is_503_while_a_shard_replays(make_node, data_dir):
     assert node.http("GET", "/v0/topics/replayed").json()["head_seq"] == 20
 
 
-def test_a_wildcard_bind_needs_keys_or_the_opt_out(make_node):
+def test_a_wildcard_bind_needs_keys_or_the_opt_out(make_node, tmp_path):
     env = {"TOPICS_HOST": "0.0.0.0", "TOPICS_ALLOW_INSECURE_NO_AUTH": ""}
     with pytest.raises(AssertionError, match="exited with 1"):
         make_node(env=env)
-    keyed = make_node(env={**env, "TOPICS_API_KEYS": "wide-key"})
+    with pytest.raises(AssertionError, match="exited with 2"):   # HTTP keys, no client keys
+        make_node(env={**env, "TOPICS_API_KEYS": "wide-key"})
+    public, secret = zmq.curve_keypair()
+    data_dir = str(tmp_path / "keyed")
+    keyed = make_node(data_dir=data_dir, env={**env, "TOPICS_API_KEYS": "wide-key",
+                                              "TOPICS_ZMQ_CLIENT_KEYS": public.decode()},
+                      client_options={"curve_public_key": public, "curve_secret_key": secret,
+                                      "curve_server_key": os.path.join(data_dir, "curve",
+                                                                       "server.public")})
     assert keyed.http("GET", "/v0/topics").status == 401
     assert keyed.http("GET", "/v0/topics",
                       headers={"Authorization": "Bearer wide-key"}).status == 200

@@ -45,6 +45,7 @@ class VanishingPeer:
 
 def client_with(front: VanishingPeer) -> Client:
     client = Client("tcp://127.0.0.1:1", request_timeout_ms=100)
+    client._watch.close()      # watches the real socket, replaced here
     client._front.close(0)
     client._front = front
     return client

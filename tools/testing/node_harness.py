@@ -74,8 +74,10 @@ def alive(pids: list[int]) -> list[int]:
 
 class Node:
     def __init__(self, data_dir: str, shards: int = 2, env: dict | None = None,
-                 log_path: str | None = None):
+                 log_path: str | None = None, client_options: dict | None = None):
+        """`client_options`: given to every Client the harness makes (CURVE keys)."""
         self.data_dir = data_dir
+        self.client_options = client_options or {}
         self.shards = shards
         self.extra_env = env or {}
         self.log_path = log_path or os.path.join(os.path.dirname(data_dir) or ".",
@@ -120,12 +122,13 @@ class Node:
 
     def client(self, **options) -> Client:
         options.setdefault("request_timeout_ms", 2000)
-        client = Client(self.endpoint, **options)
+        client = Client(self.endpoint, **{**self.client_options, **options})
         self._clients.append(client)
         return client
 
     def status(self) -> dict:
-        with Client(self.endpoint, request_timeout_ms=2000, retry_deadline_ms=2000) as client:
+        with Client(self.endpoint, request_timeout_ms=2000, retry_deadline_ms=2000,
+                    **self.client_options) as client:
             return client.status()
 
     def wait_ready(self, timeout_s: float = 30) -> dict:

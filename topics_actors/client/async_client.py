@@ -15,11 +15,14 @@ import zmq
 import zmq.asyncio
 
 from topics_actors.client import request_shapes as shapes
+from topics_actors.client.curve_credentials import (
+    CurveCredentials, HandshakeWatch, wait_slices,
+)
 from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.retry_budget import (
     CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
 )
-from topics_actors.client.shard_map import DEFAULT_ENDPOINT, ShardMap
+from topics_actors.client.shard_map import DEFAULT_ENDPOINT, FRONT, ShardMap, routing_only
 from topics_actors.client.topic_watch import WATCH_WAIT_MS_DEFAULT, watch_events
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
@@ -29,21 +32,33 @@ from topics_actors.protocol.messages import (
 from topics_actors.limits import CLAIM_WAIT_MS_MAX
 from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 
-FRONT = -1
-
 
 def _expire(future: asyncio.Future) -> None:
     if not future.done():
         future.set_result(None)
 
 
-async def _send(sock: zmq.asyncio.Socket, raw: bytes, timeout_ms: int) -> bool:
+async def _connected(sock: zmq.asyncio.Socket, timeout_ms: int,
+                     watch: HandshakeWatch | None) -> bool:
+    """Wait until `sock` can send; with a watch, give up as soon as a handshake fails."""
+    if watch is None:
+        return bool(await sock.poll(timeout_ms, zmq.POLLOUT))
+    for slice_ms in wait_slices(timeout_ms):
+        if await sock.poll(slice_ms, zmq.POLLOUT):
+            return True
+        if watch.failed():
+            return False
+    return False
+
+
+async def _send(sock: zmq.asyncio.Socket, raw: bytes, timeout_ms: int,
+                watch: HandshakeWatch | None = None) -> bool:
     """Send without queueing for an absent peer; with IMMEDIATE, writable means connected."""
     try:
         await sock.send(raw, flags=zmq.NOBLOCK)
         return True
     except zmq.Again:
-        if not await sock.poll(timeout_ms, zmq.POLLOUT):
+        if not await _connected(sock, timeout_ms, watch):
             return False
     try:
         await sock.send(raw, flags=zmq.NOBLOCK)
@@ -53,11 +68,15 @@ async def _send(sock: zmq.asyncio.Socket, raw: bytes, timeout_ms: int) -> bool:
 
 
 class _Connection:
-    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, max_in_flight: int):
+    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, max_in_flight: int,
+                 curve: CurveCredentials | None = None, watch: bool = False):
         self.endpoint = endpoint
         self.sock = ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.IMMEDIATE, 1)
+        if curve is not None:
+            curve.apply(self.sock, endpoint)
+        self.watch = HandshakeWatch(self.sock) if watch else None
         self.sock.connect(endpoint)
         self.pending: dict[int, asyncio.Future] = {}
         self.window = asyncio.Semaphore(max_in_flight)
@@ -79,18 +98,23 @@ class _Connection:
 
     def close(self) -> None:
         self.reader.cancel()
+        if self.watch is not None:
+            self.watch.close()
         self.sock.close(0)
 
 
 class AsyncClient:
-    """`endpoint` as for Client; an HTTP URL is resolved here, with a blocking request of at
-    most `request_timeout_ms` (build the client before the loop is busy)."""
+    """`endpoint` and `route` as for Client; an HTTP URL is resolved here, with a blocking
+    request of at most `request_timeout_ms` (build the client before the loop is busy)."""
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, max_in_flight: int = 256,
                  connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
-                 ctx: zmq.asyncio.Context | None = None):
+                 ctx: zmq.asyncio.Context | None = None, route: bool = True,
+                 curve_server_key=None, curve_public_key=None, curve_secret_key=None):
         self.endpoint = front_endpoint(endpoint, request_timeout_ms)
+        self.route = route
+        self._curve = CurveCredentials.of(curve_server_key, curve_public_key, curve_secret_key)
         self.request_timeout_ms = request_timeout_ms
         self.retry_deadline_ms = retry_deadline_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -119,7 +143,8 @@ class AsyncClient:
         if conn is None or conn.endpoint != endpoint:
             if conn is not None:
                 conn.close()
-            conn = self._conns[key] = _Connection(self._ctx, endpoint, self.max_in_flight)
+            conn = self._conns[key] = _Connection(self._ctx, endpoint, self.max_in_flight,
+                                                  self._curve, watch=key == FRONT)
         return conn
 
     async def _call(self, conn: _Connection, msg, wait_ms: int = 0,
@@ -135,7 +160,7 @@ class AsyncClient:
             try:
                 if not await _send(conn.sock, encode(msg, corr),
                                    min(self.request_timeout_ms,
-                                       connect_ms or self.request_timeout_ms)):
+                                       connect_ms or self.request_timeout_ms), conn.watch):
                     return None
                 return await future
             finally:
@@ -144,9 +169,13 @@ class AsyncClient:
 
     async def status(self) -> dict:
         first, t0 = not self._reached, time.monotonic()
-        reply = await self._call(self._conn(FRONT, self.endpoint), Status(),
+        front = self._conn(FRONT, self.endpoint)
+        reply = await self._call(front, Status(),
                                  connect_ms=self.connect_timeout_ms if first else None)
         if reply is None:
+            refusal = front.watch.refusal(self.endpoint)
+            if refusal is not None:
+                raise refusal
             if first:
                 raise no_node(self.endpoint, round((time.monotonic() - t0) * 1000))
             raise unavailable(f"the node at {self.endpoint}")
@@ -161,11 +190,11 @@ class AsyncClient:
             try:
                 if self._map is None:
                     await self.status()
-                target = shard if shard is not None else self._map.shard_for(topic)
+                target = self._map.target(self.route, topic, shard)
                 reply = None
-                if self._map.serving(target):
-                    conn = self._conn(target, self._endpoint(target))
-                    reply = await self._call(conn, msg, wait_ms)
+                if target is not None:
+                    reply = await self._call(self._conn(target, self._endpoint(target)), msg,
+                                             wait_ms)
                 if reply is not None:
                     return reply
                 self._map = None
@@ -177,7 +206,7 @@ class AsyncClient:
             await asyncio.sleep(budget.next_delay_s())
 
     def _endpoint(self, shard: int) -> str:
-        return self._map.endpoints[shard]
+        return self.endpoint if shard == FRONT else self._map.endpoints[shard]
 
     async def request(self, topic: str | None, msg, wait_ms: int = 0) -> dict:
         """Send any request kind to the shard owning `topic`; the raw reply (the gateway
@@ -185,6 +214,7 @@ class AsyncClient:
         return await self._request(topic, msg, wait_ms=wait_ms)
 
     async def shard_statuses(self) -> list[dict]:
+        routing_only(self.route, "shard_statuses")
         if self._map is None:
             await self.status()
         return list(await asyncio.gather(*(self._request(None, Status(), shard)
@@ -209,7 +239,7 @@ class AsyncClient:
         if self._map is None:
             await self.status()
         pages = await asyncio.gather(*(self._request(None, msg, shard)
-                                       for shard in range(self._map.shard_count)))
+                                       for shard in self._map.fan_out(self.route)))
         return shapes.merge_pages(list(pages), size)
 
     async def append(self, name: str, records: list[dict], **options) -> dict:
@@ -267,4 +297,4 @@ class NodeClient(AsyncClient):
     on TCP only while the shard map names no ipc endpoint (the shard then parses anyway)."""
 
     def _endpoint(self, shard: int) -> str:
-        return self._map.ipcs[shard] or self._map.endpoints[shard]
+        return self.endpoint if shard == FRONT else self._map.endpoint(shard, local=True)

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from topics_actors.client.async_client import AsyncClient
 
 
-def blocking_watch(endpoint: str, request_timeout_ms: int, retry_deadline_ms: int, topics,
+def blocking_watch(endpoint: str, client_options: dict, topics,
                    options: dict) -> Iterator[dict]:
+    """`client_options`: the AsyncClient's keyword arguments (the blocking client's own)."""
     loop = asyncio.new_event_loop()
-    client = AsyncClient(endpoint, request_timeout_ms=request_timeout_ms,
-                         retry_deadline_ms=retry_deadline_ms)
+    client = AsyncClient(endpoint, **client_options)
     events = client.watch(topics, **options)
     try:
         while True:

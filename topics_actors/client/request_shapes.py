@@ -81,11 +81,16 @@ def list_request(prefix: str, page_size: int | None, cursor: str | None,
     return ListTopics(prefix, decode_cursor(cursor), size, touch), size
 
 
+def merged_topics(pages: list[dict], page_size: int) -> tuple[list[dict], bool]:
+    """(the first `page_size` items of per-shard pages, each sorted by name, in name order;
+    whether more names match after them)."""
+    merged = list(heapq.merge(*(p["topics"] for p in pages), key=lambda t: t["topic"]))
+    return merged[:page_size], len(merged) > page_size or any(p["more"] for p in pages)
+
+
 def merge_pages(pages: list[dict], page_size: int) -> dict:
     """Merge per-shard pages (each sorted by name) into one page of the whole node."""
-    merged = list(heapq.merge(*(p["topics"] for p in pages), key=lambda t: t["topic"]))
-    more = len(merged) > page_size or any(p["more"] for p in pages)
-    page = merged[:page_size]
+    page, more = merged_topics(pages, page_size)
     result: dict[str, Any] = {"topics": page}
     if more and page:
         result["next_cursor"] = encode_cursor(page[-1]["topic"])

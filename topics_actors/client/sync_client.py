@@ -1,4 +1,5 @@
-"""The blocking client: one request in flight, routed straight to the owning shard.
+"""The blocking client: one request in flight, routed straight to the owning shard, or,
+with route=False, sent to the front, which forwards it (one address is all it needs).
 
 Not thread-safe (ZeroMQ sockets are not): use one Client per thread.
 
@@ -17,11 +18,14 @@ import zmq
 
 from topics_actors.client import request_shapes as shapes
 from topics_actors.client.blocking_watch import blocking_watch
+from topics_actors.client.curve_credentials import (
+    CurveCredentials, HandshakeWatch, wait_slices,
+)
 from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.retry_budget import (
     CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
 )
-from topics_actors.client.shard_map import DEFAULT_ENDPOINT, ShardMap
+from topics_actors.client.shard_map import DEFAULT_ENDPOINT, FRONT, ShardMap, routing_only
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
 from topics_actors.protocol.messages import (
@@ -33,18 +37,31 @@ from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 
 class Client:
     """`endpoint`: the node's front (tcp://host:port), or its HTTP URL (http://host:port),
-    whose /v0/health names the front (front_discovery; asked once, here)."""
+    whose /v0/health names the front (front_discovery; asked once, here). `route`: send
+    each request to the shard owning its topic (fastest; the client must reach every
+    shard's endpoint), or, when False, to the front, which forwards it. `curve_server_key`
+    (Z85, or a file holding it), `curve_public_key`, `curve_secret_key`: for a node that
+    requires CURVE client keys (curve_credentials)."""
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
-                 ctx: zmq.Context | None = None):
+                 ctx: zmq.Context | None = None, route: bool = True,
+                 node_local: bool = False, curve_server_key=None, curve_public_key=None,
+                 curve_secret_key=None):
         self.endpoint = front_endpoint(endpoint, request_timeout_ms)
+        self.route = route
+        self.node_local = node_local       # a process of the node: shards' ipc sockets
         self.request_timeout_ms = request_timeout_ms
         self.retry_deadline_ms = retry_deadline_ms
         self.connect_timeout_ms = connect_timeout_ms
         self._reached = False          # whether the node ever answered this client
         self._ctx = ctx or zmq.Context.instance()
+        self._curve_keys = {"curve_server_key": curve_server_key,
+                            "curve_public_key": curve_public_key,
+                            "curve_secret_key": curve_secret_key}
+        self._curve = CurveCredentials.of(curve_server_key, curve_public_key, curve_secret_key)
         self._front = self._dealer(self.endpoint)
+        self._watch = HandshakeWatch(self._front)
         self._shards: dict[int, tuple[str, zmq.Socket]] = {}
         self._map: ShardMap | None = None
         self._corr = itertools.count(1)
@@ -55,6 +72,8 @@ class Client:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)   # never queue for a peer that is not connected
+        if self._curve is not None:
+            self._curve.apply(sock, endpoint)
         sock.connect(endpoint)
         return sock
 
@@ -62,6 +81,7 @@ class Client:
         for _, sock in self._shards.values():
             sock.close(0)
         self._shards.clear()
+        self._watch.close()
         self._front.close(0)
 
     def __enter__(self) -> "Client":
@@ -82,7 +102,7 @@ class Client:
         try:
             sock.send(raw, zmq.NOBLOCK)
         except zmq.Again:   # with IMMEDIATE, writable means connected: wait for that
-            if not sock.poll(min(timeout_ms, connect_ms or timeout_ms), zmq.POLLOUT):
+            if not self._connected(sock, min(timeout_ms, connect_ms or timeout_ms)):
                 return None
             try:
                 sock.send(raw, zmq.NOBLOCK)
@@ -106,12 +126,27 @@ class Client:
                     return body
         return None
 
+    def _connected(self, sock: zmq.Socket, timeout_ms: int) -> bool:
+        """Wait until `sock` can send (with IMMEDIATE: is connected); on the front, give up
+        as soon as a handshake fails, which waiting would not mend."""
+        if sock is not self._front:
+            return bool(sock.poll(timeout_ms, zmq.POLLOUT))
+        for slice_ms in wait_slices(timeout_ms):
+            if sock.poll(slice_ms, zmq.POLLOUT):
+                return True
+            if self._watch.failed():
+                return False
+        return False
+
     def status(self) -> dict:
         """The node's shard map and readiness, from the front endpoint."""
         first, t0 = not self._reached, time.monotonic()
         reply = self._call(self._front, Status(), self.request_timeout_ms,
                            self.connect_timeout_ms if first else None)
         if reply is None:
+            refusal = self._watch.refusal(self.endpoint)
+            if refusal is not None:
+                raise refusal
             if first:
                 raise no_node(self.endpoint, round((time.monotonic() - t0) * 1000))
             raise unavailable(f"the node at {self.endpoint}")
@@ -119,10 +154,12 @@ class Client:
         self._map = ShardMap.from_status(reply)
         return reply
 
-    def _shard_socket(self, shard: int) -> zmq.Socket | None:
-        if self._map is None or not self._map.serving(shard):
+    def _shard_socket(self, shard: int | None) -> zmq.Socket | None:
+        if shard is None:
             return None
-        endpoint = self._map.endpoints[shard]
+        if shard == FRONT:
+            return self._front
+        endpoint = self._map.endpoint(shard, self.node_local)
         current = self._shards.get(shard)
         if current is None or current[0] != endpoint:
             if current is not None:
@@ -138,8 +175,7 @@ class Client:
             try:
                 if self._map is None:
                     self.status()
-                target = shard if shard is not None else self._map.shard_for(topic)
-                sock = self._shard_socket(target)
+                sock = self._shard_socket(self._map.target(self.route, topic, shard))
                 timeout_ms = self.request_timeout_ms + wait_ms
                 reply = None if sock is None else self._call(sock, msg, timeout_ms)
                 if reply is not None:
@@ -155,12 +191,14 @@ class Client:
     def _all_shards(self, msg) -> list[dict]:
         if self._map is None:
             self.status()
-        return [self._request(None, msg, shard) for shard in range(self._map.shard_count)]
+        return [self._request(None, msg, shard) for shard in self._map.fan_out(self.route)]
+
 
     # --- the API ----------------------------------------------------------------------------
 
     def call_shard(self, shard: int, msg) -> dict:
         """Send any request kind to one shard (node processes: checkpoints, absorbed)."""
+        routing_only(self.route, "call_shard")
         if self._map is None:
             self.status()
         return self._request(None, msg, shard)
@@ -168,6 +206,7 @@ class Client:
     def shard_statuses(self) -> list[dict]:
         """Each shard's own status: readiness, topic count and `statistics` (batches, syncs,
         records, requests, throttled, failed_batches)."""
+        routing_only(self.route, "shard_statuses")
         return self._all_shards(Status())
 
     def put_topic(self, name: str, **config) -> dict:
@@ -219,7 +258,9 @@ class Client:
         It runs an AsyncClient on a private event loop, so it must not be called from a
         running event loop (use AsyncClient.watch there); close it (or leave the loop) to
         stop."""
-        return blocking_watch(self.endpoint, self.request_timeout_ms, self.retry_deadline_ms,
+        return blocking_watch(self.endpoint, {"request_timeout_ms": self.request_timeout_ms,
+                                              "retry_deadline_ms": self.retry_deadline_ms,
+                                              "route": self.route, **self._curve_keys},
                               topics, options)
 
     # --- queues (spec/api.md 8) -----------------------------------------------------------

@@ -13,15 +13,9 @@ import hashlib
 import hmac
 
 from topics_actors.errors import ErrorCode, TopicsError
-
-SCOPES = ("read", "write", "delete", "admin")
-_SCOPE_TOKENS = {"read": ("read",), "r": ("read",), "write": ("write",), "w": ("write",),
-                 "delete": ("delete",), "del": ("delete",), "d": ("delete",),
-                 "admin": ("admin",), "a": ("admin",), "rw": ("read", "write")}
-
-
-class KeySyntaxError(ValueError):
-    """TOPICS_API_KEYS does not parse; the node refuses to start."""
+from topics_actors.key_scopes import (  # noqa: F401  (KeySyntaxError, forbidden: re-exported)
+    KeySyntaxError, forbidden, name_allowed, parse_prefixes, parse_scopes,
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -32,27 +26,11 @@ class ApiKey:
     label: str                       # "key-<n>" for logs, never the secret
 
     def allows_name(self, name: str) -> bool:
-        if not self.prefixes:
-            return True
-        raw = name.encode("utf-8", "surrogatepass")
-        return any(raw.startswith(prefix) for prefix in self.prefixes)
+        return name_allowed(self.prefixes, name)
 
 
 def _digest(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest()
-
-
-def _scopes(field: str, number: int) -> frozenset[str]:
-    if not field:
-        return frozenset(SCOPES)
-    scopes: set[str] = set()
-    for token in field.split("+"):
-        granted = _SCOPE_TOKENS.get(token.strip().lower())
-        if granted is None:
-            raise KeySyntaxError(f"TOPICS_API_KEYS entry {number}: unknown scope {token!r} "
-                                 f"(use read|r, write|w, delete|del|d, admin|a, rw)")
-        scopes.update(granted)
-    return frozenset(scopes)
 
 
 def parse_api_keys(text: str | None) -> "KeyRing":
@@ -65,8 +43,8 @@ def parse_api_keys(text: str | None) -> "KeyRing":
         if not secret:
             raise KeySyntaxError(f"TOPICS_API_KEYS entry {number}: empty key")
         scope_field, _, prefix_field = rest.partition(":")
-        prefixes = tuple(p.encode() for p in prefix_field.split("|") if p)
-        keys.append(ApiKey(_digest(secret), _scopes(scope_field, number), prefixes,
+        scopes = parse_scopes(scope_field, f"TOPICS_API_KEYS entry {number}")
+        keys.append(ApiKey(_digest(secret), scopes, parse_prefixes(prefix_field),
                            f"key-{len(keys) + 1}"))
     return KeyRing(tuple(keys))
 
@@ -74,10 +52,6 @@ def parse_api_keys(text: str | None) -> "KeyRing":
 def unauthorized() -> TopicsError:
     return TopicsError("a valid API key is required (Authorization: Bearer <key>)",
                        ErrorCode.UNAUTHORIZED)
-
-
-def forbidden(message: str, topic: str | None = None) -> TopicsError:
-    return TopicsError(message, ErrorCode.FORBIDDEN, {"topic": topic} if topic else None)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

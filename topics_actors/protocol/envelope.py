@@ -142,6 +142,25 @@ def corr_of(raw: bytes) -> int:
     return corr if type(corr) is int and corr >= 0 else 0
 
 
+def with_corr(raw: bytes, corr: int) -> tuple[int, bytes]:
+    """(the envelope's own corr, the same envelope carrying `corr` instead): the front
+    relays a request or a reply under another corr without decoding its body again. Raises
+    ProtocolError when the first bytes are not a version-2 envelope header."""
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(raw[:CORR_PREFIX_BYTES])
+    try:
+        size = unpacker.read_array_header()
+        version, kind, old = unpacker.unpack(), unpacker.unpack(), unpacker.unpack()
+    except Exception:  # msgpack raises several unrelated types for a cut or bad prefix
+        raise ProtocolError("undecodable envelope header") from None
+    if (size != 4 or version != PROTOCOL_VERSION or not isinstance(kind, str)
+            or type(old) is not int or old < 0):
+        raise ProtocolError("envelope must be [version, kind, corr, body]")
+    head = msgpack.packb([version, kind, corr], use_bin_type=True)
+    # packb of a 3-array: replace its header byte (0x93) by a 4-array's (0x94)
+    return old, b"\x94" + head[1:] + raw[unpacker.tell():]
+
+
 def _unpack(raw: bytes) -> list:
     if len(raw) > MESSAGE_BYTES_MAX:
         error = ProtocolError(f"message of {len(raw)} bytes is larger than the limit of "

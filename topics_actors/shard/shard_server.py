@@ -15,6 +15,7 @@ import time
 
 import zmq
 
+from topics_actors.curve_auth import CurveAuth, identity_of
 from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
 from topics_actors.protocol import decode, encode_error
@@ -58,11 +59,17 @@ class ShardServer:
     the socket its request came from and two sockets' identities never collide."""
 
     def __init__(self, core: ShardCore, ctx: zmq.Context, link: SupervisorLink | None,
-                 host: str = "127.0.0.1", port: int = 0, ipc_path: str | None = None):
+                 host: str = "127.0.0.1", port: int = 0, ipc_path: str | None = None,
+                 curve: CurveAuth | None = None):
+        """`curve`: the TCP socket is a CURVE server, and each request on it is checked
+        against its client key's scopes and prefixes (client_keys)."""
         self.core = core
         self.ctx = ctx
         self.link = link
+        self.curve = curve
         self.sock = self._router()
+        if curve is not None:
+            curve.serve(self.sock)
         self.endpoint = self._bind_tcp(host, port)
         self.sources = [(self.sock, _TCP, False)]
         self.ipc = ""
@@ -210,11 +217,16 @@ class ShardServer:
                 return
 
     def _recv(self, sock: zmq.Socket, tag: bytes):
+        """(peer, raw, t0, the client key it came under or None)."""
+        checked = self.curve is not None and tag == _TCP
         try:
-            frames = sock.recv_multipart(zmq.NOBLOCK)
+            frames = sock.recv_multipart(zmq.NOBLOCK, copy=not checked)
         except zmq.Again:
             return None
-        return tag + frames[0], frames[-1], time.perf_counter_ns()
+        if checked:
+            return (tag + frames[0].bytes, frames[-1].bytes, time.perf_counter_ns(),
+                    identity_of(frames[-1]))
+        return tag + frames[0], frames[-1], time.perf_counter_ns(), None
 
     def _drain(self, limit: int, ready: list) -> int:
         """Take up to `limit` requests, DRAIN_SLICE at a time from each socket in turn, so a
@@ -240,11 +252,14 @@ class ShardServer:
             if item is None:
                 break
             count += 1
-            peer, raw, t0 = item
+            peer, raw, t0, key = item
+            corr = 0
             try:
                 corr, msg = decode(raw)
-            except ProtocolError as error:
-                self.core.submit_error(peer, getattr(error, "corr", 0), error, t0)
+                if self.curve is not None and not trusted:
+                    self.curve.ring.authorize(key, msg)
+            except TopicsError as error:
+                self.core.submit_error(peer, getattr(error, "corr", None) or corr, error, t0)
                 continue
             taken = admitted(msg, trusted)
             if taken is not msg:
@@ -263,7 +278,7 @@ class ShardServer:
         replies = []
         for sock, tag, _ in self.sources:
             while (item := self._recv(sock, tag)) is not None:
-                peer, raw, _ = item
+                peer, raw, _, _ = item
                 try:
                     corr = decode(raw)[0]
                 except ProtocolError as bad:

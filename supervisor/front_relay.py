@@ -1,0 +1,158 @@
+"""The front's socket shell: a thread of the supervisor that owns the front ROUTER and one
+DEALER per shard (its ipc endpoint), and moves bytes for FrontCore.
+
+A thread of its own, so that forwarding never delays the supervisor's control work
+(heartbeats, restarts, the stop) and the supervisor's work never delays a reply. The two
+share one thing: the shard map, which the supervisor hands over whole (publish_map) and the
+relay picks up at its next turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import zmq
+
+from .front_core import Effects, FrontCore
+
+log = logging.getLogger(__name__)
+
+POLL_MS = 50                   # how soon a new shard map or a stop is noticed when idle
+DRAIN_MAX = 1_000              # requests or replies taken off one socket per turn
+SHARD_HWM_MESSAGES = 10_000
+
+
+class FrontRelay:
+    def __init__(self, ctx: zmq.Context, front: zmq.Socket, core: FrontCore,
+                 identity_of=None, local: zmq.Socket | None = None):
+        """`front`: the bound TCP ROUTER, and `local` the ipc one of the node's processes
+        (whose requests are not checked), used only by the relay's thread from start() on.
+        `identity_of(frame)`: the peer's authenticated identity from a request's last frame
+        (CURVE), or None. A peer is tagged with its socket (b"t", b"i") in the core."""
+        self.ctx = ctx
+        self.front = front
+        self.fronts = {b"t": front, **({b"i": local} if local is not None else {})}
+        self.core = core
+        self.identity_of = identity_of
+        self.dealers: dict[int, tuple[str, zmq.Socket]] = {}
+        self.dropped_replies = 0
+        self._map = None
+        self._seen_map = None
+        self._poller = zmq.Poller()
+        for sock in self.fronts.values():
+            self._poller.register(sock, zmq.POLLIN)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="front-relay", daemon=True)
+
+    def publish_map(self, shard_map: dict) -> None:
+        """From the supervisor's thread: the map the relay answers and routes with next."""
+        self._map = shard_map
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    # --- the thread -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._turn()
+        except Exception:      # a bug: log it, let the supervisor's own loop carry on
+            log.exception("event=front_relay_failed")
+        finally:
+            for _, sock in self.dealers.values():
+                sock.close(0)
+            for sock in self.fronts.values():
+                sock.close(0)
+
+    def _turn(self) -> None:
+        ready = dict(self._poller.poll(self._timeout_ms()))
+        # after the poll: a request that follows a change the supervisor made known (READY
+        # to systemd, say) is answered with the map that holds it
+        if self._map is not self._seen_map:
+            self._seen_map = self._map
+            self._apply(self.core.update_map(self._seen_map))
+            self._connect()
+        for tag, sock in self.fronts.items():
+            if sock in ready:
+                self._take_requests(tag, sock)
+        for _, sock in self.dealers.values():
+            if sock in ready:
+                self._take_replies(sock)
+        self._apply(self.core.expire(time.monotonic_ns()))
+
+    def _timeout_ms(self) -> int:
+        deadline_ns = self.core.table.next_deadline_ns()
+        if deadline_ns is None:
+            return POLL_MS
+        return max(0, min(POLL_MS, (deadline_ns - time.monotonic_ns()) // 1_000_000 + 1))
+
+    def _connect(self) -> None:
+        """A DEALER per shard ipc endpoint in the map (a restarted shard binds the same
+        path, and ZeroMQ reconnects by itself)."""
+        for shard, endpoint in self.core.ipc_endpoints().items():
+            current = self.dealers.get(shard)
+            if current is not None and current[0] == endpoint:
+                continue
+            if current is not None:
+                current[1].close(0)
+            sock = self.ctx.socket(zmq.DEALER)
+            for option, value in ((zmq.LINGER, 0), (zmq.IMMEDIATE, 1),
+                                  (zmq.SNDHWM, SHARD_HWM_MESSAGES),
+                                  (zmq.RCVHWM, SHARD_HWM_MESSAGES)):
+                sock.setsockopt(option, value)
+            sock.connect(endpoint)
+            self.dealers[shard] = (endpoint, sock)
+        self._poller = zmq.Poller()
+        for sock in [*self.fronts.values(), *(s for _, s in self.dealers.values())]:
+            self._poller.register(sock, zmq.POLLIN)
+
+    def _take_requests(self, tag: bytes, sock: zmq.Socket) -> None:
+        trusted = tag == b"i"
+        checked = self.identity_of is not None and not trusted
+        for _ in range(DRAIN_MAX):
+            try:   # frames as objects only where their User-Id is needed: bytes are cheaper
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=not checked)
+            except zmq.Again:
+                return
+            if checked:
+                identity, peer, raw = (self.identity_of(frames[-1]), frames[0].bytes,
+                                       frames[-1].bytes)
+            else:
+                identity, peer, raw = None, frames[0], frames[-1]
+            self._apply(self.core.request(tag + peer, raw, time.monotonic_ns(), identity,
+                                          trusted))
+
+    def _take_replies(self, sock: zmq.Socket) -> None:
+        for _ in range(DRAIN_MAX):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            for raw in frames:
+                self._apply(self.core.shard_reply(raw))
+
+    def _apply(self, effects: Effects) -> None:
+        for shard, raw in effects.sends:
+            dealer = self.dealers.get(shard)
+            try:
+                if dealer is None:
+                    raise zmq.Again()
+                dealer[1].send(raw, zmq.NOBLOCK)
+            except zmq.Again:    # not connected (IMMEDIATE) or full: answer now, not later
+                self._apply(self.core.unsent(raw))
+        for peer, raw in effects.replies:
+            try:
+                self.fronts[peer[:1]].send_multipart([peer[1:], raw], zmq.NOBLOCK)
+            except zmq.ZMQError:  # the client is gone or not reading: it will retry
+                self.dropped_replies += 1
