@@ -31,14 +31,13 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import threading
 import time
 
 import pytest
 
 from tests.fault.job_ledger import JobLedger
-from tools.testing.kill_table import process_killer
+from tools.testing.kill_table import kill_shard_at, process_killer
 from tools.testing.node_harness import http_call, names_on, wait_for
 from tools.testing.sse_reader import SseReader
 
@@ -175,22 +174,6 @@ def wait_acks(ledger: JobLedger, more: int, threads: list, what: str) -> None:
     assert [t.error for t in threads if t.error] == []
 
 
-def kill_shard_and_heal(node, index: int) -> tuple[float, float]:
-    info = node.status()["shards"][index]
-    killed = time.monotonic()
-    os.kill(info["pid"], signal.SIGKILL)
-
-    def back():
-        try:
-            status = node.status()
-        except Exception:           # the front may be busy: try again
-            return False
-        shard = status["shards"][index]
-        return shard["incarnation"] > info["incarnation"] and shard["state"] == "ready"
-    wait_for(back, HEAL_S, f"shard {index} to be restarted and ready")
-    return killed, time.monotonic()
-
-
 def wait_drained(node, queue: str, left: int, threads: list) -> None:
     """The queue holds only `left` jobs, all in flight (the holder's), and workers are
     idle: orphaned leases had LEASE_MS to run out and be done again."""
@@ -259,7 +242,7 @@ def test_sigkill_queue_shard_under_claims_and_acks(make_node, durability, durabl
     wait_acks(ledger, PROGRESS_JOBS, threads, "work to get going")
     for kill in range(SHARD_KILLS):
         stop.wait(rng.uniform(0, 0.3))                  # a random instant of the load
-        ledger.outage(*kill_shard_and_heal(node, 0))
+        ledger.outage(*kill_shard_at(node, 0))
         wait_acks(ledger, PROGRESS_JOBS, threads, f"work to go on after kill {kill + 1}")
     assert node.log().count("child=shard-00 state=down exit_code=-9") == SHARD_KILLS
     producer.stop_event.set()
