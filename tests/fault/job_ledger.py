@@ -86,7 +86,8 @@ class JobLedger:
         separately that the queue is empty."""
         out = []
         acked = Counter(a.seq for a in self.acks if a.acked)
-        out += [f"job {seq} acked successfully {n} times" for seq, n in acked.items() if n > 1]
+        out += [f"job {seq} acked successfully {n} times: {self.story(seq)}"
+                for seq, n in acked.items() if n > 1]
         out += [f"job {seq} acked but never appended" for seq in acked if seq not in jobs]
         for ack in self.acks:
             if ack.acked:
@@ -106,6 +107,15 @@ class JobLedger:
         if self.durable_leases:
             out += self._deliveries_distinct()
         return out
+
+    def story(self, seq: int) -> str:
+        """What happened to one job, for a failure message."""
+        events = [(d.after_s, f"delivered to {d.worker} ({d.lease_id}, #{d.deliveries})")
+                  for d in self.deliveries.get(seq, ())]
+        events += [(a.recv_s, f"ack {'acked' if a.acked else 'skipped'} by {a.worker} "
+                    f"(sent {a.sent_s:.3f})") for a in self.acks if a.seq == seq]
+        events += [(o.killed_s, f"killed (back {o.back_s:.3f})") for o in self.outages]
+        return "; ".join(f"{t:.3f} {what}" for t, what in sorted(events))
 
     def _handed_out_after(self, ack: AckOutcome, what: str) -> list[str]:
         return [f"job {ack.seq} {what} at {ack.recv_s:.3f} by {ack.worker}, handed out again "
