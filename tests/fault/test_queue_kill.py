@@ -290,15 +290,7 @@ class WorkConsumer(threading.Thread):
         if reader is None:
             return
         with reader:
-            while not self.stop_event.is_set():
-                try:
-                    event = reader.next(timeout_s=0.5)
-                except TimeoutError:
-                    continue
-                except OSError:             # reset by a dying gateway
-                    return
-                if event is None:
-                    return
+            for event in reader.until(self.stop_event.is_set):
                 if event.event == "job":
                     job = event.json()
                     self.ledger.delivered([job], time.monotonic(), self.name)

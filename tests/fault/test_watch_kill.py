@@ -131,14 +131,8 @@ class Watcher(threading.Thread):
 
     def _read(self, reader: SseReader, resumed_at: dict) -> None:
         passed: set[str] = set()
-        while not (self.stop_event.is_set() or self.resume_now.is_set()):
-            try:
-                event = reader.next(timeout_s=0.5)
-            except TimeoutError:
-                continue
-            except OSError:                 # reset by a dying gateway
-                return
-            if event is None or event.event == "error":
+        for event in reader.until(lambda: self.stop_event.is_set() or self.resume_now.is_set()):
+            if event.event == "error":
                 return
             if event.event == "record":
                 self._records(event.json(), resumed_at, passed)

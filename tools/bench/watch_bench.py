@@ -42,6 +42,7 @@ import http_bench  # noqa: E402,F401
 from bench_stats import latency_summary, spread  # noqa: E402  (sibling modules)
 from node_proc import NodeProcess  # noqa: E402
 import watch_latency  # noqa: E402
+from watch_readers import http_json, read_watch_stream  # noqa: E402
 
 from topics_actors.client import AsyncClient  # noqa: E402
 
@@ -70,16 +71,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-async def _http(port: int, method: str, path: str, body: dict | None = None) -> dict:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    raw = orjson.dumps(body) if body is not None else b""
-    writer.write((f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  f"Content-Length: {len(raw)}\r\nConnection: close\r\n\r\n").encode() + raw)
-    data = await reader.read()
-    writer.close()
-    return orjson.loads(data.split(b"\r\n\r\n", 1)[1])
-
-
 class Watcher:
     """One SSE stream; counts records and samples commit-to-arrival latency."""
 
@@ -89,19 +80,7 @@ class Watcher:
         self.ready = asyncio.Event()
 
     async def run(self, port: int, url: str) -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        try:
-            while True:
-                line = await reader.readline()
-                if not line:
-                    return
-                if line.startswith(b"data: {\"topic\""):
-                    self._data(line[6:])
-                elif line.startswith(b"event: caught-up"):
-                    self.ready.set()
-        finally:
-            writer.close()
+        await read_watch_stream(port, url, self._data, self.ready)
 
     def _data(self, raw: bytes) -> None:
         body = orjson.loads(raw)
@@ -115,7 +94,7 @@ async def one_case(port: int, endpoint: str, streams: int, seconds: float,
                    batch: int) -> dict:
     watchers, tasks = [], []
     for _ in range(streams):
-        session = await _http(port, "POST", "/v0/watch", {"topics": {TOPIC: {"tail": True}}})
+        session = await http_json(port, "POST", "/v0/watch", {"topics": {TOPIC: {"tail": True}}})
         watcher = Watcher()
         watchers.append(watcher)
         tasks.append(asyncio.ensure_future(watcher.run(port, session["stream_url"])))

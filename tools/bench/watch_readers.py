@@ -30,9 +30,10 @@ class Tally:
         self.latencies_ns.append(time.monotonic_ns() - sent_ns)
 
 
-async def _http_json(port: int, method: str, path: str, body: dict) -> dict:
+async def http_json(port: int, method: str, path: str, body: dict | None = None) -> dict:
+    """One request on its own connection; the answer's JSON body."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    raw = orjson.dumps(body)
+    raw = orjson.dumps(body) if body is not None else b""
     writer.write((f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   f"Content-Length: {len(raw)}\r\nConnection: close\r\n\r\n").encode() + raw)
     data = await reader.read()
@@ -40,23 +41,32 @@ async def _http_json(port: int, method: str, path: str, body: dict) -> dict:
     return orjson.loads(data.split(b"\r\n\r\n", 1)[1])
 
 
-async def sse_watcher(port: int, topic: str, tally: Tally, ready: asyncio.Event) -> None:
-    session = await _http_json(port, "POST", "/v0/watch",
-                               {"topics": {topic: {"tail": True}}, "heartbeat_ms": 60000})
+async def read_watch_stream(port: int, url: str, on_data, ready: asyncio.Event) -> None:
+    """GET a watch stream and hand each frame's data line (JSON after `data: `) to
+    on_data; `ready` is set at the first `caught-up`. Returns when the server closes."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
-    writer.write(f"GET {session['stream_url']} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    writer.write(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
     try:
         while True:
             line = await reader.readline()
             if not line:
                 return
             if line.startswith(b'data: {"topic"'):
-                for record in orjson.loads(line[6:]).get("records", ()):
-                    tally.take(record["data"]["s"])
+                on_data(line[6:])
             elif line.startswith(b"event: caught-up"):
                 ready.set()
     finally:
         writer.close()
+
+
+async def sse_watcher(port: int, topic: str, tally: Tally, ready: asyncio.Event) -> None:
+    session = await http_json(port, "POST", "/v0/watch",
+                              {"topics": {topic: {"tail": True}}, "heartbeat_ms": 60000})
+
+    def take(raw: bytes) -> None:
+        for record in orjson.loads(raw).get("records", ()):
+            tally.take(record["data"]["s"])
+    await read_watch_stream(port, session["stream_url"], take, ready)
 
 
 async def redis_watcher(port: int, stream: str, tally: Tally, ready: asyncio.Event) -> None:
