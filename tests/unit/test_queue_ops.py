@@ -422,3 +422,22 @@ def test_a_failed_pass_answers_internal_when_the_park_runs_out(env, clock):
     h.core.submit_due_claims()
     assert seqs(_answers(h)[2]) == [1]                     # the failed pass took nothing
     h.crash()
+
+
+def test_a_job_acked_in_a_batch_is_not_claimed_in_the_same_batch(env, clock):
+    """The ack deletes the job's record only once the batch commits; a claim later in the
+    same batch must not take it meanwhile. After a restart the claim cursor starts again
+    at the first live job, below the jobs whose durable leases came back (found by
+    tests/fault/test_queue_kill.py: a job acked, then handed out again with its delivery
+    count reset, and acked a second time)."""
+    h = env.single(clock=clock)
+    h.put("q", type="queue", lease_ms=60_000, leases_durable=True, durability="fsync")
+    h.append("q", rec(b"1"), rec(b"2"))
+    held = claim(h, "a", max=2)["claimed"]
+    h.restart()
+    acked, again = h.batch(Ack("q", "a", [j[0] for j in held], [j[1] for j in held]),
+                           Claim("q", "b", 5))
+    assert acked["acked"] == [1, 2]
+    assert seqs(again) == []
+    assert queue(h) == {"ready": 0, "in_flight": 0, "dead_lettered": 0}
+    h.crash()

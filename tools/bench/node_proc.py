@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -21,6 +22,7 @@ from topics_actors.client import Client, TopicsError
 from topics_actors.topic_identity import shard_of_name
 
 log = logging.getLogger(__name__)
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 START_DEADLINE_S = 60.0
 STOP_GRACE_S = 5.0
@@ -64,6 +66,8 @@ class NodeProcess:
 
     def _env(self) -> dict:
         env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (REPO_ROOT, env.get("PYTHONPATH", "")) if p)
         env.update(TOPICS_DATA_DIR=os.path.join(self.tmp, "data"), TOPICS_ZMQ_PORT="0",
                    TOPICS_PORT="0", TOPICS_PORT_FILE=os.path.join(self.tmp, "ports.json"),
                    TOPICS_WAL_SHARDS=str(self.shards),
@@ -73,8 +77,10 @@ class NodeProcess:
     def start(self) -> None:
         self.tmp = tempfile.mkdtemp(prefix="topics-bench-", dir=self.base_dir)
         self._log_handle = open(os.path.join(self.tmp, "node.log"), "wb")
-        topics = shutil.which("topics") or "topics"
-        self.proc = subprocess.Popen([topics, "serve"], env=self._env(),
+        # `python -m supervisor.cli` from this checkout, not the `topics` script: the script
+        # runs whichever checkout is installed (and a stale install has no supervisor).
+        self.proc = subprocess.Popen([sys.executable, "-m", "supervisor.cli", "serve"],
+                                     env=self._env(), cwd=REPO_ROOT,
                                      stdin=subprocess.DEVNULL, stdout=self._log_handle,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + START_DEADLINE_S

@@ -1,15 +1,25 @@
-"""SSE watch fan-out: how many records per second reach N watch streams of one topic, and
-how long a record takes from its commit to a watcher.
+"""Watch streams: SSE fan-out throughput, and record-to-watcher latency beside Redis.
 
     python tools/bench/watch_bench.py [--streams 1,16,64] [--seconds 4] [--batch 100]
                                       [--workers 1] [--runs 1]
+    python tools/bench/watch_bench.py --mode latency [--watchers 1,10,100,1000] [--rate 20]
+                                      [--seconds 5] [--runs 3] [--reader-procs 2] [--no-redis]
 
-A node with 1 shard and `--workers` gateway processes; one topic; N sessions (tail) with one
-SSE stream each, read by asyncio in this process; one ZeroMQ AsyncClient appends batches of
-`--batch` records of 100 bytes, one in flight, for `--seconds`. Reported: records appended
-per second, records delivered per second over all streams (N x appended when they keep up),
-and the latency from a record's `$ts` (its commit, server clock) to its arrival, p50 and
-p99 over the last record of every frame. Markdown on stdout; see docs/BENCHMARKS.md.
+Fan-out (the default mode): a node with 1 shard and `--workers` gateway processes; one
+topic; N sessions (tail) with one SSE stream each, read by asyncio in this process; one
+ZeroMQ AsyncClient appends batches of `--batch` records of 100 bytes, one in flight, for
+`--seconds`. Reported: records appended per second, records delivered per second over all
+streams (N x appended when they keep up), and the latency from a record's `$ts` (its
+commit, server clock) to its arrival, p50 and p99 over the last record of every frame.
+
+Latency: the same light load on both sides of each run: one record per append at `--rate`
+appends/s for `--seconds`, each record carrying its send time; N watchers spread over
+`--reader-procs` processes (tools/bench/watch_readers.py). topics: 1 shard, one
+`--durability` topic (fsync by default), the ZeroMQ AsyncClient appending, a watch session
+and SSE stream per watcher. Redis: redis-server (appendonly yes, appendfsync always) in a
+temp dir on a free port, XADD from the same kind of appender, one XREAD BLOCK connection per
+watcher. Latency = arrival - send over every record at every watcher; medians over runs
+and same-run ratios. Markdown on stdout; see docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import http_bench  # noqa: E402,F401
 from bench_stats import latency_summary, spread  # noqa: E402  (sibling modules)
 from node_proc import NodeProcess  # noqa: E402
+import watch_latency  # noqa: E402
+from watch_readers import http_json, read_watch_stream  # noqa: E402
 
 from topics_actors.client import AsyncClient  # noqa: E402
 
@@ -47,19 +59,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--runs", type=int, default=1)
     p.add_argument("--json", help="also write the raw results here")
+    p.add_argument("--mode", choices=("fanout", "latency"), default="fanout")
+    p.add_argument("--watchers", default="1,10,100,1000", help="latency mode: watcher counts")
+    p.add_argument("--rate", type=float, default=20.0, help="latency mode: appends/s")
+    p.add_argument("--reader-procs", type=int, default=2, help="latency mode")
+    p.add_argument("--durability", default="fsync", help="latency mode: the topic's class")
+    p.add_argument("--no-redis", action="store_true", help="latency mode: skip Redis")
     args = p.parse_args(argv)
     args.streams = [int(n) for n in args.streams.split(",") if n]
+    args.watchers = [int(n) for n in args.watchers.split(",") if n]
     return args
-
-
-async def _http(port: int, method: str, path: str, body: dict | None = None) -> dict:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    raw = orjson.dumps(body) if body is not None else b""
-    writer.write((f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  f"Content-Length: {len(raw)}\r\nConnection: close\r\n\r\n").encode() + raw)
-    data = await reader.read()
-    writer.close()
-    return orjson.loads(data.split(b"\r\n\r\n", 1)[1])
 
 
 class Watcher:
@@ -71,19 +80,7 @@ class Watcher:
         self.ready = asyncio.Event()
 
     async def run(self, port: int, url: str) -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(f"GET {url} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        try:
-            while True:
-                line = await reader.readline()
-                if not line:
-                    return
-                if line.startswith(b"data: {\"topic\""):
-                    self._data(line[6:])
-                elif line.startswith(b"event: caught-up"):
-                    self.ready.set()
-        finally:
-            writer.close()
+        await read_watch_stream(port, url, self._data, self.ready)
 
     def _data(self, raw: bytes) -> None:
         body = orjson.loads(raw)
@@ -97,7 +94,7 @@ async def one_case(port: int, endpoint: str, streams: int, seconds: float,
                    batch: int) -> dict:
     watchers, tasks = [], []
     for _ in range(streams):
-        session = await _http(port, "POST", "/v0/watch", {"topics": {TOPIC: {"tail": True}}})
+        session = await http_json(port, "POST", "/v0/watch", {"topics": {TOPIC: {"tail": True}}})
         watcher = Watcher()
         watchers.append(watcher)
         tasks.append(asyncio.ensure_future(watcher.run(port, session["stream_url"])))
@@ -157,8 +154,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
-    results = run(args)
-    print(report(results, args))
+    if args.mode == "latency":
+        results = watch_latency.run(args)
+        print(watch_latency.report(results, args))
+    else:
+        results = run(args)
+        print(report(results, args))
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(results, indent=1))
     return 0

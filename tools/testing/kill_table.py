@@ -30,12 +30,19 @@ def _wait_child_back(node, pick, incarnation: int, what: str) -> None:
     wait_for(back, HEAL_TIMEOUT_S, f"{what} to be restarted and ready")
 
 
-def kill_shard(node, rng: random.Random, restart):
-    index = rng.randrange(node.shards)
+def kill_shard_at(node, index: int) -> tuple[float, float]:
+    """SIGKILL shard `index`; (killed at, back and ready at), both time.monotonic()."""
     info = node.status()["shards"][index]
+    killed_s = time.monotonic()
     os.kill(info["pid"], signal.SIGKILL)
     _wait_child_back(node, lambda s: s["shards"][index], info["incarnation"],
                      f"shard {index}")
+    return killed_s, time.monotonic()
+
+
+def kill_shard(node, rng: random.Random, restart):
+    index = rng.randrange(node.shards)
+    kill_shard_at(node, index)
     return node, f"shard-{index:02d}"
 
 

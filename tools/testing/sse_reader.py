@@ -113,6 +113,20 @@ class SseReader:
         return SseEvent(fields.get("event"), fields.get("id"), fields.get("data"),
                         fields.get("comment"), int(retry) if retry is not None else None)
 
+    def until(self, stopped, poll_s: float = 0.5):
+        """Events (comments included) until the server ends the stream, the connection
+        breaks (a server killed under it) or `stopped()` is true between polls."""
+        while not stopped():
+            try:
+                event = self.next(poll_s)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if event is None:
+                return
+            yield event
+
     def events(self, count: int, timeout_s: float = 10, skip_comments: bool = True) -> list:
         out = []
         deadline = time.monotonic() + timeout_s

@@ -37,6 +37,14 @@ log = logging.getLogger(__name__)
 
 LEASE_SLACK_MS = 5_000
 REPORT_INTERVAL_S = 0.25        # a stream's cursor reports, at most this often (but the last)
+REPORTS_PER_S_MAX = 400         # ... and this process's streams together, at most this often
+
+
+def report_interval_s(streams: int) -> float:
+    """How often one stream may report its cursor when `streams` are open here. Reports
+    are ZeroMQ requests to the shards: at 1000 streams one per 250 ms each was 4000 a
+    second and most of the gateway's time, which delayed the records themselves."""
+    return max(REPORT_INTERVAL_S, streams / REPORTS_PER_S_MAX)
 
 
 def throttled(message: str, detail: dict | None = None) -> TopicsError:
@@ -180,27 +188,34 @@ class WatchService:
         self._feeds_known = all(feeds)
 
     def _report(self, wid: str, stream_id: str, lease_ms: int) -> "CursorReporter":
-        return CursorReporter(self.engine, wid, stream_id, lease_ms, self.tasks)
+        return CursorReporter(self.engine, wid, stream_id, lease_ms, self.tasks,
+                              lambda: report_interval_s(len(self.streams)))
 
 
 class CursorReporter:
     """Sends one stream's cursor map to its session's shard in the background (a stream
     never waits for it): at most one report in flight and at most one per
-    REPORT_INTERVAL_S per stream, the newest map replacing older ones that wait; the
+    report_interval_s() per stream, the newest map replacing older ones that wait; the
     closing report goes out at once (after one in flight) and last. A reconnect without
     `Last-Event-ID` after a clean end therefore resumes exactly; only a gateway that dies
-    can leave the session's map up to REPORT_INTERVAL_S behind (records delivered again,
+    can leave the session's map up to that interval behind (records delivered again,
     none lost)."""
 
     def __init__(self, engine: EngineLink, wid: str, stream_id: str, lease_ms: int,
-                 tasks: set):
+                 tasks: set, interval_s=lambda: REPORT_INTERVAL_S):
         self.engine, self.wid, self.stream_id, self.lease_ms = engine, wid, stream_id, lease_ms
         self.tasks = tasks
+        self.interval_s = interval_s
         self.pending: tuple[dict, bool] | None = None
         self.closed = False
         self.last_s = -1e9
         self.task: asyncio.Task | None = None
         self.timer: asyncio.TimerHandle | None = None
+
+    def interval(self) -> float:
+        """Seconds between two reports; a quarter of the stream's lease at most, since the
+        reports renew it."""
+        return min(self.interval_s(), self.lease_ms / 4000)
 
     def __call__(self, cursors: dict, closed: bool) -> None:
         self.pending = (cursors, closed)
@@ -210,7 +225,7 @@ class CursorReporter:
     def _kick(self) -> None:
         if self.task is not None or self.pending is None:
             return                  # the report in flight sends this one when it is done
-        wait_s = 0.0 if self.closed else self.last_s + REPORT_INTERVAL_S - time.monotonic()
+        wait_s = 0.0 if self.closed else self.last_s + self.interval() - time.monotonic()
         if wait_s > 0:
             if self.timer is None:
                 self.timer = asyncio.get_running_loop().call_later(wait_s, self._fire)

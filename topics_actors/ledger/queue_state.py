@@ -82,6 +82,7 @@ class QueueState:
         self.delayed_heap: list[tuple[int, int]] = []   # (ready_at, seq) (may hold stale)
         self.expiries: list[tuple[int, int, int]] = []  # (deadline, seq, lease id), ditto
         self.moving: set[int] = set()                   # on their way to a dead-letter topic
+        self.leaving: set[int] = set()      # acked in the batch being built, deleted at commit
         self.cursor = 1
         self.dead_lettered = 0
         self.next_lease_id = 1
@@ -124,7 +125,8 @@ class QueueState:
                 yield seq
 
     def _ready(self, seq: int) -> bool:
-        return seq not in self.leases and seq not in self.delayed and seq not in self.moving
+        return (seq not in self.leases and seq not in self.delayed and seq not in self.moving
+                and seq not in self.leaving)
 
     def give_back(self, seq: int) -> None:
         heapq.heappush(self.reclaim, seq)
@@ -163,6 +165,16 @@ class QueueState:
         self.moving.discard(seq)
         return self.leases.pop(seq, None)
 
+    def leave(self, seq: int) -> Lease | None:
+        """Acked in the batch being built: forget it, and keep it out of the ready set until
+        the commit deletes its record (left) or the batch is undone (restore); a claim in the
+        same batch would otherwise still find the record and hand it out again."""
+        self.leaving.add(seq)
+        return self.drop(seq)
+
+    def left(self, seqs) -> None:
+        self.leaving.difference_update(seqs)
+
     def move(self, seq: int) -> None:
         """The job goes to a dead-letter topic in another shard: out of the ready set until
         that append is acknowledged (then drop), or the staging is undone (give_back)."""
@@ -183,6 +195,7 @@ class QueueState:
     def restore(self, seq: int, lease: Lease) -> None:
         """Undo an ack, nack or extend that did not commit: the lease stands as it was."""
         self.delayed.pop(seq, None)
+        self.leaving.discard(seq)
         self.leases[seq] = lease
         heapq.heappush(self.expiries, (lease.deadline, seq, lease.lease_id))
 

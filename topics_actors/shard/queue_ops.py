@@ -208,10 +208,11 @@ class QueueOps:
         holder_args(msg.node, msg.seqs, msg.lease_ids)
         topic, state = self._queue(msg.topic)
         acked, skipped, writes = self._held(msg, topic, state, ACKED,
-                                            lambda seq, lease: state.drop(seq) or lease)
+                                            lambda seq, lease: state.leave(seq) or lease)
 
         def answer(info: CommitInfo) -> dict:
             delete_rules.delete_seqs(topic, self.reader.read, acked, TopicState.delete_one)
+            state.left(acked)
             return {"topic": topic.name, "acked": acked, "skipped": skipped,
                     **_ready_in_flight(self._counters(topic))}
         return writes, answer
