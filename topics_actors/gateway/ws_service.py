@@ -13,6 +13,7 @@ and shared reads, and is ended by the same stop(). A publish is the HTTP append'
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -39,6 +40,9 @@ class WsService:
         self.reads = watch.reads
         self.listener = watch.listener
         self.heartbeat_s = work.heartbeat_ms / 1000
+        self.open_sockets = 0
+        self.all_closed = asyncio.Event()
+        self.all_closed.set()
 
     def stopping(self) -> bool:
         return self.watch.stopping
@@ -68,6 +72,8 @@ class WsService:
                     accept: Callable[[], Awaitable[WsChannel]]) -> None:
         """Accept the upgrade and serve the socket until it ends; the lease closes then."""
         self.watch.streams.add(connection)      # WatchService.stop() wakes it
+        self.open_sockets += 1
+        self.all_closed.clear()
         try:
             channel = await accept()
             try:
@@ -77,3 +83,16 @@ class WsService:
         finally:
             self.watch.streams.discard(connection)
             lease.close()
+            self.open_sockets -= 1
+            if not self.open_sockets:
+                self.all_closed.set()
+
+    async def wait_closed(self, timeout_s: float) -> bool:
+        """Wait (at most `timeout_s`) until every socket has ended; after stop() each
+        sends its `server_shutting_down` frame first. granian drops upgraded connections
+        when it stops, so the gateway waits for this before stopping granian."""
+        try:
+            await asyncio.wait_for(self.all_closed.wait(), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
