@@ -88,6 +88,15 @@ def test_request_id_survives_an_invalid_request_but_not_bad_json():
     assert error_of(b"\x00", binary=True).code == "unsupported_message"
 
 
+def test_a_frame_over_the_body_limit_is_refused_before_parsing():
+    frame = '{"op":"ping","pad":"' + "é" * 10 + '"}'       # 42 bytes, 32 characters
+    assert ws.parse_op(frame, frame_bytes_max=42) == ws.Ping(None)
+    with pytest.raises(ws.OpError) as caught:
+        ws.parse_op(frame, frame_bytes_max=41)
+    assert (caught.value.code, caught.value.detail) == ("payload_too_large", {"max": 41})
+    assert ws.parse_op(frame) == ws.Ping(None)              # 0: no limit
+
+
 def test_unsubscribe_and_publish():
     assert ws.parse_op('{"op":"unsubscribe","topic":"a"}').topics == ("a",)
     assert ws.parse_op('{"op":"unsubscribe","topics":["b","a","b"]}').topics == ("b", "a")

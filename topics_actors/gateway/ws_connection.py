@@ -53,6 +53,7 @@ class WsHooks(Protocol):
     reads: SharedReads
     listener: CommitListener
     heartbeat_s: float
+    frame_bytes_max: int            # a client frame's size limit (TOPICS_MAX_BODY_BYTES)
 
     def stopping(self) -> bool: ...
     async def topic_states(self, topics: dict, lenient: bool) -> dict: ...
@@ -107,7 +108,7 @@ class WsConnection:
     async def _answer(self, text: str | None, binary: bool) -> bytes | None:
         request_id = None
         try:
-            op = ws.parse_op(text, binary)
+            op = ws.parse_op(text, binary, self.hooks.frame_bytes_max)
             request_id = op.request_id
             ws.authorize(op, self.key)
             return await self._perform(op)

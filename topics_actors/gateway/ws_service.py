@@ -40,6 +40,7 @@ class WsService:
         self.reads = watch.reads
         self.listener = watch.listener
         self.heartbeat_s = work.heartbeat_ms / 1000
+        self.frame_bytes_max = watch.settings.body_bytes_max
         self.open_sockets = 0
         self.all_closed = asyncio.Event()
         self.all_closed.set()

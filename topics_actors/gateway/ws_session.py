@@ -23,6 +23,7 @@ import orjson
 from topics_actors import json_rules
 from topics_actors.errors import ErrorCode, TopicsError, invalid
 from topics_actors.gateway import request_body as rb
+from topics_actors.gateway.request_body import payload_too_large
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope
 from topics_actors.gateway.route_table import ADMIN, READ, WRITE
 from topics_actors.gateway.shared_reads import ReadView
@@ -85,12 +86,15 @@ class OpError(Exception):
 
 # --- client frames in --------------------------------------------------------------------------
 
-def parse_op(text: str | None, binary: bool = False):
-    """The operation a client frame asks for, or OpError (invalid_json,
-    unsupported_message, invalid_request)."""
+def parse_op(text: str | None, binary: bool = False, frame_bytes_max: int = 0):
+    """The operation a client frame asks for, or OpError (unsupported_message,
+    payload_too_large over `frame_bytes_max` (TOPICS_MAX_BODY_BYTES; 0 = no limit),
+    invalid_json, invalid_request)."""
     if binary or text is None:
         raise OpError(None, UNSUPPORTED_MESSAGE, "only JSON text frames are accepted")
     raw = text.encode("utf-8", "surrogatepass")
+    if frame_bytes_max and len(raw) > frame_bytes_max:
+        raise OpError.of(None, payload_too_large(frame_bytes_max))
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as error:
