@@ -112,6 +112,21 @@ def _start(topics: dict):
     return hooks, channel, connection, task
 
 
+async def _subscribed_to_a():
+    """A socket subscribed to topic `a` (one record), past its first three frames."""
+    hooks, channel, connection, task = _start({"a": [1]})
+    channel.op(op="subscribe", topic="a")
+    assert [(await channel.next())["op"] for _ in range(3)] == ["subscribed", "record",
+                                                                "caught_up"]
+    return hooks, channel, connection, task
+
+
+async def _leave(channel: FakeChannel, task: asyncio.Future) -> None:
+    """The client goes away: every task of the socket ends."""
+    channel.incoming.put_nowait((None, False))
+    await asyncio.wait_for(task, WAIT_S)
+
+
 def test_replies_in_order_and_subscribed_before_records():
     async def scenario():
         hooks, channel, _connection, task = _start({"a": [1, 2]})
@@ -131,8 +146,7 @@ def test_replies_in_order_and_subscribed_before_records():
         hooks.listener.wake("a")                       # the commit feed's note
         assert [r["data"] for r in (await channel.next())["records"]] == [3]
         assert (await channel.next())["op"] == "caught_up"
-        channel.incoming.put_nowait((None, False))     # the client leaves
-        await asyncio.wait_for(task, WAIT_S)
+        await _leave(channel, task)
         assert hooks.listener.waiters == {"a": set()}  # unwatched
     asyncio.run(scenario())
 
@@ -161,16 +175,13 @@ def test_no_record_follows_unsubscribed_even_with_a_read_in_flight():
         hooks.listener.wake("b")
         late = [await channel.next() for _ in range(2)]
         assert [f["topic"] for f in late] == ["b", "b"]
-        channel.incoming.put_nowait((None, False))
-        await asyncio.wait_for(task, WAIT_S)
+        await _leave(channel, task)
     asyncio.run(scenario())
 
 
 def test_a_deleted_topic_leaves_the_socket():
     async def scenario():
-        hooks, channel, connection, task = _start({"a": [1]})
-        channel.op(op="subscribe", topic="a")
-        assert len([await channel.next() for _ in range(3)]) == 3
+        hooks, channel, connection, task = await _subscribed_to_a()
         del hooks.reads.topics["a"]
         hooks.listener.wake("a")
         assert await channel.next() == {"op": "topic_deleted", "topic": "a", "head_seq": 0,
@@ -178,16 +189,13 @@ def test_a_deleted_topic_leaves_the_socket():
         channel.op(op="ping")
         assert (await channel.next())["op"] == "pong"
         assert connection.subs.topics() == [] and hooks.listener.waiters["a"] == set()
-        channel.incoming.put_nowait((None, False))
-        await asyncio.wait_for(task, WAIT_S)
+        await _leave(channel, task)
     asyncio.run(scenario())
 
 
 def test_stop_sends_shutting_down_then_ends():
     async def scenario():
-        hooks, channel, connection, task = _start({"a": [1]})
-        channel.op(op="subscribe", topic="a")
-        assert len([await channel.next() for _ in range(3)]) == 3
+        hooks, channel, connection, task = await _subscribed_to_a()
         hooks.stop = True
         connection.wake.set()                           # what WatchService.stop() does
         assert (await channel.next())["code"] == "server_shutting_down"
