@@ -3,7 +3,8 @@ the upgrade needs a valid key in `Authorization` (401 before the upgrade), each 
 its scope and the topic's prefix (an `error` frame `forbidden`, the socket stays), the
 sockets count against TOPICS_MAX_SSE_CONNECTIONS and its per-key variant together with
 the SSE streams (429 before the upgrade; a closed socket frees its slot) and in
-`topics_sse_connections`, and a stopping gateway sends `server_shutting_down`, then closes.
+`topics_sse_connections`, a frame over TOPICS_MAX_BODY_BYTES is refused, and a stopping
+gateway sends `server_shutting_down`, then closes.
 
 Method: a real WebSocket client (tests/http/test_http_ws.py's Socket, every receive with a
 timeout); SSE streams with tests.support.SseReader.
@@ -17,7 +18,8 @@ from tests.support import SseReader, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
-NODE_ENV = {"TOPICS_API_KEYS": "wall,wro:r,wwo:w,wrw:rw:wsa-,wadm:rw+a:wsa-"}
+NODE_ENV = {"TOPICS_API_KEYS": "wall,wro:r,wwo:w,wrw:rw:wsa-,wadm:rw+a:wsa-",
+            "TOPICS_MAX_BODY_BYTES": "4096"}
 
 
 def bearer(key: str) -> dict:
@@ -65,6 +67,19 @@ def test_each_operation_needs_its_scope_and_prefix(node):
     assert node.http("GET", "/v0/topics/wsb-1/diff", headers=bearer("wall")).status == 405
     diff = node.http("POST", "/v0/topics/wsb-1/diff", {}, bearer("wall")).json()
     assert [r["data"] for r in diff["records"]] == [1]          # nothing from wro / wrw
+
+
+def test_a_frame_over_the_body_limit_is_refused(node):
+    with Socket(node, bearer("wall")) as s:
+        s.send(op="publish", request_id="big", topic="wsa-big",
+               records=[{"data": "x" * 4096}])
+        error = s.recv()
+        assert (error["code"], error["request_id"], error["detail"]) == (
+            "payload_too_large", None, {"max": 4096})      # refused before it is parsed
+        assert s.call(op="publish", topic="wsa-big", records=[{"data": "x" * 4000}])[
+            "op"] == "ack"
+    assert node.http("GET", "/v0/topics/wsa-big", headers=bearer("wall")).json()[
+        "count"] == 1
 
 
 def _metrics(node, key: str) -> dict:

@@ -325,10 +325,10 @@ class GatewayCore:
         t0, name = time.perf_counter_ns(), UNMATCHED
         try:
             route = self._route(request)
-            name = route.handler
-            if name != "websocket":
+            key = self.keys.authenticate(request.header("authorization"))   # 401 before 404
+            if route.handler != "websocket":
                 raise not_found("only /v0/ws takes a WebSocket upgrade")
-            key = self.keys.authenticate(request.header("authorization"))
+            name = route.handler
             if self.stopping:
                 raise shutting_down()
             connection, lease = await self.ws.admit(key)

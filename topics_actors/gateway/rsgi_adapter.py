@@ -31,6 +31,7 @@ from topics_actors.gateway.http_message import (
 )
 from topics_actors.gateway.request_body import payload_too_large
 from topics_actors.gateway.route_table import handler_of
+from topics_actors.gateway.ws_connection import ChannelClosed
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,10 @@ class RsgiWebsocket:
         return None, message.kind == WS_BINARY       # else the client closed
 
     async def send(self, text: str) -> None:
-        await self.transport.send_str(text)
+        try:
+            await self.transport.send_str(text)
+        except (RSGIProtocolClosed, RSGIProtocolError):
+            raise ChannelClosed() from None
 
     def close(self) -> None:
         self.proto.close(WS_CLOSE_NORMAL)

@@ -37,13 +37,18 @@ OUTBOX_FRAMES_MAX = 256
 _CLOSE = object()            # the writer's last item: close the socket
 
 
+class ChannelClosed(Exception):
+    """A send on a socket the client has left (the end of a connection, not a failure)."""
+
+
 class WsChannel(Protocol):
     """An accepted WebSocket, as the RSGI adapter gives it (no granian type here)."""
 
     async def receive(self) -> tuple[str | None, bool]:
         """The next client message: (text, binary); (None, False) once the client left."""
 
-    async def send(self, text: str) -> None: ...
+    async def send(self, text: str) -> None:
+        """Send one text frame; ChannelClosed once the client has left."""
 
     def close(self) -> None: ...
 
@@ -81,7 +86,9 @@ class WsConnection:
         finally:
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+                if isinstance(outcome, Exception) and not isinstance(outcome, ChannelClosed):
+                    log.error("event=ws_failed", exc_info=outcome)
             for topic in self.subs.topics():
                 self.hooks.listener.unwatch(topic, self.wake)
 
