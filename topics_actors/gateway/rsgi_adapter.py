@@ -112,7 +112,6 @@ class RsgiApp:
         finally:
             self.in_flight -= 1
 
-
     async def _websocket(self, scope, proto) -> None:
         """An upgrade request; counted in flight while its socket is open, so that the
         gateway's stop waits for the socket's last frame."""
@@ -139,7 +138,10 @@ class RsgiWebsocket:
         self.proto.close(status)
 
     async def accept(self) -> "RsgiWebsocket":
-        self.transport = await self.proto.accept()
+        try:
+            self.transport = await self.proto.accept()
+        except (RSGIProtocolClosed, RSGIProtocolError):
+            raise ChannelClosed() from None       # the client left during the handshake
         return self
 
     async def receive(self) -> tuple[str | None, bool]:

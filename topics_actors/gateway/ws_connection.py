@@ -78,11 +78,17 @@ class WsConnection:
     async def run(self, channel: WsChannel) -> None:
         """Serve the socket until the client leaves, a send fails, or the gateway stops
         (then an `error` server_shutting_down frame goes out first)."""
-        tasks = [asyncio.ensure_future(self._reader(channel)),
-                 asyncio.ensure_future(self._pusher()),
+        pusher = asyncio.ensure_future(self._pusher())
+        tasks = [asyncio.ensure_future(self._reader(channel)), pusher,
                  asyncio.ensure_future(self._writer(channel))]
         try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            pending = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending,
+                                                   return_when=asyncio.FIRST_COMPLETED)
+                # A pusher that ended well has queued the close: the writer ends the socket.
+                if done != {pusher} or pusher.exception() is not None:
+                    break
         finally:
             for task in tasks:
                 task.cancel()

@@ -22,7 +22,7 @@ from topics_actors.gateway.api_keys import ApiKey
 from topics_actors.gateway.watch_request import owner_of
 from topics_actors.gateway.watch_service import WatchService
 from topics_actors.gateway.work_service import StreamRegistration, WorkService
-from topics_actors.gateway.ws_connection import WsChannel, WsConnection
+from topics_actors.gateway.ws_connection import ChannelClosed, WsChannel, WsConnection
 from topics_actors.gateway.ws_session import Publish
 
 STREAM_PREFIX = "ws_"
@@ -81,6 +81,8 @@ class WsService:
                 await connection.run(channel)
             finally:
                 channel.close()
+        except ChannelClosed:
+            pass                                # the client left during the handshake
         finally:
             self.watch.streams.discard(connection)
             lease.close()
