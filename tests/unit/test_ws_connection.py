@@ -14,6 +14,7 @@ import pytest
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway.sse_frame import record_data
 from topics_actors.gateway.ws_connection import WsConnection
+from topics_actors.gateway.ws_session import RecordTexts
 from topics_actors.watch_cursor import PageRead
 
 pytestmark = pytest.mark.timeout(30)
@@ -86,6 +87,7 @@ class FakeListener:
 class FakeHooks:
     heartbeat_s = 60.0
     frame_bytes_max = 0
+    records = RecordTexts()
 
     def __init__(self, topics: dict):
         self.reads = FakeReads(topics)

@@ -154,15 +154,29 @@ def test_reply_frames():
 
 
 def test_push_frames():
+    texts = ws.RecordTexts()
     record = WatchEvent("record", b"", b'{"topic":"t","from_seq":0,"records":[]}')
-    assert ws.push(record) == b'{"op":"record","topic":"t","from_seq":0,"records":[]}'
-    caught = ws.push(WatchEvent("caught-up", b"", {"topic": "t", "head_seq": 3}))
+    assert ws.push(record, texts) == '{"op":"record","topic":"t","from_seq":0,"records":[]}'
+    caught = ws.push(WatchEvent("caught-up", b"", {"topic": "t", "head_seq": 3}), texts)
     assert json.loads(caught) == {"op": "caught_up", "topic": "t", "head_seq": 3}
     gone = ws.push(WatchEvent("topic-deleted", b"", {"topic": "t", "head_seq": 0,
-                                                     "reason": "deleted"}))
+                                                     "reason": "deleted"}), texts)
     assert json.loads(gone)["op"] == "topic_deleted"
-    assert json.loads(ws.push(WatchEvent("tombstone", b"", {"topic": "t"})))["op"] == \
+    assert json.loads(ws.push(WatchEvent("tombstone", b"", {"topic": "t"}), texts))["op"] == \
         "tombstone"
+
+
+def test_a_shared_page_is_made_a_record_frame_once():
+    texts = ws.RecordTexts(pages_max=2)
+    pages = [b'{"topic":"t","n":%d}' % n for n in range(3)]
+    first = texts.text(pages[0])
+    assert texts.text(pages[0]) is first and texts.built == 1      # every socket, one text
+    equal_not_same = bytes(bytearray(pages[0]))
+    assert texts.text(equal_not_same) == first and texts.built == 2  # keyed by the page
+    texts.text(pages[1])
+    texts.text(pages[2])                                             # the oldest goes
+    assert len(texts.texts) == 2 and json.loads(texts.text(pages[2]))["n"] == 2
+    assert texts.built == 4
 
 
 # --- subscriptions -----------------------------------------------------------------------------

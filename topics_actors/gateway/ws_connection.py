@@ -59,6 +59,7 @@ class WsHooks(Protocol):
     listener: CommitListener
     heartbeat_s: float
     frame_bytes_max: int            # a client frame's size limit (TOPICS_MAX_BODY_BYTES)
+    records: ws.RecordTexts         # record frame texts shared by the gateway's sockets
 
     def stopping(self) -> bool: ...
     async def topic_states(self, topics: dict, lenient: bool) -> dict: ...
@@ -105,7 +106,7 @@ class WsConnection:
             frame = await self.outbox.get()     # the pusher's close or the client's leaving
             if frame is _CLOSE:                 # ends the wait, never a timeout
                 return
-            await channel.send(frame.decode())
+            await channel.send(frame)
 
     # --- the reader ---------------------------------------------------------------------------
 
@@ -118,7 +119,7 @@ class WsConnection:
             if frame is not None:
                 await self.outbox.put(frame)
 
-    async def _answer(self, text: str | None, binary: bool) -> bytes | None:
+    async def _answer(self, text: str | None, binary: bool) -> str | None:
         request_id = None
         try:
             op = ws.parse_op(text, binary, self.hooks.frame_bytes_max)
@@ -133,7 +134,7 @@ class WsConnection:
             log.exception("event=ws_op_failed")
             return ws.error_frame(request_id, "internal", "internal error")
 
-    async def _perform(self, op) -> bytes | None:
+    async def _perform(self, op) -> str | None:
         if isinstance(op, ws.Ping):
             return ws.pong(op.request_id)
         if isinstance(op, ws.Publish):
@@ -146,19 +147,19 @@ class WsConnection:
             await self._change(lambda: self._unsubscribe(op))
         return None                 # the pusher sent the reply
 
-    async def _change(self, change: Callable[[], bytes]) -> None:
+    async def _change(self, change: Callable[[], str]) -> None:
         done = asyncio.get_running_loop().create_future()
         self.changes.append((change, done))
         self.wake.set()
         await done
 
-    def _subscribe(self, op: ws.Subscribe, states: dict) -> bytes:
+    def _subscribe(self, op: ws.Subscribe, states: dict) -> str:
         self.subs.check_room(op)            # again: another subscribe may have come between
         for name in self.subs.subscribe(states, op.options):
             self.hooks.listener.watch(name, self.wake)
         return ws.subscribed(op.request_id, states)
 
-    def _unsubscribe(self, op: ws.Unsubscribe) -> bytes:
+    def _unsubscribe(self, op: ws.Unsubscribe) -> str:
         removed = self.subs.unsubscribe(op.topics)
         for name in removed:
             self.hooks.listener.unwatch(name, self.wake)
@@ -209,7 +210,7 @@ class WsConnection:
             async for events in catch_up(self.hooks.reads, subs.cursors, topic,
                                          subs.views[topic], self._interrupted):
                 for event in events:
-                    await self.outbox.put(ws.push(event))
+                    await self.outbox.put(ws.push(event, self.hooks.records))
             if topic in subs.cursors.deleted:      # terminal: the topic leaves the socket
                 subs.unsubscribe((topic,))
                 self.hooks.listener.unwatch(topic, self.wake)

@@ -23,7 +23,7 @@ from topics_actors.gateway.watch_request import owner_of
 from topics_actors.gateway.watch_service import WatchService
 from topics_actors.gateway.work_service import StreamRegistration, WorkService
 from topics_actors.gateway.ws_connection import ChannelClosed, WsChannel, WsConnection
-from topics_actors.gateway.ws_session import Publish
+from topics_actors.gateway.ws_session import Publish, RecordTexts
 
 STREAM_PREFIX = "ws_"
 
@@ -41,6 +41,7 @@ class WsService:
         self.listener = watch.listener
         self.heartbeat_s = work.heartbeat_ms / 1000
         self.frame_bytes_max = watch.settings.body_bytes_max
+        self.records = RecordTexts()
         self.open_sockets = 0
         self.all_closed = asyncio.Event()
         self.all_closed.set()

@@ -37,8 +37,9 @@ INVALID_JSON = "invalid_json"
 UNSUPPORTED_MESSAGE = "unsupported_message"
 SHUTTING_DOWN = "server_shutting_down"
 _OPS = ("subscribe", "unsubscribe", "publish", "ping")
-_PUSH_OPS = {"tombstone": b"tombstone", "caught-up": b"caught_up",
-             "topic-deleted": b"topic_deleted"}
+_PUSH_OPS = {"tombstone": "tombstone", "caught-up": "caught_up",
+             "topic-deleted": "topic_deleted"}
+RECORD_TEXTS_MAX = 64          # record frame texts a gateway keeps (recent shared pages)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +81,7 @@ class OpError(Exception):
     def of(cls, request_id: object, error: TopicsError) -> "OpError":
         return cls(request_id, error.code.wire, error.message, error.detail)
 
-    def frame(self) -> bytes:
+    def frame(self) -> str:
         return error_frame(self.request_id, self.code, self.message, self.detail)
 
 
@@ -174,37 +175,38 @@ def authorize(op, key: ApiKey | None) -> None:
 
 # --- server frames out -------------------------------------------------------------------------
 
-def _dumps(value: dict) -> bytes:
+def _dumps(value: dict) -> str:
+    """A frame's text (granian sends text frames from str)."""
     try:
-        return orjson.dumps(value)
+        return orjson.dumps(value).decode()
     except TypeError:              # a request_id orjson cannot write back (too deep)
-        return orjson.dumps({**value, "request_id": None})
+        return orjson.dumps({**value, "request_id": None}).decode()
 
 
-def error_frame(request_id: object, code: str, message: str, detail=None) -> bytes:
+def error_frame(request_id: object, code: str, message: str, detail=None) -> str:
     body = {"op": "error", "request_id": request_id, "code": code, "message": message}
     if detail is not None:
         body["detail"] = detail
     return _dumps(body)
 
 
-def shutting_down_frame() -> bytes:
+def shutting_down_frame() -> str:
     return error_frame(None, SHUTTING_DOWN, "the server is shutting down; reconnect")
 
 
-def pong(request_id: object) -> bytes:
+def pong(request_id: object) -> str:
     return _dumps({"op": "pong", "request_id": request_id})
 
 
-def subscribed(request_id: object, states: dict) -> bytes:
+def subscribed(request_id: object, states: dict) -> str:
     return _dumps({"op": "subscribed", "request_id": request_id, "topics": states})
 
 
-def unsubscribed(request_id: object, names: list[str]) -> bytes:
+def unsubscribed(request_id: object, names: list[str]) -> str:
     return _dumps({"op": "unsubscribed", "request_id": request_id, "topics": names})
 
 
-def ack(request_id: object, reply: dict) -> bytes:
+def ack(request_id: object, reply: dict) -> str:
     """The shard's append reply (with `performance`) as an `ack`; `seqs` null when the
     publish asked for none."""
     body = {"op": "ack", "request_id": request_id, **reply}
@@ -212,13 +214,35 @@ def ack(request_id: object, reply: dict) -> bytes:
     return _dumps(body)
 
 
-def push(event: WatchEvent) -> bytes:
-    """A subscription event as a frame. A `record` frame reuses the page's rendered data
-    line (shared_reads.py), `{"topic",...,"records":[...]}`, with the op spliced in front."""
+def push(event: WatchEvent, records: "RecordTexts") -> str:
+    """A subscription event as a frame; a `record` frame's text comes from `records`."""
     if event.event == "record":
-        return b'{"op":"record",' + event.data[1:]
-    op = _PUSH_OPS[event.event]
-    return b'{"op":"' + op + b'",' + orjson.dumps(event.data)[1:]
+        return records.text(event.data)
+    return '{"op":"' + _PUSH_OPS[event.event] + '",' + orjson.dumps(event.data)[1:].decode()
+
+
+class RecordTexts:
+    """The `record` frames of the shared pages (shared_reads.py), one text per page for
+    every socket of the gateway: the page's rendered data line, `{"topic",...,"records":
+    [...]}`, with `"op":"record"` spliced in front. Sockets woken by one commit push the same
+    page one after another, so a few recent pages suffice; each entry holds its page, so
+    the `id` it is keyed by cannot be reused while it is kept."""
+
+    def __init__(self, pages_max: int = RECORD_TEXTS_MAX):
+        self.pages_max = pages_max
+        self.texts: dict[int, tuple[bytes, str]] = {}
+        self.built = 0
+
+    def text(self, data: bytes) -> str:
+        hit = self.texts.get(id(data))
+        if hit is not None and hit[0] is data:
+            return hit[1]
+        text = '{"op":"record",' + data[1:].decode()
+        self.built += 1
+        if len(self.texts) >= self.pages_max:
+            del self.texts[next(iter(self.texts))]        # the oldest
+        self.texts[id(data)] = (data, text)
+        return text
 
 
 # --- subscriptions -----------------------------------------------------------------------------
