@@ -21,7 +21,6 @@ import asyncio
 import json
 import logging
 import os
-import pathlib
 import sys
 import time
 
@@ -30,7 +29,7 @@ from websockets.asyncio.client import connect
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # watch_bench (through http_bench) puts this checkout first on sys.path and PYTHONPATH.
-from watch_bench import DATA, Watcher, _http  # noqa: E402  (sibling modules)
+from watch_bench import DATA, Watcher, _http, bench_main  # noqa: E402  (siblings)
 from bench_stats import latency_summary, spread  # noqa: E402
 from node_proc import NodeProcess  # noqa: E402
 
@@ -144,14 +143,7 @@ def report(results: list[dict], args) -> str:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(message)s")
-    results = run(args)
-    print(report(results, args))
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(results, indent=1))
-    return 0
+    return bench_main(parse_args(argv), run, report)
 
 
 if __name__ == "__main__":
