@@ -7,6 +7,9 @@ the cursor id after it: `tombstone` (on a topic's first read in a connection its
 `from_seq_too_old`), `record` (only when a record passed), `caught-up` (once per
 backlog -> live transition, a record frame counting as backlog), `topic-deleted` (terminal
 for that topic; the watch is finished when every topic is).
+
+A WebSocket (gateway/ws_session.py) keeps one WatchCursors whose topics come and go
+(`add`, `remove`), without the `from_seq_too_old` relabel and without cursor ids.
 """
 
 from __future__ import annotations
@@ -55,9 +58,11 @@ class WatchEvent(NamedTuple):
 
 
 class WatchCursors:
-    def __init__(self, cursors: dict[str, int]):
+    def __init__(self, cursors: dict[str, int], relabel: bool = True, ids: bool = True):
         self.cursors = dict(sorted(cursors.items()))
-        self.first_read = set(self.cursors)
+        self.relabel = relabel                   # first-read tombstones: from_seq_too_old
+        self.ids = ids                           # events carry the composite cursor id
+        self.first_read = set(self.cursors) if relabel else set()
         self.live: dict[str, bool] = {}          # was the topic's last read caught up
         self.deleted: set[str] = set()
 
@@ -65,7 +70,21 @@ class WatchCursors:
         return encode_cursor(self.cursors)
 
     def _event(self, event: str, data) -> WatchEvent:
-        return WatchEvent(event, self.cursor_id(), data)
+        return WatchEvent(event, self.cursor_id() if self.ids else b"", data)
+
+    def add(self, topic: str, from_seq: int) -> None:
+        """Watch `topic` from `from_seq` (again: its state starts over)."""
+        self.remove(topic)
+        self.cursors[topic] = from_seq
+        if self.relabel:
+            self.first_read.add(topic)
+
+    def remove(self, topic: str) -> bool:
+        """Stop watching `topic`; False when it was not watched."""
+        self.first_read.discard(topic)
+        self.live.pop(topic, None)
+        self.deleted.discard(topic)
+        return self.cursors.pop(topic, None) is not None
 
     def read(self, topic: str, page: PageRead) -> list[WatchEvent]:
         """The events one read produced, advancing the topic's cursor."""

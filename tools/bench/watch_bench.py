@@ -150,19 +150,23 @@ def report(results: list[dict], args) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def bench_main(args: argparse.Namespace, run_cases, report_cases) -> int:
+    """Log to stderr, run, print the Markdown report, keep the raw results in `--json`
+    (this bench's and ws_bench's entry point)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
-    if args.mode == "latency":
-        results = watch_latency.run(args)
-        print(watch_latency.report(results, args))
-    else:
-        results = run(args)
-        print(report(results, args))
+    results = run_cases(args)
+    print(report_cases(results, args))
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.mode == "latency":
+        return bench_main(args, watch_latency.run, watch_latency.report)
+    return bench_main(args, run, report)
 
 
 if __name__ == "__main__":

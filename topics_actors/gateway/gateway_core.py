@@ -32,11 +32,13 @@ from topics_actors.gateway.inflight_limit import InflightLimit
 from topics_actors.gateway.metrics_report import MetricsInput, render
 from topics_actors.gateway.request_stats import RequestStats
 from topics_actors.gateway.route_table import (
-    PROBE, SESSION, TOKEN_HANDLERS, UNMATCHED, Route, resolve, unknown_route_error,
+    PROBE, SESSION, TOKEN_HANDLERS, UNMATCHED, Route, not_found, resolve,
+    unknown_route_error,
 )
 from topics_actors.gateway.topic_listing import list_page
 from topics_actors.gateway.watch_service import WatchService
 from topics_actors.gateway.work_service import WorkService
+from topics_actors.gateway.ws_service import WsService
 from topics_actors.limits import CLAIM_WAIT_MS_MAX, DIFF_WAIT_MS_MAX
 from topics_actors.protocol.messages import (
     DeleteRecords, DeleteTopic, Diff, GetTopic, PutTopic,
@@ -84,6 +86,7 @@ class GatewayCore:
         self._appends = itertools.count(1)
         self.watch = WatchService(settings, engine)
         self.work = WorkService(self.watch)
+        self.ws = WsService(self.watch, self.work, self.append_reply)
         self.requests = requests if requests is not None else RequestStats(None, 0)
 
     def stop(self) -> None:
@@ -222,10 +225,18 @@ class GatewayCore:
         return json_response(200, _with_performance(reply, t0))
 
     async def _append(self, route, request, key, t0) -> HttpResponse:
-        name = route.topic
         return_seqs = rb.query_bool(rb.query_params(request.query), "return_seqs", True)
         body = rb.json_object(request, empty_ok=False)
-        plan = parse_append(name, body, request.header("idempotency-key"), return_seqs,
+        status, reply = await self.append_reply(route.topic, body,
+                                                request.header("idempotency-key"),
+                                                return_seqs, key, t0)
+        return json_response(status, reply)
+
+    async def append_reply(self, name: str, body: dict, header_key: str | None,
+                           return_seqs: bool, key: ApiKey | None, t0: int) -> tuple[int, dict]:
+        """An append (spec/api.md 5.5) of an HTTP request or a WebSocket publish: its
+        status (201 when it created the topic) and reply."""
+        plan = parse_append(name, body, header_key, return_seqs,
                             f"{self._session}:{next(self._appends)}")
         no_admin = (plan.message.config is not None and key is not None
                     and "admin" not in key.scopes)
@@ -246,8 +257,7 @@ class GatewayCore:
             raise cap_reached("max_topics", cap) from None
         if reply.get("created"):
             self.engine.topic_created()
-        return json_response(201 if reply.get("created") else 200,
-                             _with_performance(reply, t0))
+        return 201 if reply.get("created") else 200, _with_performance(reply, t0)
 
     async def _diff(self, route, request, key, t0) -> HttpResponse:
         body = rb.json_object(request, empty_ok=True)
@@ -301,6 +311,33 @@ class GatewayCore:
         if self.stopping:
             raise shutting_down()
         return await self.watch.open(request, route.wid)
+
+    # --- WebSocket (spec/api.md 7.3; gateway/ws_service.py) ------------------------------------
+
+    async def _websocket(self, route, request, key, t0) -> HttpResponse:
+        self.keys.authenticate(request.header("authorization"))
+        raise invalid("GET /v0/ws needs a WebSocket upgrade")
+
+    async def websocket(self, request: HttpRequest, upgrade) -> None:
+        """An upgrade request: refused with a bare status (404 another path, 401 no valid
+        key, 503 stopping, 429 over the SSE caps), or accepted and served until the socket
+        ends. `upgrade` has reject(status) and accept() -> a WsChannel."""
+        t0, name = time.perf_counter_ns(), UNMATCHED
+        try:
+            route = self._route(request)
+            key = self.keys.authenticate(request.header("authorization"))   # 401 before 404
+            if route.handler != "websocket":
+                raise not_found("only /v0/ws takes a WebSocket upgrade")
+            name = route.handler
+            if self.stopping:
+                raise shutting_down()
+            connection, lease = await self.ws.admit(key)
+        except TopicsError as error:
+            self.requests.record(name, error.status, time.perf_counter_ns() - t0)
+            upgrade.reject(error.status)
+            return
+        self.requests.record(name, 101, time.perf_counter_ns() - t0)
+        await self.ws.serve(connection, lease, upgrade.accept)
 
     # --- queues (gateway/queue_api.py, gateway/work_service.py) ---------------------------------
 

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 DRAIN_MS = 5_000
 DRAIN_POLL_S = 0.02
+WS_CLOSE_WAIT_S = 1.0
+WS_FLUSH_S = 0.1
 
 
 class GatewayServer:
@@ -61,6 +63,12 @@ class GatewayServer:
         await stop.wait()
         core.stop()         # watch streams end, parked long polls are answered now
         self._send_beat("stopping")
+        if core.ws.open_sockets:
+            # granian drops upgraded connections when it stops: let every WebSocket send its
+            # last frame first, then give granian's own close of each (which Python cannot
+            # observe) a moment to reach the wire.
+            await core.ws.wait_closed(WS_CLOSE_WAIT_S)
+            await asyncio.sleep(WS_FLUSH_S)
         worker_signal.set()
         await stopped.wait()
         deadline = time.monotonic() + DRAIN_MS / 1000

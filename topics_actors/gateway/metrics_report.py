@@ -18,7 +18,7 @@ from topics_actors.gateway.request_stats import BOUNDS_US, RouteFigures
 
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 _ZERO_GAUGES = ("routers",)
-_STREAM_GAUGES = {"sse_connections": "open SSE streams (watch) on the node",
+_STREAM_GAUGES = {"sse_connections": "open SSE streams (watch, work) and WebSockets on the node",
                   "watch_sessions": "live watch sessions on the node"}
 
 

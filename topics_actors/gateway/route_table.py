@@ -12,7 +12,7 @@ from topics_actors.errors import ErrorCode, TopicsError
 
 READ, WRITE, DELETE, ADMIN = "read", "write", "delete", "admin"
 PROBE = "probe"       # health and readiness: open unless TOPICS_PROBE_AUTH
-SESSION = "session"   # a watch stream: its handler checks the session's key (spec/api.md 7.2)
+SESSION = "session"   # a watch stream or WebSocket: its handler checks the key (spec/api.md 7)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -34,6 +34,7 @@ _FIXED = {
     "/v0/metrics": {"GET": ("metrics", READ)},
     "/v0/topics": {"GET": ("list_topics", READ)},
     "/v0/watch": {"POST": ("watch_create", READ)},
+    "/v0/ws": {"GET": ("websocket", SESSION)},     # the upgrade checks the key (ws_service)
 }
 _WATCH_PREFIX = "/v0/watch/"
 _WATCH = {"GET": ("watch_stream", SESSION)}

@@ -20,7 +20,9 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from granian._futures import _future_watcher_wrapper, _new_cbscheduler
-from granian._granian import RSGIProtocolClosed, RSGIWorker, SocketHolder, WorkerSignal
+from granian._granian import (
+    RSGIProtocolClosed, RSGIProtocolError, RSGIWorker, SocketHolder, WorkerSignal,
+)
 
 from topics_actors.errors import InvariantViolation
 from topics_actors.gateway.gateway_core import GatewayCore
@@ -29,6 +31,7 @@ from topics_actors.gateway.http_message import (
 )
 from topics_actors.gateway.request_body import payload_too_large
 from topics_actors.gateway.route_table import handler_of
+from topics_actors.gateway.ws_connection import ChannelClosed
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +40,9 @@ BACKPRESSURE = 1024          # requests one gateway process works on at once
 BLOCKING_THREADS_MAX = 512
 _SSL_OFF = (False, None, None, None, "tls1.3", None, [], False)
 EXIT_BUG = 70                # EX_SOFTWARE; the supervisor restarts the gateway
+WS_BINARY, WS_TEXT = 1, 2    # RSGI websocket message kinds (0: closed by the client)
+WS_CLOSE_NORMAL = 1000
+WEBSOCKETS = True            # upgrades reach __rsgi__ with scope.proto == "ws"
 
 
 def die_of_bug(bug: InvariantViolation) -> NoReturn:
@@ -82,6 +88,9 @@ class RsgiApp:
         return b"".join(chunks)
 
     async def __rsgi__(self, scope, proto) -> None:
+        if scope.proto == "ws":
+            await self._websocket(scope, proto)
+            return
         if scope.proto != "http":
             return
         self.in_flight += 1
@@ -102,6 +111,56 @@ class RsgiApp:
             self.die(bug)
         finally:
             self.in_flight -= 1
+
+    async def _websocket(self, scope, proto) -> None:
+        """An upgrade request; counted in flight while its socket is open, so that the
+        gateway's stop waits for the socket's last frame."""
+        self.in_flight += 1
+        try:
+            await self.core.websocket(HttpRequest(scope.method, scope.path, scope.query_string,
+                                                  scope.headers), RsgiWebsocket(proto))
+        except InvariantViolation as bug:
+            self.die(bug)
+        finally:
+            self.in_flight -= 1
+
+
+class RsgiWebsocket:
+    """granian's websocket protocol as the gateway's upgrade and WsChannel
+    (gateway/ws_connection.py): reject with a bare HTTP status, or accept, then receive
+    and send text; the socket closes when served."""
+
+    def __init__(self, proto):
+        self.proto = proto
+        self.transport = None
+
+    def reject(self, status: int) -> None:
+        self.proto.close(status)
+
+    async def accept(self) -> "RsgiWebsocket":
+        try:
+            self.transport = await self.proto.accept()
+        except (RSGIProtocolClosed, RSGIProtocolError):
+            raise ChannelClosed() from None       # the client left during the handshake
+        return self
+
+    async def receive(self) -> tuple[str | None, bool]:
+        try:
+            message = await self.transport.receive()
+        except (RSGIProtocolClosed, RSGIProtocolError):
+            return None, False
+        if message.kind == WS_TEXT:
+            return message.data, False
+        return None, message.kind == WS_BINARY       # else the client closed
+
+    async def send(self, text: str) -> None:
+        try:
+            await self.transport.send_str(text)
+        except (RSGIProtocolClosed, RSGIProtocolError):
+            raise ChannelClosed() from None
+
+    def close(self) -> None:
+        self.proto.close(WS_CLOSE_NORMAL)
 
 
 def _send(proto, response: HttpResponse) -> None:
@@ -146,7 +205,7 @@ def start_worker(app: RsgiApp, listen_fd: int, loop: asyncio.AbstractEventLoop,
     signal.add_cb(lambda: loop.call_soon_threadsafe(stopped.set))
     worker = RSGIWorker(worker_id, (None, SocketHolder(listen_fd, False, BACKLOG)), None,
                         1, BLOCKING_THREADS_MAX, 1, 30, BACKPRESSURE, "auto", None, None,
-                        False, None, *_SSL_OFF, (None, None))
+                        WEBSOCKETS, None, *_SSL_OFF, (None, None))
     scheduler = _new_cbscheduler(loop, _future_watcher_wrapper(app.__rsgi__),
                                  impl_asyncio=True)
     worker.serve_str(scheduler, loop, signal)

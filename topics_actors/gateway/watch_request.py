@@ -37,10 +37,27 @@ def min_heartbeat_ms(test_floor_ms: int) -> int:
     return clamp(test_floor_ms, 1, HEARTBEAT_MS_MIN) if test_floor_ms else HEARTBEAT_MS_MIN
 
 
-def _topic_entry(name: str, value) -> tuple[int, bool]:
+def topic_entry(name: str, value) -> tuple[int, bool]:
     if not isinstance(value, dict):
         raise invalid("each watched topic maps to {\"from_seq\", \"tail\"}", {"topic": name})
     return rb.field_uint(value, "from_seq"), bool(rb.field_bool(value, "tail", False))
+
+
+def read_options(body: dict, limit_default: int, batch_bytes_default: int) -> dict:
+    """The read options of a watch or a WebSocket subscribe: node, limit (0 means the
+    default, at most 1000), max_batch_bytes and the include_* switches."""
+    limit = min(rb.field_uint(body, "limit") or limit_default, WATCH_LIMIT_MAX)
+    node = rb.field_nodes(body)
+    if any(len(n.encode()) > NODE_BYTES_MAX for n in ([node] if isinstance(node, str)
+                                                       else node or ())):
+        raise invalid(f"a node name has at most {NODE_BYTES_MAX} bytes")
+    return {
+        "node": node, "limit": limit,
+        "max_batch_bytes": rb.field_uint(body, "max_batch_bytes", batch_bytes_default),
+        "include_meta": rb.field_bool(body, "include_meta", True),
+        "include_tags": rb.field_bool(body, "include_tags", False),
+        "include_data": rb.field_bool(body, "include_data", True),
+    }
 
 
 def parse_watch(body: dict, heartbeat_floor_ms: int) -> WatchPlan:
@@ -49,24 +66,13 @@ def parse_watch(body: dict, heartbeat_floor_ms: int) -> WatchPlan:
         raise invalid("field 'topics' (a map of topic name to options) is required")
     if not 1 <= len(topics) <= WATCH_TOPICS_MAX:
         raise invalid(f"a watch names 1 to {WATCH_TOPICS_MAX} topics, not {len(topics)}")
-    entries = {name: _topic_entry(name, topics[name]) for name in sorted(topics)}
+    entries = {name: topic_entry(name, topics[name]) for name in sorted(topics)}
     consistency = body.get("consistency", "eventual")
     if consistency is not None and consistency not in _CONSISTENCY:
         raise invalid("field 'consistency' must be \"eventual\" or \"strong\"")
-    limit = min(rb.field_uint(body, "limit") or WATCH_LIMIT_DEFAULT, WATCH_LIMIT_MAX)
     heartbeat = rb.field_uint(body, "heartbeat_ms", HEARTBEAT_MS_DEFAULT)
-    node = rb.field_nodes(body)
-    if any(len(n.encode()) > NODE_BYTES_MAX for n in ([node] if isinstance(node, str)
-                                                       else node or ())):
-        raise invalid(f"a node name has at most {NODE_BYTES_MAX} bytes")
-    options = {
-        "node": node, "limit": limit,
-        "max_batch_bytes": rb.field_uint(body, "max_batch_bytes", WATCH_BATCH_BYTES_DEFAULT),
-        "heartbeat_ms": clamp(heartbeat, heartbeat_floor_ms, HEARTBEAT_MS_MAX),
-        "include_meta": rb.field_bool(body, "include_meta", True),
-        "include_tags": rb.field_bool(body, "include_tags", False),
-        "include_data": rb.field_bool(body, "include_data", True),
-    }
+    options = read_options(body, WATCH_LIMIT_DEFAULT, WATCH_BATCH_BYTES_DEFAULT)
+    options["heartbeat_ms"] = clamp(heartbeat, heartbeat_floor_ms, HEARTBEAT_MS_MAX)
     return WatchPlan(entries, options)
 
 

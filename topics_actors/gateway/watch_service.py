@@ -82,8 +82,10 @@ class WatchService:
 
     # --- POST /v0/watch ---------------------------------------------------------------------
 
-    async def _topic_states(self, plan, lenient: bool) -> dict:
-        names = list(plan.topics)
+    async def topic_states(self, topics: dict, lenient: bool) -> dict:
+        """{name: {from_seq, head_seq, earliest_seq}} of `topics` ({name: (from_seq,
+        tail)}); an unknown topic is 404 topic_not_found, or left out when `lenient`."""
+        names = list(topics)
         replies = await asyncio.gather(*(self.engine.call(n, GetTopic(n, False)) for n in names),
                                        return_exceptions=True)
         states = {}
@@ -94,7 +96,7 @@ class WatchService:
                 raise topic_not_found(name)
             if isinstance(reply, BaseException):
                 raise reply
-            from_seq, tail = plan.topics[name]
+            from_seq, tail = topics[name]
             states[name] = {"from_seq": reply["head_seq"] if tail else from_seq,
                             "head_seq": reply["head_seq"], "earliest_seq": reply["earliest_seq"]}
         return states
@@ -106,7 +108,7 @@ class WatchService:
         for name in plan.topics:
             if key is not None and not key.allows_name(name):
                 raise forbidden("this key may not watch this topic", name)
-        states = await self._topic_states(plan, lenient)
+        states = await self.topic_states(plan.topics, lenient)
         cap = self.settings.watch_sessions_max
         if cap and (await self.census())["watch_sessions"] >= cap:
             raise throttled("the watch session cap is reached",

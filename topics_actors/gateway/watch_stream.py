@@ -22,7 +22,7 @@ from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway import sse_frame as sse
 from topics_actors.gateway.commit_listener import CommitListener, wait_woken
 from topics_actors.gateway.shared_reads import ReadView, SharedReads
-from topics_actors.watch_cursor import WatchCursors
+from topics_actors.watch_cursor import WatchCursors, WatchEvent
 
 log = logging.getLogger(__name__)
 
@@ -81,21 +81,30 @@ class WatchStream:
             self.report(dict(state.cursors), True)
 
     async def _round(self) -> AsyncIterator[bytes]:
-        state = self.state
-        for topic in list(state.cursors):
-            while topic not in state.deleted and not self.stopping():
-                before = state.cursors[topic]
-                try:
-                    page = await self.reads.page(topic, before, self.view)
-                except TopicsError as error:
-                    if error.code is ErrorCode.TOPIC_NOT_FOUND:
-                        yield sse.render(state.delete(topic))
-                    else:    # the shard is restarting or busy: read again at the next wake
-                        log.warning("event=watch_read_failed topic=%s code=%s", topic,
-                                    error.code.wire)
-                    break
-                out = b"".join(sse.render(e) for e in state.read(topic, page))
+        for topic in list(self.state.cursors):
+            async for events in catch_up(self.reads, self.state, topic, self.view,
+                                         self.stopping):
+                out = b"".join(sse.render(e) for e in events)
                 if out:
                     yield out
-                if page.caught_up or state.cursors[topic] == before:
-                    break
+
+
+async def catch_up(reads: SharedReads, state: WatchCursors, topic: str, view: ReadView,
+                   stopping: Callable[[], bool]) -> AsyncIterator[list[WatchEvent]]:
+    """Read `topic` from its cursor until caught up (spec/api.md 5.6 with the view's
+    options), moving the cursor: the events of each page read. Used by the SSE stream and
+    the WebSocket (gateway/ws_connection.py) alike. Stops early once `stopping()`."""
+    while topic in state.cursors and topic not in state.deleted and not stopping():
+        before = state.cursors[topic]
+        try:
+            page = await reads.page(topic, before, view)
+        except TopicsError as error:
+            if error.code is ErrorCode.TOPIC_NOT_FOUND:
+                yield [state.delete(topic)]
+            else:    # the shard is restarting or busy: read again at the next wake
+                log.warning("event=watch_read_failed topic=%s code=%s", topic,
+                            error.code.wire)
+            return
+        yield state.read(topic, page)
+        if page.caught_up or state.cursors[topic] == before:
+            return

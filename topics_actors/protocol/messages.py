@@ -296,9 +296,10 @@ class Held(Message):
 @message
 class StreamLease(Message):
     """gateway -> the shard owning `stream` (routed as if it were a topic name). Count SSE
-    stream `stream`, which belongs to no watch session (a queue's `/work` stream), as open
-    for lease_ms (renewed by sending this again); closed: it has ended. owner: the identity
-    of its key, as for watch_open ("" without auth). A read, memory only.
+    stream `stream`, which belongs to no watch session (a queue's `/work` stream, a
+    WebSocket), as open for lease_ms (renewed by sending this again); closed: it has ended.
+    owner: the identity of its key, as for watch_open ("" without auth). A read, memory
+    only.
     Reply: {stream, performance}."""
     KIND = "stream_lease"
     stream: str
