@@ -55,7 +55,8 @@ def test_routes(method, path, handler, scope, topic):
 
 @pytest.mark.parametrize("method,path,code", [
     ("GET", "/", "not_found"), ("GET", "/v0/topics/", "not_found"),
-    ("GET", "/v0/routers", "not_found"), ("GET", "/v0/topics/a/diff", "method_not_allowed"),
+    ("GET", "/v0/routers/a/b", "not_found"), ("POST", "/v0/routers", "method_not_allowed"),
+    ("GET", "/v0/topics/a/diff", "method_not_allowed"),
     ("PUT", "/v0/topics", "method_not_allowed"), ("PATCH", "/healthz", "method_not_allowed"),
 ])
 def test_route_errors(method, path, code):

@@ -18,7 +18,8 @@ import time
 from topics_actors import __version__
 from topics_actors.client.retry_budget import new_session
 from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError, invalid
-from topics_actors.gateway import queue_api
+from topics_actors.client import router_admin
+from topics_actors.gateway import queue_api, router_api
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope, forbidden
 from topics_actors.gateway.append_body import parse_append
@@ -218,7 +219,7 @@ class GatewayCore:
 
     async def _delete_topic(self, route, request, key, t0) -> HttpResponse:
         if_empty = rb.query_bool(rb.query_params(request.query), "if_empty", False)
-        reply = await self.engine.call(route.topic, DeleteTopic(route.topic, if_empty))
+        reply = await self.engine.client.drive(router_admin.delete_topic(route.topic, if_empty))
         return json_response(200, _with_performance(reply, t0))
 
     async def _append(self, route, request, key, t0) -> HttpResponse:
@@ -291,6 +292,25 @@ class GatewayCore:
         reply = await self.engine.call(route.topic,
                                        DeleteRecords(route.topic, before_seq, match))
         return json_response(200, _with_performance(reply, t0))
+
+    # --- routers (gateway/router_api.py, client/router_admin.py) --------------------------------
+
+    async def _put_router(self, route, request, key, t0) -> HttpResponse:
+        reply = await router_api.put(self.engine, key, route.topic, request,
+                                     self.settings.routers_max)
+        return json_response(201 if reply["created"] else 200, _with_performance(reply, t0))
+
+    async def _get_router(self, route, request, key, t0) -> HttpResponse:
+        reply = await router_api.get(self.engine, key, route.topic)
+        return json_response(200, _with_performance(reply, t0))
+
+    async def _delete_router(self, route, request, key, t0) -> HttpResponse:
+        reply = await router_api.delete(self.engine, key, route.topic)
+        return json_response(200, _with_performance(reply, t0))
+
+    async def _list_routers(self, route, request, key, t0) -> HttpResponse:
+        page = await router_api.list_page(self.engine, key, rb.query_params(request.query))
+        return json_response(200, _with_performance(page, t0))
 
     # --- watch (spec/api.md 7.1, 7.2) ----------------------------------------------------------
 

@@ -29,7 +29,7 @@ class TopicState:
                  "evict_floor", "expiry_floor", "delete_floor", "source_trim_floor",
                  "dedupe", "ram_file", "ram", "indexed", "absorbed", "seg_dir",
                  "seg_firsts", "seg_counts", "created_at", "ram_past", "gone_through",
-                 "deleted", "deletions", "tags", "queue")
+                 "deleted", "deletions", "tags", "queue", "routers")
 
     def __init__(self, name: str, config: TopicConfig, tid: int | None = None,
                  indexed: bool = True):
@@ -65,6 +65,7 @@ class TopicState:
         self.deletions = 0            # records deleted so far (for the checkpoint accounting)
         self.tags = None              # TagIndex once a delete by tag needed one
         self.queue = None             # QueueState of a queue topic (ledger/queue_state.py)
+        self.routers: dict | None = None   # routers feeding this topic, by name (router_state)
 
     # --- publishing -------------------------------------------------------------------
 

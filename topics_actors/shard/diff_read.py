@@ -18,6 +18,7 @@ from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage.file_table import StoredRecord
+from topics_actors.storage.frame_types import HOPS_MASK, HOPS_SHIFT
 
 
 def validate_diff(req: Diff) -> None:
@@ -85,8 +86,11 @@ def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
         size = payload_bytes(len(rec.envelope), rec.flags)
         if records and used + size > budget:
             break
-        records.append([rec.seq, rec.ts, rec.envelope, rec.tag if req.include_tags else None,
-                        rec.node, has_meta(rec.flags)])
+        record = [rec.seq, rec.ts, rec.envelope, rec.tag if req.include_tags else None,
+                  rec.node, has_meta(rec.flags)]
+        if req.include_hops:
+            record.append((rec.flags & HOPS_MASK) >> HOPS_SHIFT)
+        records.append(record)
         used += size
         seq += 1
     topic.last_read_ts = now_ms
