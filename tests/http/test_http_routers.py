@@ -2,12 +2,15 @@
 its errors, forwarding (same shard and across shards), filters, hops, exactly-once meta,
 cascades on topic delete, the router cap and restart survival."""
 
+import asyncio
 from urllib.parse import quote
 
 import pytest
 
 from tests.http.test_http_topics import append, error_of
 from tools.testing.node_harness import wait_for
+from topics_actors.client.async_client import AsyncClient
+from topics_actors.errors import TopicsError
 from topics_actors.topic_identity import shard_of_name
 
 NODE_SHARDS = 2
@@ -186,3 +189,52 @@ def test_full_reject_dest_pauses_and_resumes(node):
                                         20, "the third copy")][-1:] == [3]
     assert copied
     delete_all_routers(node)
+
+
+def test_metrics_count_routers_and_copies(node):
+    source, dest = pair(False, "met")
+    assert put_router(node, "met", source, dest).status == 201
+    append(node, source, {"data": 1}, {"data": 2})
+    wait_records(node, dest, 2)
+
+    def figures():
+        body = node.http("GET", "/v0/metrics", headers={"accept": "application/json"}).json()
+        return body if body["routers_forwarded"] >= 2 else None
+    body = wait_for(figures, 20, "the forwarded figure")
+    assert body["routers"] == 1 and body["routers_forwarded"] == 2
+    text = node.http("GET", "/v0/metrics").body.decode()
+    assert "\ntopics_routers 1\n" in text and "\ntopics_router_forwarded_total 2\n" in text
+    delete_all_routers(node)
+
+
+def test_client_library_manages_routers(node):
+    client = node.client()
+    created = client.put_router("lib", "lib-a", "lib-b", preserve_node=False)
+    assert created["created"] is True and created["preserve_node"] is False
+    assert client.get_router("lib")["source"] == "lib-a"
+    assert [r["router"] for r in client.list_routers(prefix="lib")["routers"]] == ["lib"]
+    client.append("lib-a", [{"data": "x", "node": "n"}])
+    wait_for(lambda: client.diff("lib-b")["records"], 20, "the copy")
+    assert "$node" not in client.diff("lib-b")["records"][0]
+    with pytest.raises(TopicsError) as caught:
+        client.put_router("lib2", "lib-b", "lib-a")
+    assert caught.value.code.wire == "router_cycle"
+    assert client.delete_router("lib") == {"router": "lib", "deleted": True}
+    with pytest.raises(TopicsError) as caught:
+        client.get_router("lib")
+    assert caught.value.code.wire == "router_not_found"
+
+
+def test_async_client_manages_routers(node):
+    async def scenario():
+        async with AsyncClient(node.endpoint, request_timeout_ms=2000) as client:
+            created = await client.put_router("alib", "alib-a", "alib-b")
+            got = await client.get_router("alib")
+            listed = await client.list_routers(dest="alib-b")
+            gone = await client.delete_topic("alib-a")
+            left = await client.list_routers(prefix="alib")
+            return created, got, listed, gone, left
+    created, got, listed, gone, left = asyncio.run(scenario())
+    assert created["created"] and got["dest"] == "alib-b"
+    assert [r["router"] for r in listed["routers"]] == ["alib"]
+    assert gone["routers_removed"] == ["alib"] and left["routers"] == []

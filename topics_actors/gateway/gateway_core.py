@@ -172,6 +172,7 @@ class GatewayCore:
     async def _metrics(self, route, request, key, t0) -> HttpResponse:
         ready, progress = await node_ready(self.engine)
         census, wal, streams = Census(), {}, {"sse_connections": 0, "watch_sessions": 0}
+        routers = {"routers": 0, "routers_forwarded": 0}
         if ready:
             census = await self.engine.census(0.0)
             for status in await self.engine.shard_statuses():
@@ -179,9 +180,11 @@ class GatewayCore:
                     wal[name] = wal.get(name, 0) + value
                 streams["sse_connections"] += status.get("sse_streams", 0)
                 streams["watch_sessions"] += status.get("watch_sessions", 0)
+                for name in routers:
+                    routers[name] += status.get(name, 0)
         body, content_type = render(
             MetricsInput(census, ready, 1.0 if ready else progress, self._uptime_ms(), wal,
-                         streams, self.requests.figures(), self.requests.slot),
+                         streams, self.requests.figures(), self.requests.slot, routers),
             request.header("accept"))
         return HttpResponse(200, body, content_type)
 

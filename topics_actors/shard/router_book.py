@@ -87,8 +87,11 @@ class RouterBook:
     def feeds(self) -> list[Feed]:
         return [(r.name, r.source, r.cursor) for _, r in self.all()]
 
-    def count(self) -> int:
-        return len(self.all())
+    def figures(self) -> dict:
+        """`status` members: how many routers, and how many records they have copied."""
+        found = self.all()
+        return {"routers": len(found),
+                "routers_forwarded": sum(r.forwarded_total for _, r in found)}
 
     # --- requests -----------------------------------------------------------------------------
 
