@@ -53,7 +53,8 @@ class RouterFeed:
         if not feeds and not self.in_flight:
             return
         now = time.monotonic()
-        self.peers.receive(lambda raw: self._reply(raw, now))
+        # Sends first: a page received below is applied by this turn's commit, so its
+        # router's next read goes out next turn, from the moved cursor.
         for corr, (name, _from, sent_at) in list(self.in_flight.items()):
             if now - sent_at > (WAIT_MS + TIMEOUT_MS) / 1000:
                 del self.in_flight[corr]
@@ -65,6 +66,7 @@ class RouterFeed:
                 self.not_before[name] = now + RETRY_MS / 1000
                 continue
             self._send(name, source, cursor, now)
+        self.peers.receive(lambda raw: self._reply(raw, now))
 
     def ms_until_due(self) -> float | None:
         """How soon a read is due (0: now), for the shell's poll timeout; None: none."""
