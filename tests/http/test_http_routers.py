@@ -238,3 +238,16 @@ def test_async_client_manages_routers(node):
     assert created["created"] and got["dest"] == "alib-b"
     assert [r["router"] for r in listed["routers"]] == ["alib"]
     assert gone["routers_removed"] == ["alib"] and left["routers"] == []
+
+
+@pytest.mark.parametrize("same_shard", [True, False])
+def test_reads_of_the_dest_see_acked_source_records(node, same_shard):
+    source, dest = pair(same_shard, f"ryw{int(same_shard)}")
+    name = f"ryw{int(same_shard)}"
+    assert put_router(node, name, source, dest).status == 201
+    for n in range(1, 21):     # no waiting: each read follows the acked append at once
+        assert append(node, source, {"data": n}).status in (200, 201)
+        assert [r["data"] for r in records_of(node, dest)][-1:] == [n]
+        assert node.http("GET", f"/v0/topics/{dest}").json()["head_seq"] == n
+    assert node.http("GET", f"/v0/routers/{name}").json()["forwarded_total"] == 20
+    delete_all_routers(node)

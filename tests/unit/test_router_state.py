@@ -22,7 +22,7 @@ def frame(ftype, tid, body):
 
 
 def test_cursor_body_round_trip_and_rejects_leftovers():
-    body = fb.RouterCursorBody("a->b", 17, 9, 3)
+    body = fb.RouterCursorBody("a->b", 17, 9)
     raw = fb.encode_router_cursor(body)
     assert fb.decode_body(FrameType.ROUTER_CURSOR, raw) == body
     with pytest.raises(ValueError):
@@ -37,7 +37,7 @@ def test_ledger_applies_router_frames_and_snapshot_keeps_them():
                          filter=(fb.MATCH_GLOB, "k"), cursor=4)
     ledger.apply(frame(FrameType.ROUTER_CREATE, dest.tid,
                        fb.encode_router_create(router.create_body(4))))
-    ledger.apply(frame(FrameType.ROUTER_CURSOR, dest.tid, router.cursor_body(10, 6, 0)))
+    ledger.apply(frame(FrameType.ROUTER_CURSOR, dest.tid, router.cursor_body(10, 6)))
     # A re-PUT keeps the progress and takes the knobs.
     ledger.apply(frame(FrameType.ROUTER_CREATE, dest.tid, fb.encode_router_create(
         RouterState("r", "src", "dst", allow_cycle=True).create_body(0))))
@@ -49,7 +49,7 @@ def test_ledger_applies_router_frames_and_snapshot_keeps_them():
     assert restored.routers == dest.routers
     ledger.apply(frame(FrameType.ROUTER_DELETE, dest.tid, fb.encode_router_delete("r")))
     assert dest.routers == {}
-    ledger.apply(frame(FrameType.ROUTER_CURSOR, dest.tid, router.cursor_body(11, 7, 0)))
+    ledger.apply(frame(FrameType.ROUTER_CURSOR, dest.tid, router.cursor_body(11, 7)))
     assert ledger.ignored["router_cursor_without_router"] == 1
 
 

@@ -96,7 +96,7 @@ def route_path(routers: list[dict], start: str, goal: str) -> list[str] | None:
     return None
 
 
-def _all_routers(replies: list[dict]) -> list[dict]:
+def _merged(replies: list[dict]) -> list[dict]:
     return sorted((r for reply in replies for r in reply["routers"]),
                   key=lambda r: r["router"])
 
@@ -107,7 +107,7 @@ def put_router(name: str, body: dict, routers_max: int = 0) -> Steps:
     check_names(name, source, dest)
     if not definition.create_dest:
         yield ToTopic(dest, GetTopic(dest, False))        # 404 topic_not_found
-    routers = _all_routers((yield ToAll(ListRouters())))
+    routers = _merged((yield ToAll(ListRouters())))
     check_graph(routers, name, source, dest, definition.allow_cycle, routers_max)
     try:
         head = (yield ToTopic(source, GetTopic(source, False)))["head_seq"]
@@ -122,8 +122,13 @@ def put_router(name: str, body: dict, routers_max: int = 0) -> Steps:
         definition.guarantee)))
 
 
+def every_router() -> Steps:
+    """Every router of the node, name order (the gateway's read-your-writes cache)."""
+    return _merged((yield ToAll(ListRouters())))
+
+
 def get_router(name: str) -> Steps:
-    for router in _all_routers((yield ToAll(ListRouters()))):
+    for router in _merged((yield ToAll(ListRouters()))):
         if router["router"] == name:
             return router
     raise router_not_found(name)
@@ -134,7 +139,7 @@ def list_routers(prefix: str = "", source: str | None = None, dest: str | None =
                  visible: Callable[[dict], bool] = lambda r: True) -> Steps:
     after = decode_cursor(cursor)
     size = clamp(page_size or LIST_PAGE_SIZE_DEFAULT, 1, LIST_PAGE_SIZE_MAX)
-    chosen = [r for r in _all_routers((yield ToAll(ListRouters())))
+    chosen = [r for r in _merged((yield ToAll(ListRouters())))
               if r["router"].startswith(prefix) and r["router"] > after
               and source in (None, r["source"]) and dest in (None, r["dest"]) and visible(r)]
     page = [{field: r[field] for field in LIST_ITEM} for r in chosen[:size]]

@@ -85,6 +85,7 @@ class GatewayCore:
         self._appends = itertools.count(1)
         self.watch = WatchService(settings, engine)
         self.work = WorkService(self.watch)
+        self.routed_reads = router_api.RoutedReads(engine)
         self.requests = requests if requests is not None else RequestStats(None, 0)
 
     def stop(self) -> None:
@@ -217,12 +218,13 @@ class GatewayCore:
 
     async def _get_topic(self, route, request, key, t0) -> HttpResponse:
         touch = rb.query_bool(rb.query_params(request.query), "touch", True)
+        await self.routed_reads.settle(route.topic)
         reply = await self.engine.call(route.topic, GetTopic(route.topic, touch))
         return json_response(200, _with_performance(reply, t0))
 
     async def _delete_topic(self, route, request, key, t0) -> HttpResponse:
         if_empty = rb.query_bool(rb.query_params(request.query), "if_empty", False)
-        reply = await self.engine.client.drive(router_admin.delete_topic(route.topic, if_empty))
+        reply = await self.engine.drive(router_admin.delete_topic(route.topic, if_empty))
         return json_response(200, _with_performance(reply, t0))
 
     async def _append(self, route, request, key, t0) -> HttpResponse:
@@ -260,6 +262,7 @@ class GatewayCore:
         msg = Diff(route.topic, rb.field_uint(body, "from_seq"), rb.field_uint(body, "limit"),
                    rb.field_nodes(body), rb.field_bool(body, "include_tags", False),
                    include_meta, wait_ms, rb.field_uint(body, "max_batch_bytes"))
+        await self.routed_reads.settle(route.topic)
         reply = await self._long_poll(route.topic, msg)
         return HttpResponse(200, render_diff(reply, include_meta, _ms(t0)))
 
@@ -301,14 +304,18 @@ class GatewayCore:
     async def _put_router(self, route, request, key, t0) -> HttpResponse:
         reply = await router_api.put(self.engine, key, route.topic, request,
                                      self.settings.routers_max)
+        self.routed_reads.forget()
         return json_response(201 if reply["created"] else 200, _with_performance(reply, t0))
 
     async def _get_router(self, route, request, key, t0) -> HttpResponse:
         reply = await router_api.get(self.engine, key, route.topic)
+        await self.routed_reads.settle(reply["dest"])
+        reply = await router_api.get(self.engine, key, route.topic)   # its settled total
         return json_response(200, _with_performance(reply, t0))
 
     async def _delete_router(self, route, request, key, t0) -> HttpResponse:
         reply = await router_api.delete(self.engine, key, route.topic)
+        self.routed_reads.forget()
         return json_response(200, _with_performance(reply, t0))
 
     async def _list_routers(self, route, request, key, t0) -> HttpResponse:

@@ -86,9 +86,8 @@ class RouterState:
 
     # --- frames and snapshots -------------------------------------------------------------
 
-    def cursor_body(self, cursor: int, total: int, trim_floor: int) -> bytes:
-        return frame_body.encode_router_cursor(
-            RouterCursorBody(self.name, cursor, total, trim_floor))
+    def cursor_body(self, cursor: int, total: int) -> bytes:
+        return frame_body.encode_router_cursor(RouterCursorBody(self.name, cursor, total))
 
     def to_entry(self) -> list:
         body = self.create_body(self.cursor)

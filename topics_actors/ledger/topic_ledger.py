@@ -198,7 +198,6 @@ class TopicLedger:
         body = frame_body.decode_body(frame.type, frame.data)
         if not router_state.apply_cursor(topic.routers or {}, body):
             self.ignored["router_cursor_without_router"] += 1
-        topic.source_trim_floor = max(topic.source_trim_floor, body.source_trim_floor)
 
     def account(self, rows: list) -> None:
         """Take a shard's accounting ([tid, *ACCOUNTING] rows, exact at its barrier)."""

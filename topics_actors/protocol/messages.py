@@ -164,6 +164,20 @@ class DeleteRouters(Message):
 
 
 @message
+class RouterSync(Message):
+    """client -> the shard of `topic`, a router's destination. A read that waits: answered
+    once router `router`'s cursor has reached `cursor` (a source head the caller saw), or
+    after `wait_ms` (at most 30000), or at once when the router is gone. The gateway sends it
+    before a read of a routed destination (read-your-writes, docs/HTTP.md 2).
+    Reply: {router, cursor, caught_up, performance}."""
+    KIND = "router_sync"
+    topic: str
+    router: str
+    cursor: int
+    wait_ms: int = 0
+
+
+@message
 class Status(Message):
     """client -> shard or front. Reply from a shard: {shard, shard_count, ready,
     replay_progress, topics, long_polls, statistics, wal_position: [idx, offset],

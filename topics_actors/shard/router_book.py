@@ -24,10 +24,11 @@ from topics_actors.errors import (
 from topics_actors.ledger.delete_rules import parse_match
 from topics_actors.ledger.router_state import RouterState
 from topics_actors.ledger.topic_state import TopicState
-from topics_actors.protocol.messages import DeleteRouters, ListRouters, PutRouter
+from topics_actors.protocol.messages import DeleteRouters, ListRouters, PutRouter, RouterSync
 from topics_actors.record_envelope import build, payload_bytes, split
 from topics_actors.record_batch import StagedRecord
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op, write_op
+from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.topic_admin import stage_create
 from topics_actors.shard.topic_registry import TopicRegistry
@@ -122,6 +123,23 @@ class RouterBook:
     def list(self, msg: ListRouters) -> Staged:
         return read_op(lambda info: {"routers": [r.describe() for _, r in self.all()]})
 
+    def sync(self, msg: RouterSync) -> Staged:
+        """Answer once the router has dealt with the source up to `msg.cursor`; parks on the
+        destination, which every forwarding step wakes."""
+        def now() -> dict:
+            found = self.find(msg.router)
+            if found is None or found[0].name != msg.topic:
+                return {"router": msg.router, "cursor": 0, "caught_up": True}
+            cursor = found[1].cursor
+            return {"router": msg.router, "cursor": cursor, "caught_up": cursor >= msg.cursor}
+
+        def answer(_info) -> dict | Park:
+            state = now()
+            if state["caught_up"] or msg.wait_ms <= 0:
+                return state
+            return Park(msg.topic, msg.wait_ms, now)
+        return read_op(answer)
+
     def delete(self, msg: DeleteRouters) -> Staged:
         self.stager.throttle()
         gone = [(topic, router) for topic, router in self.all()
@@ -189,13 +207,14 @@ class RouterBook:
         moved = dataclasses.replace(router, cursor=end,
                                     forwarded_total=router.forwarded_total + len(copies))
         self.stager.frame(FrameType.ROUTER_CURSOR, topic,
-                          moved.cursor_body(end, moved.forwarded_total, 0),
+                          moved.cursor_body(end, moved.forwarded_total),
                           sync=topic.config.durability.acks_after_fsync)
         self._set(topic, moved, router)
 
         def done(info: CommitInfo) -> dict:
             if publish is not None:
                 publish(info)
+            info.woken.add(topic.name)     # a router_sync waits on the cursor, copies or not
             return {}
         return write_op(done)
 

@@ -26,7 +26,7 @@ from topics_actors.protocol.messages import (
     GetTopic, Held, ListTopics, Nack, PutTopic, Retain, Scan, Status, StreamLease, WatchCreate,
     WatchCursor, WatchOpen,
 )
-from topics_actors.protocol.messages import DeleteRouters, ListRouters, PutRouter
+from topics_actors.protocol.messages import DeleteRouters, ListRouters, PutRouter, RouterSync
 from topics_actors.shard import (
     absorption, diff_read, head_marks, range_scan, record_delete, retention, topic_admin,
 )
@@ -117,6 +117,7 @@ class ShardCore:
             ListRouters: self.routers.list,
             DeleteRouters: self.routers.delete,
             RouterPass: self.routers.forward,
+            RouterSync: self.routers.sync,
         }
 
     def replay(self) -> Replay:

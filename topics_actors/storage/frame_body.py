@@ -44,7 +44,6 @@ class RouterCursorBody(NamedTuple):   # 13 (ours): a router's progress, in its d
     name: str
     cursor: int            # source seqs up to here are forwarded (or passed over)
     forwarded_total: int
-    source_trim_floor: int  # the dest's source_trim_floor after this batch
 
 
 class DeleteBody(NamedTuple):         # 6
@@ -142,8 +141,7 @@ def encode_router_delete(name: str) -> bytes:
 
 
 def encode_router_cursor(b: RouterCursorBody) -> bytes:
-    return _lp(b.name) + _U64.pack(b.cursor) + _U64.pack(b.forwarded_total) + _U64.pack(
-        b.source_trim_floor)
+    return _lp(b.name) + _U64.pack(b.cursor) + _U64.pack(b.forwarded_total)
 
 
 def encode_delete(b: DeleteBody) -> bytes:
@@ -215,7 +213,7 @@ _DECODERS = {
     FrameType.LEASE: _lease,
     FrameType.HEAD_WATERMARK: lambda r: r.u64(),
     FrameType.IDEM_KEY: lambda r: IdemKeyBody(r.text(), r.u32()),
-    FrameType.ROUTER_CURSOR: lambda r: RouterCursorBody(r.text(), r.u64(), r.u64(), r.u64()),
+    FrameType.ROUTER_CURSOR: lambda r: RouterCursorBody(r.text(), r.u64(), r.u64()),
 }
 
 
