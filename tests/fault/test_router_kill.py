@@ -148,3 +148,29 @@ def test_sigkill_of_a_gateway_while_forwarding(make_node):
     total = len(read_all(reader, dest))
     wait_for(lambda: node.http("GET", "/v0/routers/g").json()["forwarded_total"] == total,
              20, "forwarded_total over HTTP")
+
+
+@pytest.mark.parametrize("checkpointed", [False, True])
+def test_a_source_trim_gap_survives_restart(make_node, tmp_path, checkpointed):
+    data_dir = str(tmp_path / "trim")
+    env = FAST_CHECKPOINTS if checkpointed else None
+    node = make_node(shards=2, data_dir=data_dir, env=env)
+    client = node.client()
+    source, dest = names_on(0, 1, "ts")[0], names_on(1, 1, "td")[0]
+    client.put_topic(source, cap_records=3)
+    client.put_topic(dest, cap_bytes=1, discard="reject")
+    client.put_router("t", source, dest)
+    client.append(source, [{"data": 1}])
+    wait_for(lambda: client.get_router("t")["cursor"] == 1, 20, "the first copy")
+    client.append(source, [{"data": n} for n in range(2, 7)])
+    wait_for(lambda: client.get_router("t")["cursor"] == 3, 20, "the gap")
+    client.put_topic(dest)
+    wait_for(lambda: client.get_router("t")["forwarded_total"] == 4, 20, "the copies")
+    if checkpointed:
+        wait_checkpoint(client)
+    node.stop()
+    node = make_node(shards=2, data_dir=data_dir, env=env)
+    page = node.client().diff(dest, from_seq=1)
+    assert page["tombstone"]["reason"] == "source_trim"
+    assert (page["tombstone"]["gap_from"], page["tombstone"]["gap_to"]) == (2, 3)
+    assert [(r["$seq"], r["data"]) for r in page["records"]] == [(4, 4), (5, 5), (6, 6)]

@@ -251,3 +251,25 @@ def test_reads_of_the_dest_see_acked_source_records(node, same_shard):
         assert node.http("GET", f"/v0/topics/{dest}").json()["head_seq"] == n
     assert node.http("GET", f"/v0/routers/{name}").json()["forwarded_total"] == 20
     delete_all_routers(node)
+
+
+def test_source_records_evicted_before_copying_leave_a_source_trim_tombstone(node):
+    source, dest = pair(False, "trim")
+    node.http("PUT", f"/v0/topics/{source}", {"cap_records": 3})
+    node.http("PUT", f"/v0/topics/{dest}", {"cap_bytes": 1, "discard": "reject"})
+    assert put_router(node, "trim", source, dest).status == 201
+    append(node, source, {"data": 1})
+    wait_records(node, dest, 1)                        # the dest is full now
+    append(node, source, *({"data": n} for n in range(2, 7)))   # 2 and 3 are evicted
+    wait_for(lambda: node.http("GET", "/v0/routers/trim").json()["cursor"] == 3, 20,
+             "the router past the evicted records")
+    node.http("PUT", f"/v0/topics/{dest}", {})         # room again
+    wait_for(lambda: node.http("GET", "/v0/routers/trim").json()["forwarded_total"] == 4, 20,
+             "the other copies")
+    first = node.http("POST", f"/v0/topics/{dest}/diff", {"from_seq": 0}).json()
+    assert [r["data"] for r in first["records"]] == [1] and first["next_from_seq"] == 1
+    second = node.http("POST", f"/v0/topics/{dest}/diff", {"from_seq": 1}).json()
+    assert second["tombstone"] == {"gap_from": 2, "gap_to": 3, "reason": "source_trim",
+                                   "missed_estimate": 2, "earliest_seq": 1, "head_seq": 6}
+    assert [(r["$seq"], r["data"]) for r in second["records"]] == [(4, 4), (5, 5), (6, 6)]
+    delete_all_routers(node)

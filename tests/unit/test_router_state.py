@@ -22,7 +22,7 @@ def frame(ftype, tid, body):
 
 
 def test_cursor_body_round_trip_and_rejects_leftovers():
-    body = fb.RouterCursorBody("a->b", 17, 9)
+    body = fb.RouterCursorBody("a->b", 17, 9, 5, 6)
     raw = fb.encode_router_cursor(body)
     assert fb.decode_body(FrameType.ROUTER_CURSOR, raw) == body
     with pytest.raises(ValueError):
@@ -37,7 +37,8 @@ def test_ledger_applies_router_frames_and_snapshot_keeps_them():
                          filter=(fb.MATCH_GLOB, "k"), cursor=4)
     ledger.apply(frame(FrameType.ROUTER_CREATE, dest.tid,
                        fb.encode_router_create(router.create_body(4))))
-    ledger.apply(frame(FrameType.ROUTER_CURSOR, dest.tid, router.cursor_body(10, 6)))
+    ledger.apply(frame(FrameType.ROUTER_CURSOR, dest.tid, router.cursor_body(10, 6, (3, 4))))
+    assert dest.trims == [[3, 4]]
     # A re-PUT keeps the progress and takes the knobs.
     ledger.apply(frame(FrameType.ROUTER_CREATE, dest.tid, fb.encode_router_create(
         RouterState("r", "src", "dst", allow_cycle=True).create_body(0))))
@@ -46,7 +47,7 @@ def test_ledger_applies_router_frames_and_snapshot_keeps_them():
         10, 6, True, True)
     entry = snapshot_entry(dest, "", [], 0)
     restored = TopicLedger(now_ms=0).restore_entry(entry, "")
-    assert restored.routers == dest.routers
+    assert restored.routers == dest.routers and restored.trims == [[3, 4]]
     ledger.apply(frame(FrameType.ROUTER_DELETE, dest.tid, fb.encode_router_delete("r")))
     assert dest.routers == {}
     ledger.apply(frame(FrameType.ROUTER_CURSOR, dest.tid, router.cursor_body(11, 7)))

@@ -86,8 +86,9 @@ class RouterState:
 
     # --- frames and snapshots -------------------------------------------------------------
 
-    def cursor_body(self, cursor: int, total: int) -> bytes:
-        return frame_body.encode_router_cursor(RouterCursorBody(self.name, cursor, total))
+    def cursor_body(self, cursor: int, total: int, trim: tuple[int, int] = (0, 0)) -> bytes:
+        return frame_body.encode_router_cursor(RouterCursorBody(self.name, cursor, total,
+                                                                *trim))
 
     def to_entry(self) -> list:
         body = self.create_body(self.cursor)

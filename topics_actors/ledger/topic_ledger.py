@@ -198,6 +198,8 @@ class TopicLedger:
         body = frame_body.decode_body(frame.type, frame.data)
         if not router_state.apply_cursor(topic.routers or {}, body):
             self.ignored["router_cursor_without_router"] += 1
+        if body.trim_last:
+            topic.add_trim(body.trim_first, body.trim_last)
 
     def account(self, rows: list) -> None:
         """Take a shard's accounting ([tid, *ACCOUNTING] rows, exact at its barrier)."""
@@ -253,6 +255,8 @@ class TopicLedger:
                 topic.dedupe.add(key, DedupeEntry(first, last, head, ts), window)
         if "queue" in entry:
             topic.queue = QueueState.from_entry(entry["queue"])
+        if entry.get("trims"):
+            topic.trims = [list(t) for t in entry["trims"]]
         if entry.get("routers"):
             topic.routers = {r[0]: RouterState.from_entry(r) for r in entry["routers"]}
         self.add_topic(topic)
@@ -281,6 +285,8 @@ def snapshot_entry(topic: TopicState, seg_dir: str, segments: list[list[int]],
                  absorbed=topic.head, dir=seg_dir, segments=segments,
                  dedupe=[[key, e.first_seq, e.last_seq, e.head_seq, e.created_ms]
                          for key, e in keys if now_ms - e.created_ms <= window])
+    if topic.trims:
+        entry["trims"] = [list(t) for t in topic.trims]
     if topic.routers:
         entry["routers"] = [router.to_entry() for router in topic.routers.values()]
     if topic.queue is not None:

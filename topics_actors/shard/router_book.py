@@ -173,18 +173,38 @@ class RouterBook:
 
     # --- forwarding ---------------------------------------------------------------------------
 
-    def _stage_fitting(self, topic: TopicState, copies: list) -> tuple[object, int]:
+    def _stage_fitting(self, topic: TopicState, copies: list,
+                       staged: bool) -> tuple[object, int]:
         """Stage the longest prefix of `copies` the destination admits, halving on a full
-        `discard: reject` destination; (its publish or None, how many)."""
+        `discard: reject` destination; (its publish or None, how many). With frames of
+        this pass already `staged`, any refusal keeps them and copies nothing."""
         kept = len(copies)
         while kept:
             try:
                 return self.appends.stage_copies(topic, [c for _, c in copies[:kept]]), kept
             except TopicsError as error:
-                if error.code not in _FULL or kept == 1:
+                if error.code not in _FULL and not staged:
                     raise
-                kept //= 2
+                kept = kept // 2 if error.code in _FULL else 0
         return None, 0
+
+    def _stage_trim(self, topic: TopicState, tombstone: dict | None) -> tuple[int, int] | None:
+        """Source records evicted before the router read them (a cap, TTL or source_trim
+        tombstone of the page) become a run of dest seqs without records, so the dest's
+        readers get a `source_trim` tombstone there; its HeadWatermark comes before the
+        copies in the batch, as replay takes Appends only at head + 1."""
+        if tombstone is None or tombstone["reason"] == "recreated":
+            return None
+        self.stager.save_undo(topic.name, topic)
+        first = topic.next_seq
+        last = first + tombstone["gap_to"] - tombstone["gap_from"]
+        topic.next_seq = last + 1
+        if topic.config.logged:
+            topic.reserved_head = max(topic.reserved_head, last)
+            self.stager.frame(FrameType.HEAD_WATERMARK, topic,
+                              frame_body.encode_u64(topic.reserved_head), seq=last,
+                              sync=topic.config.durability.acks_after_fsync)
+        return first, last
 
     def forward(self, msg: RouterPass) -> Staged:
         """Stage the copies of a source page and the cursor past it. A stale page (the
@@ -200,18 +220,24 @@ class RouterBook:
             return read_op(lambda info: {})
         copies = [(rec[0], _copy(router, rec)) for rec in reply["records"]
                   if router.passes(rec[3], rec[6])]
-        publish, kept = self._stage_fitting(topic, copies)
+        trim = self._stage_trim(topic, reply["tombstone"])
+        publish, kept = self._stage_fitting(topic, copies, trim is not None)
         if kept < len(copies):
             end = copies[kept][0] - 1     # the refused copy is the next page's first
+            if end == router.cursor and trim is None:
+                return read_op(lambda info: {})
         copies = copies[:kept]
         moved = dataclasses.replace(router, cursor=end,
                                     forwarded_total=router.forwarded_total + len(copies))
         self.stager.frame(FrameType.ROUTER_CURSOR, topic,
-                          moved.cursor_body(end, moved.forwarded_total),
+                          moved.cursor_body(end, moved.forwarded_total, trim or (0, 0)),
                           sync=topic.config.durability.acks_after_fsync)
         self._set(topic, moved, router)
 
         def done(info: CommitInfo) -> dict:
+            if trim is not None:
+                topic.pad_to(trim[1])      # before the copies: they follow the run
+                topic.add_trim(*trim)
             if publish is not None:
                 publish(info)
             info.woken.add(topic.name)     # a router_sync waits on the cursor, copies or not
