@@ -59,6 +59,10 @@ class RouterFeed:
             if now - sent_at > (WAIT_MS + TIMEOUT_MS) / 1000:
                 del self.in_flight[corr]
                 self.busy.discard(name)
+        if len(self.not_before) + len(self.last_from) > 2 * len(feeds) + 64:
+            live = {name for name, _, _ in feeds}     # forget deleted routers
+            self.not_before = {n: t for n, t in self.not_before.items() if n in live}
+            self.last_from = {n: c for n, c in self.last_from.items() if n in live}
         for name, source, cursor in feeds:
             if name in self.busy or self.not_before.get(name, 0) > now:
                 continue
