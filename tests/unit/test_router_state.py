@@ -4,10 +4,11 @@ ledger's handlers), the PUT body, and the node-wide graph rules (client/router_a
 import pytest
 
 from topics_actors.client import router_admin
-from topics_actors.errors import TopicsError
+from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.ledger.router_state import HOPS_MAX, RouterState, parse_definition
 from topics_actors.ledger.topic_ledger import TopicLedger, snapshot_entry
 from topics_actors.ledger.topic_state import TopicState
+from topics_actors.protocol.messages import ListRouters
 from topics_actors.storage import frame_body as fb
 from topics_actors.storage.frame import decode_at, encode_frame
 from topics_actors.storage.frame_types import FrameType
@@ -95,3 +96,20 @@ def test_graph_rules_in_contract_order():
     assert caught.value.detail == {"limit": "max_routers", "max": 2}
     router_admin.check_graph(graph, "a>b", "a", "b", False, 2)      # an update: no cap
     assert router_admin.route_path(graph, "c", "a") is None
+
+
+def test_at_the_topic_cap_a_router_may_not_create_its_topics():
+    missing = TopicsError("no such topic", ErrorCode.TOPIC_NOT_FOUND)
+    steps = router_admin.put_router("r", {"source": "s", "dest": "d"}, 0, topics_max=5)
+    assert isinstance(next(steps).msg, ListRouters)
+    assert steps.send([{"routers": []}]).topic == "d"           # does the dest exist?
+    with pytest.raises(TopicsError) as caught:
+        steps.throw(missing)
+    assert caught.value.detail == {"limit": "max_topics", "max": 5}
+    steps = router_admin.put_router("r", {"source": "s", "dest": "d"}, 0, topics_max=5)
+    next(steps)
+    steps.send([{"routers": []}])
+    assert steps.send({"head_seq": 0}).topic == "s"              # the dest exists
+    with pytest.raises(TopicsError) as caught:
+        steps.throw(missing)                                     # the source does not
+    assert caught.value.detail["limit"] == "max_topics"

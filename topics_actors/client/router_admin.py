@@ -101,7 +101,14 @@ def _merged(replies: list[dict]) -> list[dict]:
                   key=lambda r: r["router"])
 
 
-def put_router(name: str, body: dict, routers_max: int = 0) -> Steps:
+def _topics_cap(topics_max: int) -> TopicsError:
+    return TopicsError(f"the node's max_topics cap ({topics_max}) is reached",
+                       ErrorCode.THROTTLED, {"limit": "max_topics", "max": topics_max})
+
+
+def put_router(name: str, body: dict, routers_max: int = 0, topics_max: int = 0) -> Steps:
+    """`topics_max`: the node's topic cap when it is reached (0: not reached); a router
+    that would create its source or dest is then refused (429 max_topics)."""
     definition = parse_definition(name, body)
     source, dest = definition.source, definition.dest
     check_names(name, source, dest)
@@ -109,11 +116,20 @@ def put_router(name: str, body: dict, routers_max: int = 0) -> Steps:
         yield ToTopic(dest, GetTopic(dest, False))        # 404 topic_not_found
     routers = _merged((yield ToAll(ListRouters())))
     check_graph(routers, name, source, dest, definition.allow_cycle, routers_max)
+    if topics_max and definition.create_dest:
+        try:
+            yield ToTopic(dest, GetTopic(dest, False))
+        except TopicsError as error:
+            if error.code != ErrorCode.TOPIC_NOT_FOUND:
+                raise
+            raise _topics_cap(topics_max) from None
     try:
         head = (yield ToTopic(source, GetTopic(source, False)))["head_seq"]
     except TopicsError as error:
         if error.code != ErrorCode.TOPIC_NOT_FOUND:
             raise
+        if topics_max:
+            raise _topics_cap(topics_max) from None
         yield ToTopic(source, PutTopic(source, {}))
         head = 0
     return (yield ToTopic(dest, PutRouter(

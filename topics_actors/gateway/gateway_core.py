@@ -303,7 +303,8 @@ class GatewayCore:
 
     async def _put_router(self, route, request, key, t0) -> HttpResponse:
         reply = await router_api.put(self.engine, key, route.topic, request,
-                                     self.settings.routers_max)
+                                     self.settings.routers_max, self.settings.topics_max,
+                                     QUOTA_MAX_AGE_S)
         self.routed_reads.forget()
         return json_response(201 if reply["created"] else 200, _with_performance(reply, t0))
 

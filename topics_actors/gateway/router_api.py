@@ -26,12 +26,14 @@ def _allowed(key: ApiKey | None, router: dict) -> bool:
 
 
 async def put(engine, key: ApiKey | None, name: str, request: HttpRequest,
-              routers_max: int) -> dict:
+              routers_max: int, topics_max: int, max_age_s: float) -> dict:
     body = rb.json_object(request, empty_ok=False)
     definition = parse_definition(name, body)          # 400: missing source or dest
     check_name(key, definition.source)
     check_name(key, definition.dest)
-    return await engine.drive(router_admin.put_router(name, body, routers_max))
+    full = topics_max and await engine.topic_count(max_age_s) >= topics_max
+    return await engine.drive(router_admin.put_router(name, body, routers_max,
+                                                      topics_max if full else 0))
 
 
 async def get(engine, key: ApiKey | None, name: str) -> dict:
