@@ -3,7 +3,8 @@
 `status` is answered from the supervisor's latest shard map. A request about a topic goes
 to the shard owning it (the routing rule clients use, docs/PROTOCOL.md 12) under a corr of
 the front's (forward_table), and the shard's reply goes back to the client unchanged but
-for the corr. `list_topics` goes to every shard and the pages are merged into one. The
+for the corr. `list_topics`, `list_routers` and `delete_routers` go to every shard and
+the answers are merged into one. The
 shards are reached on their ipc sockets, which trust a `prevalidated` append; a forwarded
 append never carries that mark (it is cleared here), so a remote client gets no more trust
 through the front than on a shard's TCP socket.
@@ -22,8 +23,8 @@ from topics_actors.limits import CLAIM_WAIT_MS_MAX, DIFF_WAIT_MS_MAX, clamp
 from topics_actors.protocol import decode, decode_reply, encode, encode_error, encode_reply
 from topics_actors.protocol.envelope import with_corr
 from topics_actors.protocol.messages import (
-    Ack, Append, Claim, DeleteRecords, DeleteTopic, Diff, Extend, GetTopic, Held, ListTopics,
-    Nack, PutTopic, Scan, Status,
+    Ack, Append, Claim, DeleteRecords, DeleteRouters, DeleteTopic, Diff, Extend, GetTopic, Held,
+    ListRouters, ListTopics, Nack, PutRouter, PutTopic, RouterSync, Scan, Status,
 )
 from topics_actors.shard.topic_admin import LIST_LIMIT_MAX
 from topics_actors.topic_identity import shard_of_name
@@ -32,7 +33,8 @@ from .forward_table import ForwardTable, Gather, Pending, TableFull
 FORWARD_TIMEOUT_MS = 4_000     # below the library's 5 s request timeout: the client hears why
 IN_FLIGHT_MAX = 16_384
 TOPIC_KINDS = (Append, Diff, Scan, PutTopic, GetTopic, DeleteTopic, DeleteRecords, Claim, Ack,
-               Nack, Extend, Held)
+               Nack, Extend, Held, PutRouter, RouterSync)
+NODE_KINDS = (ListTopics, ListRouters, DeleteRouters)       # asked of every shard
 
 
 @dataclasses.dataclass
@@ -98,7 +100,7 @@ class FrontCore:
                 self.authorize(identity, msg)
             if type(msg) is Status:
                 effects.replies.append((peer, encode_reply(corr, self.shard_map)))
-            elif type(msg) is ListTopics:
+            elif type(msg) in NODE_KINDS:
                 self._gather(effects, peer, corr, msg, now_ns)
             elif type(msg) in TOPIC_KINDS:
                 self._forward(effects, peer, corr, msg, raw, now_ns)
@@ -133,8 +135,7 @@ class FrontCore:
             raw = with_corr(raw, forward_corr)[1]
         effects.sends.append((shard, raw))
 
-    def _gather(self, effects: Effects, peer: bytes, corr: int, msg: ListTopics,
-                now_ns: int) -> None:
+    def _gather(self, effects: Effects, peer: bytes, corr: int, msg, now_ns: int) -> None:
         count = self.shard_map["shard_count"]
         for shard in range(count):
             self._target(shard)
@@ -192,8 +193,16 @@ class FrontCore:
 
 
 def _merged(pending: Pending) -> dict:
-    """One list page of the node from every shard's page: what the shards would answer if
-    they were one (the client's merge of a single page gives the same result)."""
+    """Every shard's answer as one, what the shards would answer if they were one (the
+    client's merge of a single answer gives the same result): one list page of topics, all
+    the routers, all the deleted router names."""
     pages = [pending.gather.pages[s] for s in sorted(pending.gather.pages)]
+    performance = pages[0].get("performance", {})
+    if type(pending.msg) is ListRouters:
+        return {"routers": [r for page in pages for r in page["routers"]],
+                "performance": performance}
+    if type(pending.msg) is DeleteRouters:
+        return {"deleted": [n for page in pages for n in page["deleted"]],
+                "performance": performance}
     topics, more = merged_topics(pages, clamp(pending.msg.limit, 1, LIST_LIMIT_MAX))
-    return {"topics": topics, "more": more, "performance": pages[0].get("performance", {})}
+    return {"topics": topics, "more": more, "performance": performance}

@@ -23,14 +23,19 @@ from topics_actors.key_scopes import (
 ENV = "TOPICS_ZMQ_CLIENT_KEYS"
 PUBLIC_KEY_CHARS = 40          # Z85 of a 32-byte Curve25519 key
 
-# The scopes each request kind needs, as the HTTP routes that do the same (spec/api.md 2).
-# Kinds of the node's own processes (checkpoint, watch sessions...) need admin over TCP.
+# The scopes each request kind needs, as the HTTP routes that do the same (docs/HTTP.md 3;
+# every queue operation needs write alone). Kinds of the node's own processes (checkpoint,
+# watch sessions...) need admin over TCP.
 KIND_SCOPES = {
     "status": (), "get_topic": ("read",), "list_topics": ("read",), "diff": ("read",),
     "scan": ("read",), "append": ("write",), "ack": ("write",), "nack": ("write",),
-    "extend": ("write",), "held": ("write",), "claim": ("read", "write"),
+    "extend": ("write",), "held": ("write",), "claim": ("write",),
     "delete_topic": ("delete",), "delete_records": ("delete",), "put_topic": ("admin",),
+    "put_router": ("admin",), "list_routers": ("read",), "delete_routers": ("delete",),
+    "router_sync": ("read",),
 }
+# The fields of a request that name a topic or a router: each must be within the prefixes.
+_NAMED_FIELDS = ("topic", "router", "source")
 INTERNAL_SCOPES = ("admin",)
 
 
@@ -65,9 +70,12 @@ class ClientKeyRing:
                 raise forbidden(f"this key lacks the {scope} scope")
         if msg.KIND == "append" and msg.config is not None and "admin" not in key.scopes:
             raise forbidden("an append carrying config needs the admin scope", msg.topic)
-        topic = getattr(msg, "topic", None)
-        if topic is not None and not name_allowed(key.prefixes, topic):
-            raise forbidden("this key may not use this topic name", topic)
+        for field in _NAMED_FIELDS:
+            name = getattr(msg, field, None)
+            if name is not None and not name_allowed(key.prefixes, name):
+                raise forbidden(f"this key may not use this {field} name", name)
+        if msg.KIND == "list_routers" and key.prefixes:
+            raise forbidden("this key is limited to prefixes: it may not list every router")
         if msg.KIND == "list_topics" and key.prefixes and not any(
                 msg.prefix.encode("utf-8", "surrogatepass").startswith(p)
                 for p in key.prefixes):

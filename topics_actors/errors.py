@@ -129,3 +129,26 @@ def invalid(message: str, detail: dict[str, Any] | None = None) -> TopicsError:
 
 def topic_not_found(name: str) -> TopicsError:
     return TopicsError(f"topic {name!r} not found", ErrorCode.TOPIC_NOT_FOUND, {"topic": name})
+
+
+def router_not_found(name: str) -> TopicsError:
+    return TopicsError(f"router {name!r} not found", ErrorCode.ROUTER_NOT_FOUND,
+                       {"router": name})
+
+
+def router_fan_in(dest: str) -> TopicsError:
+    return TopicsError(f"another router already feeds {dest!r} from a different source",
+                       ErrorCode.TOPIC_EXISTS_INCOMPATIBLE,
+                       {"topic": dest, "reason": "router_dest_fan_in"})
+
+
+def router_repoint(name: str, source: str, dest: str) -> TopicsError:
+    return TopicsError(f"router {name!r} exists with another source or destination",
+                       ErrorCode.TOPIC_EXISTS_INCOMPATIBLE,
+                       {"router": name, "reason": "router_repoint_forbidden",
+                        "existing_source": source, "existing_dest": dest})
+
+
+def router_cycle(cycle: list[str]) -> TopicsError:
+    return TopicsError("the router would close a cycle: " + " -> ".join(cycle),
+                       ErrorCode.ROUTER_CYCLE, {"cycle": cycle})

@@ -34,3 +34,10 @@ def shard_of_name(name: str, shard_count: int) -> int:
 
 def valid_topic_name(name: object) -> bool:
     return isinstance(name, str) and name.isascii() and TOPIC_NAME_RE.match(name) is not None
+
+
+ROUTER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:>-]{0,254}$")   # topics' + ">"
+
+
+def valid_router_name(name: object) -> bool:
+    return isinstance(name, str) and name.isascii() and ROUTER_NAME_RE.match(name) is not None

@@ -31,7 +31,7 @@ def append(target, topic, *records, **extra):
 # --- section 1: conventions ---------------------------------------------------------------
 
 def test_unknown_paths_are_404_not_found(node):
-    for path in ("/nope", "/v0", "/v0/nope", "/v0/topics/", "/v0/routers/x",
+    for path in ("/nope", "/v0", "/v0/nope", "/v0/topics/", "/v0/routers/a/b",
                  "/v0/watch/a/b"):
         error_of(node.http("GET", path), 404, "not_found")
 

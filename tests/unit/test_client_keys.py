@@ -21,8 +21,8 @@ from topics_actors.errors import TopicsError
 from topics_actors.key_scopes import KeySyntaxError
 from topics_actors.protocol.envelope import registered_kinds
 from topics_actors.protocol.messages import (
-    Ack, Append, Checkpoint, Claim, DeleteRecords, DeleteTopic, Diff, GetTopic, ListTopics,
-    PutTopic, Scan, Status,
+    Ack, Append, Checkpoint, Claim, DeleteRecords, DeleteRouters, DeleteTopic, Diff, GetTopic,
+    ListRouters, ListTopics, PutRouter, PutTopic, RouterSync, Scan, Status,
 )
 
 pytestmark = pytest.mark.timeout(30)
@@ -71,7 +71,7 @@ def test_each_kind_needs_the_scope_of_its_http_route(msg, needs):
     assert code(KEYS[3], msg) == ("forbidden" if needs == "admin" else None)
 
 
-def test_claim_needs_read_and_write_and_status_needs_nothing():
+def test_claim_needs_write_alone_and_status_needs_nothing():
     assert code(KEYS[3], Claim("t", "n")) is None
     assert code(KEYS[1], Claim("t", "n")) == "forbidden"
     assert code(KEYS[1], Status()) is None
@@ -131,3 +131,21 @@ def test_client_credentials_take_a_key_or_a_file(tmp_path):
     with pytest.raises(TopicsError):
         CurveCredentials.of("short", public, secret)
     assert secret.decode() not in repr(from_file)
+
+
+def test_router_requests_keep_every_name_within_the_prefixes():
+    admin = zmq.curve_keypair()[0].decode()
+    limited = parse_client_keys(f"{admin}:admin+read+delete:team.")
+
+    def refused(msg):
+        try:
+            limited.authorize(admin, msg)
+        except TopicsError as error:
+            return error.code.wire
+        return None
+    assert refused(PutRouter("team.d", "team.r", "team.s")) is None
+    assert refused(PutRouter("team.d", "team.r", "other.s")) == "forbidden"   # the source
+    assert refused(PutRouter("team.d", "other.r", "team.s")) == "forbidden"   # the name
+    assert refused(DeleteRouters(router="other.r")) == "forbidden"
+    assert refused(ListRouters()) == "forbidden"        # cannot be filtered to the prefixes
+    assert refused(RouterSync("team.d", "team.r", 5)) is None

@@ -15,7 +15,8 @@ from supervisor.front_core import FORWARD_TIMEOUT_MS, FrontCore
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol import decode, decode_reply, encode, encode_error, encode_reply
 from topics_actors.protocol.messages import (
-    Absorbed, Append, Checkpoint, Diff, GetTopic, ListTopics, Status,
+    Absorbed, Append, Checkpoint, DeleteRouters, Diff, GetTopic, ListRouters, ListTopics,
+    Status,
 )
 from topics_actors.topic_identity import shard_of_name
 
@@ -173,6 +174,21 @@ def test_list_topics_asks_every_shard_and_merges_the_pages():
     corr, body = reply_of(raw)
     assert corr == 6 and [t["topic"] for t in body["topics"]] == ["a", "b", "c"]
     assert body["more"] is True
+
+
+@pytest.mark.parametrize("msg, member", [(ListRouters(), "routers"),
+                                         (DeleteRouters(source="s"), "deleted")])
+def test_router_lists_and_deletes_ask_every_shard_and_join_the_answers(msg, member):
+    front = core()
+    sends = front.request(b"p", encode(msg, 7), 0).sends
+    assert sorted(shard for shard, _ in sends) == [0, 1]
+    replies = []
+    for shard, raw in sends:
+        body = {member: [f"r{shard}a", f"r{shard}b"], "performance": {}}
+        replies += front.shard_reply(encode_reply(decode(raw)[0], body)).replies
+    [(_, raw)] = replies
+    corr, body = reply_of(raw)
+    assert corr == 7 and sorted(body[member]) == ["r0a", "r0b", "r1a", "r1b"]
 
 
 def test_list_topics_with_a_failing_shard_answers_the_error_once():

@@ -23,7 +23,9 @@ from topics_actors.gateway.inflight_limit import InflightLimit
 from topics_actors.gateway.metrics_report import MetricsInput, metrics_json, metrics_text
 from topics_actors.gateway.route_table import resolve
 from topics_actors.gateway.topic_listing import narrowed_prefixes
-from topics_actors.protocol.messages import Append, GetTopic, PutTopic
+from topics_actors.protocol.messages import (
+    Append, DeleteRouters, GetTopic, ListRouters, PutTopic,
+)
 from topics_actors.record_envelope import build as append_envelope
 
 JSON_CT = {"content-type": "application/json"}
@@ -55,7 +57,8 @@ def test_routes(method, path, handler, scope, topic):
 
 @pytest.mark.parametrize("method,path,code", [
     ("GET", "/", "not_found"), ("GET", "/v0/topics/", "not_found"),
-    ("GET", "/v0/routers", "not_found"), ("GET", "/v0/topics/a/diff", "method_not_allowed"),
+    ("GET", "/v0/routers/a/b", "not_found"), ("POST", "/v0/routers", "method_not_allowed"),
+    ("GET", "/v0/topics/a/diff", "method_not_allowed"),
     ("PUT", "/v0/topics", "method_not_allowed"), ("PATCH", "/healthz", "method_not_allowed"),
 ])
 def test_route_errors(method, path, code):
@@ -281,6 +284,19 @@ class FakeEngine:
     async def call(self, topic, msg, wait_ms=0):
         self.sent.append(msg)
         return self.answer(msg)
+
+    async def drive(self, steps):
+        """Router steps on a node of one shard with no routers; the rest goes to call()."""
+        reply = None
+        while True:
+            try:
+                step = steps.send(reply)
+            except StopIteration as done:
+                return done.value
+            if isinstance(step.msg, (ListRouters, DeleteRouters)):
+                reply = [{"routers": [], "deleted": []}]
+            else:
+                reply = await self.call(step.topic, step.msg)
 
     async def node_status(self):
         return {"node_ready": self.ready, "replay_progress": 0.25}

@@ -27,6 +27,9 @@ class BrokenEngine:
     async def call(self, topic, msg, wait_ms=0):
         raise self.error
 
+    async def drive(self, steps):     # router steps (a GET first settles routed reads)
+        raise self.error
+
     async def topic_count(self, max_age_s):
         return 0
 

@@ -114,7 +114,8 @@ def test_record_byte_layout():
     assert data[:7] == b"\xee" * 7 and idx[:20] == b"\xee" * 20
     assert len(frame) == 38 + len(body)                       # 38 bytes overhead per record
     assert struct.unpack_from("<I", frame)[0] == len(frame) - 4 == 34 + len(body)
-    flags = FLAG_META | FLAG_TAG | FLAG_NODE                  # the durable bit is not kept
+    # the durable bit is not kept; the router hops (bits 4-7, here 8) are
+    flags = FLAG_META | FLAG_TAG | FLAG_NODE | 0x80
     assert struct.unpack_from("<BQQHHI", frame, 4) == (flags, 42, 1234, 2, 2, 7)
     assert frame[29:29 + len(body)] == body
     checksum = struct.unpack_from("<Q", frame, 29 + len(body))[0]

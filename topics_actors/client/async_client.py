@@ -15,6 +15,7 @@ import zmq
 import zmq.asyncio
 
 from topics_actors.client import request_shapes as shapes
+from topics_actors.client import router_admin
 from topics_actors.client.curve_credentials import (
     CurveCredentials, HandshakeWatch, wait_slices,
 )
@@ -215,10 +216,7 @@ class AsyncClient:
 
     async def shard_statuses(self) -> list[dict]:
         routing_only(self.route, "shard_statuses")
-        if self._map is None:
-            await self.status()
-        return list(await asyncio.gather(*(self._request(None, Status(), shard)
-                                           for shard in range(self._map.shard_count))))
+        return await self._all_shards(Status())
 
     async def put_topic(self, name: str, **config) -> dict:
         return await self._request(name, PutTopic(name, config))
@@ -227,7 +225,53 @@ class AsyncClient:
         return await self._request(name, GetTopic(name, touch))
 
     async def delete_topic(self, name: str, if_empty: bool = False) -> dict:
-        return await self._request(name, DeleteTopic(name, if_empty))
+        """Delete a topic; the routers with it as source or dest go with it."""
+        return await self.drive(router_admin.delete_topic(name, if_empty))
+
+    # --- routers (spec/api.md 6; the rules: client/router_admin.py) ------------------------
+
+    async def drive(self, steps: router_admin.Steps) -> dict:
+        """Run a router_admin operation: send what it yields, give it the replies."""
+        reply: object = None
+        error: TopicsError | None = None
+        while True:
+            try:
+                step = steps.throw(error) if error is not None else steps.send(reply)
+            except StopIteration as done:
+                return done.value
+            reply, error = None, None
+            try:
+                if isinstance(step, router_admin.ToAll):
+                    reply = await self._all_shards(step.msg)
+                else:
+                    reply = await self._request(step.topic, step.msg)
+            except TopicsError as failure:
+                error = failure
+
+    async def _all_shards(self, msg) -> list[dict]:
+        if self._map is None:
+            await self.status()
+        return list(await asyncio.gather(*(self._request(None, msg, shard)
+                                           for shard in self._map.fan_out(self.route))))
+
+    async def put_router(self, name: str, source: str, dest: str, **options) -> dict:
+        """Create a router (or update its knobs). Options: preserve_node, preserve_tag,
+        create_dest, filter, allow_cycle, guarantee ("at_least_once" | "exactly_once")."""
+        return await self.drive(router_admin.put_router(
+            name, {"source": source, "dest": dest, **options}))
+
+    async def get_router(self, name: str) -> dict:
+        return await self.drive(router_admin.get_router(name))
+
+    async def list_routers(self, prefix: str = "", source: str | None = None,
+                           dest: str | None = None, page_size: int | None = None,
+                           cursor: str | None = None) -> dict:
+        return await self.drive(router_admin.list_routers(prefix, source, dest, page_size,
+                                                          cursor))
+
+    async def delete_router(self, name: str) -> dict:
+        """Delete a router; the records it copied stay in its dest."""
+        return await self.drive(router_admin.delete_router(name))
 
     async def delete_records(self, name: str, before_seq: int | None = None,
                              match=None) -> dict:

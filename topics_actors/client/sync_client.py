@@ -17,6 +17,7 @@ import time
 import zmq
 
 from topics_actors.client import request_shapes as shapes
+from topics_actors.client import router_admin
 from topics_actors.client.blocking_watch import blocking_watch
 from topics_actors.client.curve_credentials import (
     CurveCredentials, HandshakeWatch, wait_slices,
@@ -216,7 +217,8 @@ class Client:
         return self._request(name, GetTopic(name, touch))
 
     def delete_topic(self, name: str, if_empty: bool = False) -> dict:
-        return self._request(name, DeleteTopic(name, if_empty))
+        """Delete a topic; the routers with it as source or dest go with it."""
+        return self._drive(router_admin.delete_topic(name, if_empty))
 
     def list_topics(self, prefix: str = "", page_size: int | None = None,
                     cursor: str | None = None, touch: bool = False) -> dict:
@@ -287,3 +289,41 @@ class Client:
                lease_ids: list[str] | None = None) -> dict:
         """Set the deadline of held jobs to now + lease_ms."""
         return self._request(name, Extend(name, node, seqs, lease_ms, lease_ids))
+
+    # --- routers (spec/api.md 6; the rules: client/router_admin.py) ------------------------
+
+    def _drive(self, steps: router_admin.Steps) -> dict:
+        """Run a router_admin operation: send what it yields, give it the replies."""
+        reply: object = None
+        error: TopicsError | None = None
+        while True:
+            try:
+                step = steps.throw(error) if error is not None else steps.send(reply)
+            except StopIteration as done:
+                return done.value
+            reply, error = None, None
+            try:
+                if isinstance(step, router_admin.ToAll):
+                    reply = self._all_shards(step.msg)
+                else:
+                    reply = self._request(step.topic, step.msg)
+            except TopicsError as failure:
+                error = failure
+
+    def put_router(self, name: str, source: str, dest: str, **options) -> dict:
+        """Create a router (or update its knobs). Options: preserve_node, preserve_tag,
+        create_dest, filter, allow_cycle, guarantee ("at_least_once" | "exactly_once")."""
+        return self._drive(router_admin.put_router(
+            name, {"source": source, "dest": dest, **options}))
+
+    def get_router(self, name: str) -> dict:
+        return self._drive(router_admin.get_router(name))
+
+    def list_routers(self, prefix: str = "", source: str | None = None,
+                     dest: str | None = None, page_size: int | None = None,
+                     cursor: str | None = None) -> dict:
+        return self._drive(router_admin.list_routers(prefix, source, dest, page_size, cursor))
+
+    def delete_router(self, name: str) -> dict:
+        """Delete a router; the records it copied stay in its dest."""
+        return self._drive(router_admin.delete_router(name))

@@ -67,6 +67,10 @@ class EngineLink:
     async def call(self, topic: str | None, msg, wait_ms: int = 0) -> dict:
         return await self.client.request(topic, msg, wait_ms)
 
+    async def drive(self, steps) -> dict:
+        """Run a router operation (client/router_admin.py) through the client."""
+        return await self.client.drive(steps)
+
     async def list_topics(self, prefix: str, page_size: int | None, cursor: str | None,
                           touch: bool) -> dict:
         return await self.client.list_topics(prefix, page_size, cursor, touch)

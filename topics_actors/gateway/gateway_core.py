@@ -18,7 +18,8 @@ import time
 from topics_actors import __version__
 from topics_actors.client.retry_budget import new_session
 from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError, invalid
-from topics_actors.gateway import queue_api
+from topics_actors.client import router_admin
+from topics_actors.gateway import queue_api, router_api
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope, forbidden
 from topics_actors.gateway.append_body import parse_append
@@ -87,6 +88,7 @@ class GatewayCore:
         self.watch = WatchService(settings, engine)
         self.work = WorkService(self.watch)
         self.ws = WsService(self.watch, self.work, self.append_reply)
+        self.routed_reads = router_api.RoutedReads(engine)
         self.requests = requests if requests is not None else RequestStats(None, 0)
 
     def stop(self) -> None:
@@ -174,6 +176,7 @@ class GatewayCore:
     async def _metrics(self, route, request, key, t0) -> HttpResponse:
         ready, progress = await node_ready(self.engine)
         census, wal, streams = Census(), {}, {"sse_connections": 0, "watch_sessions": 0}
+        routers = {"routers": 0, "routers_forwarded": 0}
         if ready:
             census = await self.engine.census(0.0)
             for status in await self.engine.shard_statuses():
@@ -181,9 +184,11 @@ class GatewayCore:
                     wal[name] = wal.get(name, 0) + value
                 streams["sse_connections"] += status.get("sse_streams", 0)
                 streams["watch_sessions"] += status.get("watch_sessions", 0)
+                for name in routers:
+                    routers[name] += status.get(name, 0)
         body, content_type = render(
             MetricsInput(census, ready, 1.0 if ready else progress, self._uptime_ms(), wal,
-                         streams, self.requests.figures(), self.requests.slot),
+                         streams, self.requests.figures(), self.requests.slot, routers),
             request.header("accept"))
         return HttpResponse(200, body, content_type)
 
@@ -216,12 +221,13 @@ class GatewayCore:
 
     async def _get_topic(self, route, request, key, t0) -> HttpResponse:
         touch = rb.query_bool(rb.query_params(request.query), "touch", True)
+        await self.routed_reads.settle(route.topic)
         reply = await self.engine.call(route.topic, GetTopic(route.topic, touch))
         return json_response(200, _with_performance(reply, t0))
 
     async def _delete_topic(self, route, request, key, t0) -> HttpResponse:
         if_empty = rb.query_bool(rb.query_params(request.query), "if_empty", False)
-        reply = await self.engine.call(route.topic, DeleteTopic(route.topic, if_empty))
+        reply = await self.engine.drive(router_admin.delete_topic(route.topic, if_empty))
         return json_response(200, _with_performance(reply, t0))
 
     async def _append(self, route, request, key, t0) -> HttpResponse:
@@ -266,6 +272,7 @@ class GatewayCore:
         msg = Diff(route.topic, rb.field_uint(body, "from_seq"), rb.field_uint(body, "limit"),
                    rb.field_nodes(body), rb.field_bool(body, "include_tags", False),
                    include_meta, wait_ms, rb.field_uint(body, "max_batch_bytes"))
+        await self.routed_reads.settle(route.topic)
         reply = await self._long_poll(route.topic, msg)
         return HttpResponse(200, render_diff(reply, include_meta, _ms(t0)))
 
@@ -301,6 +308,30 @@ class GatewayCore:
         reply = await self.engine.call(route.topic,
                                        DeleteRecords(route.topic, before_seq, match))
         return json_response(200, _with_performance(reply, t0))
+
+    # --- routers (gateway/router_api.py, client/router_admin.py) --------------------------------
+
+    async def _put_router(self, route, request, key, t0) -> HttpResponse:
+        reply = await router_api.put(self.engine, key, route.topic, request,
+                                     self.settings.routers_max, self.settings.topics_max,
+                                     QUOTA_MAX_AGE_S)
+        self.routed_reads.forget()
+        return json_response(201 if reply["created"] else 200, _with_performance(reply, t0))
+
+    async def _get_router(self, route, request, key, t0) -> HttpResponse:
+        reply = await router_api.get(self.engine, key, route.topic)
+        await self.routed_reads.settle(reply["dest"])
+        reply = await router_api.get(self.engine, key, route.topic)   # its settled total
+        return json_response(200, _with_performance(reply, t0))
+
+    async def _delete_router(self, route, request, key, t0) -> HttpResponse:
+        reply = await router_api.delete(self.engine, key, route.topic)
+        self.routed_reads.forget()
+        return json_response(200, _with_performance(reply, t0))
+
+    async def _list_routers(self, route, request, key, t0) -> HttpResponse:
+        page = await router_api.list_page(self.engine, key, rb.query_params(request.query))
+        return json_response(200, _with_performance(page, t0))
 
     # --- watch (spec/api.md 7.1, 7.2) ----------------------------------------------------------
 

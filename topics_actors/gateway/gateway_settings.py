@@ -47,6 +47,7 @@ class GatewaySettings:
     allow_insecure_no_auth: bool = False
     body_bytes_max: int = BODY_BYTES_MAX_DEFAULT      # 0 = unlimited
     topics_max: int = 100_000                         # 0 = unlimited
+    routers_max: int = 10_000                         # 0 = unlimited
     inflight_per_key_max: int = 1_000                 # 0 = unlimited
     watch_sessions_max: int = 10_000                  # 0 = unlimited
     sse_connections_max: int = 10_000                 # 0 = unlimited
@@ -64,6 +65,7 @@ class GatewaySettings:
                    allow_insecure_no_auth=_flag(env, "TOPICS_ALLOW_INSECURE_NO_AUTH"),
                    body_bytes_max=_cap(env, "TOPICS_MAX_BODY_BYTES", BODY_BYTES_MAX_DEFAULT),
                    topics_max=_cap(env, "TOPICS_MAX_TOPICS", 100_000),
+                   routers_max=_cap(env, "TOPICS_MAX_ROUTERS", 10_000),
                    inflight_per_key_max=_cap(env, "TOPICS_MAX_INFLIGHT_PER_KEY", 1_000),
                    **_watch_caps(env))
 

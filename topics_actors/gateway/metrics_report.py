@@ -1,7 +1,7 @@
 """/v0/metrics (spec/api.md 10): Prometheus text exposition 0.0.4, or JSON on request.
 
-Routers are not served by this build, so their gauge is always 0. Watch sessions and SSE
-streams are the node's, summed over the shards that keep the sessions. `wal` sums the
+Routers, their forwarded records, watch sessions and SSE streams are the node's, summed over
+the shards that keep them (a router is kept by its destination's shard). `wal` sums the
 shards' statistics (batches, syncs, records, requests, throttled, failed_batches). HTTP
 requests and their latency are the node's, summed over the gateways (request_stats.py).
 """
@@ -17,7 +17,6 @@ from topics_actors.gateway.engine_link import Census
 from topics_actors.gateway.request_stats import BOUNDS_US, RouteFigures
 
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
-_ZERO_GAUGES = ("routers",)
 _STREAM_GAUGES = {"sse_connections": "open SSE streams (watch, work) and WebSockets on the node",
                   "watch_sessions": "live watch sessions on the node"}
 
@@ -32,6 +31,7 @@ class MetricsInput:
     streams: dict = dataclasses.field(default_factory=dict)   # sse_connections, watch_sessions
     http: dict = dataclasses.field(default_factory=dict)      # route -> RouteFigures
     gateway: int = 0         # the index of the gateway that answers
+    routers: dict = dataclasses.field(default_factory=dict)   # routers, routers_forwarded
 
 
 def _cumulative(figures: RouteFigures) -> list[int]:
@@ -54,7 +54,9 @@ def http_json(m: MetricsInput) -> dict:
 def metrics_json(m: MetricsInput) -> dict:
     c = m.census
     body = {"topics": c.topics, **{f"topics_{k}": v for k, v in c.by_class.items()},
-            "routers": 0, "records_live": c.records_live, "bytes_live": c.bytes_live,
+            "routers": m.routers.get("routers", 0),
+            "routers_forwarded": m.routers.get("routers_forwarded", 0),
+            "records_live": c.records_live, "bytes_live": c.bytes_live,
             "queue_topics": c.queue_topics,
             "queue_leases_in_flight": c.queue_leases_in_flight,
             "sse_connections": m.streams.get("sse_connections", 0),
@@ -120,8 +122,11 @@ def metrics_text(m: MetricsInput) -> bytes:
     _gauge(lines, "topics_queue_topics", c.queue_topics, "queue topics")
     _gauge(lines, "topics_queue_leases_in_flight", c.queue_leases_in_flight,
            "un-expired leases on live jobs")
-    for name in _ZERO_GAUGES:
-        _gauge(lines, f"topics_{name}", 0, "not served by this build")
+    _gauge(lines, "topics_routers", m.routers.get("routers", 0), "routers on the node")
+    name = "topics_router_forwarded_total"
+    lines += [f"# HELP {name} records copied by the node's routers (a deleted router's "
+              "count leaves the sum)", f"# TYPE {name} counter",
+              f"{name} {m.routers.get('routers_forwarded', 0)}"]
     for name, help_text in _STREAM_GAUGES.items():
         _gauge(lines, f"topics_{name}", m.streams.get(name, 0), help_text)
     _gauge(lines, "topics_ready", int(m.ready), "1 once every shard has replayed")

@@ -19,7 +19,7 @@ SESSION = "session"   # a watch stream or WebSocket: its handler checks the key 
 class Route:
     handler: str                  # name of the GatewayCore method that answers
     scope: str                    # READ | WRITE | DELETE | ADMIN | PROBE | SESSION
-    topic: str | None = None      # the topic path segment, when the route has one
+    topic: str | None = None      # the topic (or router) path segment, when there is one
     wid: str | None = None        # the watch session of /v0/watch/:wid
 
 
@@ -35,7 +35,11 @@ _FIXED = {
     "/v0/topics": {"GET": ("list_topics", READ)},
     "/v0/watch": {"POST": ("watch_create", READ)},
     "/v0/ws": {"GET": ("websocket", SESSION)},     # the upgrade checks the key (ws_service)
+    "/v0/routers": {"GET": ("list_routers", READ)},
 }
+_ROUTERS_PREFIX = "/v0/routers/"
+_ROUTER = {"PUT": ("put_router", ADMIN), "GET": ("get_router", READ),
+           "DELETE": ("delete_router", DELETE)}
 _WATCH_PREFIX = "/v0/watch/"
 _WATCH = {"GET": ("watch_stream", SESSION)}
 _TOPIC = {"PUT": ("put_topic", ADMIN), "GET": ("get_topic", READ),
@@ -93,6 +97,11 @@ def resolve(method: str, path: str) -> Route:
             raise not_found()
         found = _pick(_WATCH, method, None)
         return Route(found.handler, found.scope, wid=wid)
+    if path.startswith(_ROUTERS_PREFIX):
+        router = path[len(_ROUTERS_PREFIX):]
+        if not router or "/" in router:
+            raise not_found()
+        return _pick(_ROUTER, method, router)   # its name is prefix-checked like a topic's
     if not path.startswith(_TOPICS_PREFIX):
         raise not_found()
     rest = path[len(_TOPICS_PREFIX):]
@@ -110,7 +119,7 @@ def resolve(method: str, path: str) -> Route:
 def handler_names() -> tuple[str, ...]:
     """Every handler a request can end in, UNMATCHED included: the closed set of route
     labels of the request metrics (request_stats.py), never a raw path."""
-    tables = (*_FIXED.values(), _WATCH, _TOPIC, *_TOPIC_SUB.values())
+    tables = (*_FIXED.values(), _WATCH, _TOPIC, _ROUTER, *_TOPIC_SUB.values())
     names = {handler for table in tables for handler, _scope in table.values()}
     return tuple(sorted(names | {UNKNOWN, UNMATCHED}))
 

@@ -21,7 +21,9 @@ import xxhash
 
 from topics_actors.ledger.dedupe_index import DedupeEntry
 from topics_actors.ledger.delete_rules import live_floor
+from topics_actors.ledger import router_state
 from topics_actors.ledger.queue_state import QueueState, queue_of
+from topics_actors.ledger.router_state import RouterState
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
 from topics_actors.storage import frame_body
@@ -176,6 +178,29 @@ class TopicLedger:
                                        topic.config.leases_durable):
             self.delete_jobs(topic, [frame.seq])
 
+    def _router_create(self, frame: Frame, view) -> None:
+        topic = self._topic(frame, "router")
+        if topic is not None:
+            if topic.routers is None:
+                topic.routers = {}
+            router_state.apply_create(topic.routers, frame_body.decode_body(frame.type,
+                                                                            frame.data))
+
+    def _router_delete(self, frame: Frame, view) -> None:
+        topic = self._topic(frame, "router")
+        if topic is not None and topic.routers:
+            topic.routers.pop(frame_body.decode_body(frame.type, frame.data).name, None)
+
+    def _router_cursor(self, frame: Frame, view) -> None:
+        topic = self._topic(frame, "router")
+        if topic is None:
+            return
+        body = frame_body.decode_body(frame.type, frame.data)
+        if not router_state.apply_cursor(topic.routers or {}, body):
+            self.ignored["router_cursor_without_router"] += 1
+        if body.trim_last:
+            topic.add_trim(body.trim_first, body.trim_last)
+
     def account(self, rows: list) -> None:
         """Take a shard's accounting ([tid, *ACCOUNTING] rows, exact at its barrier)."""
         for tid, *values in rows:
@@ -230,6 +255,10 @@ class TopicLedger:
                 topic.dedupe.add(key, DedupeEntry(first, last, head, ts), window)
         if "queue" in entry:
             topic.queue = QueueState.from_entry(entry["queue"])
+        if entry.get("trims"):
+            topic.trims = [list(t) for t in entry["trims"]]
+        if entry.get("routers"):
+            topic.routers = {r[0]: RouterState.from_entry(r) for r in entry["routers"]}
         self.add_topic(topic)
         return topic
 
@@ -256,6 +285,10 @@ def snapshot_entry(topic: TopicState, seg_dir: str, segments: list[list[int]],
                  absorbed=topic.head, dir=seg_dir, segments=segments,
                  dedupe=[[key, e.first_seq, e.last_seq, e.head_seq, e.created_ms]
                          for key, e in keys if now_ms - e.created_ms <= window])
+    if topic.trims:
+        entry["trims"] = [list(t) for t in topic.trims]
+    if topic.routers:
+        entry["routers"] = [router.to_entry() for router in topic.routers.values()]
     if topic.queue is not None:
         floor = live_floor(topic)
         entry["queue"] = topic.queue.to_entry(topic.config.leases_durable,
@@ -280,4 +313,7 @@ _HANDLERS = {
     FrameType.IDEM_KEY: TopicLedger._idem_key,
     FrameType.LEASE: TopicLedger._lease,
     FrameType.CHECKPOINT_MARK: lambda self, frame, view: None,
+    FrameType.ROUTER_CREATE: TopicLedger._router_create,
+    FrameType.ROUTER_DELETE: TopicLedger._router_delete,
+    FrameType.ROUTER_CURSOR: TopicLedger._router_cursor,
 }

@@ -29,7 +29,7 @@ class TopicState:
                  "evict_floor", "expiry_floor", "delete_floor", "source_trim_floor",
                  "dedupe", "ram_file", "ram", "indexed", "absorbed", "seg_dir",
                  "seg_firsts", "seg_counts", "created_at", "ram_past", "gone_through",
-                 "deleted", "deletions", "tags", "queue")
+                 "deleted", "deletions", "tags", "queue", "routers", "trims")
 
     def __init__(self, name: str, config: TopicConfig, tid: int | None = None,
                  indexed: bool = True):
@@ -65,6 +65,9 @@ class TopicState:
         self.deletions = 0            # records deleted so far (for the checkpoint accounting)
         self.tags = None              # TagIndex once a delete by tag needed one
         self.queue = None             # QueueState of a queue topic (ledger/queue_state.py)
+        self.routers: dict | None = None   # routers feeding this topic, by name (router_state)
+        self.trims: list | None = None     # [first, last] seq runs standing for source
+                                           # records a router could not copy (source_trim)
 
     # --- publishing -------------------------------------------------------------------
 
@@ -141,6 +144,13 @@ class TopicState:
                 self.deleted = {seq for seq in self.deleted if seq > floor}
         self.seg_dir, self.seg_firsts, self.seg_counts = seg_dir, firsts, counts
         return next((loc for loc in self.locs if loc), 0)
+
+    def add_trim(self, first: int, last: int) -> None:
+        """Seqs first..last stand for source records evicted before a router copied them:
+        a reader arriving at `first` gets a `source_trim` tombstone (shard/diff_read.py).
+        Runs wholly below the live records are forgotten."""
+        floor = max(self.evict_floor, self.expiry_floor, self.delete_floor)
+        self.trims = [t for t in self.trims or () if t[1] > floor] + [[first, last]]
 
     # --- derived values -----------------------------------------------------------------
 

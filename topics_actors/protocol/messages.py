@@ -45,8 +45,9 @@ class Diff(Message):
     next_from_seq, head_seq, earliest_seq, caught_up, tombstone, lag, records_scanned,
     performance}. The envelope is the stored JSON {"d": data, "m": meta}, "m" exactly when
     has_meta (topics_actors/record_envelope.py splits it); the receiver drops "m" when it
-    asked for include_meta false. Tags are nil unless include_tags. Negative numbers and a
-    malformed node are rejected (invalid_request).
+    asked for include_meta false. Tags are nil unless include_tags. include_hops (a router's
+    read) adds a 7th item to each record: how many routers it has passed through. Negative
+    numbers and a malformed node are rejected (invalid_request).
     """
     KIND = "diff"
     topic: str
@@ -57,6 +58,7 @@ class Diff(Message):
     include_meta: bool = True
     wait_ms: int = 0
     max_batch_bytes: int = 0
+    include_hops: bool = False
 
 
 @message
@@ -118,6 +120,61 @@ class DeleteTopic(Message):
     KIND = "delete_topic"
     topic: str
     if_empty: bool = False
+
+
+@message
+class PutRouter(Message):
+    """client -> the shard of `topic`, the router's destination (spec/api.md 6.1). Create
+    the router, or update the knobs of an existing one; the caller has checked the node-wide
+    rules (cycle, router cap) and created the source. source_head: where a new router's
+    cursor starts (no backfill). filter: the match form of a record delete, or nil;
+    guarantee: "at_least_once" | "exactly_once". The shard checks the rules local to the
+    destination: the destination exists (or create_dest), one source per destination
+    (409 topic_exists_incompatible, reason router_dest_fan_in), no repointing (reason
+    router_repoint_forbidden). Reply: {router, created, source, dest, preserve_node,
+    preserve_tag, filter, allow_cycle, guarantee, forwarded_total, cursor, performance}."""
+    KIND = "put_router"
+    topic: str
+    router: str
+    source: str
+    source_head: int = 0
+    preserve_node: bool = True
+    preserve_tag: bool = True
+    create_dest: bool = True
+    filter: Any = None
+    allow_cycle: bool = False
+    guarantee: str = "at_least_once"
+
+
+@message
+class ListRouters(Message):
+    """client -> every shard. The routers whose destination is in this shard.
+    Reply: {routers: [{router, source, dest, preserve_node, preserve_tag, filter,
+    allow_cycle, guarantee, forwarded_total, cursor}] (name order), performance}."""
+    KIND = "list_routers"
+
+
+@message
+class DeleteRouters(Message):
+    """client -> every shard. Delete the router named `router`, and/or every router whose
+    source is `source` (a deleted source topic). Reply: {deleted: [names], performance}."""
+    KIND = "delete_routers"
+    router: str | None = None
+    source: str | None = None
+
+
+@message
+class RouterSync(Message):
+    """client -> the shard of `topic`, a router's destination. A read that waits: answered
+    once router `router`'s cursor has reached `cursor` (a source head the caller saw), or
+    after `wait_ms` (at most 30000), or at once when the router is gone. The gateway sends it
+    before a read of a routed destination (read-your-writes, docs/HTTP.md 2).
+    Reply: {router, cursor, caught_up, performance}."""
+    KIND = "router_sync"
+    topic: str
+    router: str
+    cursor: int
+    wait_ms: int = 0
 
 
 @message

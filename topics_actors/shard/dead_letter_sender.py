@@ -14,7 +14,6 @@ crash: after a restart the outbox is rebuilt from the logged moving marks.
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 import zmq
@@ -22,6 +21,7 @@ import zmq
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
 from topics_actors.shard.dead_letter_moves import DeadLetterMoves, Move, MoveDone
+from topics_actors.shard.peer_sockets import PeerSockets
 from topics_actors.topic_identity import shard_of_name
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 IN_FLIGHT_MAX = 64
 TIMEOUT_MS = 5_000
 RETRY_MS = 1_000
-HWM_MESSAGES = 1_000
 
 
 class DeadLetterSender:
@@ -37,26 +36,13 @@ class DeadLetterSender:
                  shard_count: int, submit):
         """`submit(msg)` hands a MoveDone to the core (staged in the current batch)."""
         self.moves = moves
-        self.ctx = ctx
-        self.run_dir = os.path.dirname(own_ipc_path)
+        self.peers = PeerSockets(ctx, own_ipc_path)
         self.shard_count = shard_count
         self.submit = submit
-        self.sockets: dict[int, zmq.Socket] = {}
         self.in_flight: dict[int, tuple[Move, float]] = {}    # corr -> (move, sent at)
         self.not_before: dict[Move, float] = {}               # retry times (monotonic s)
         self.corr = 0
         self.sent = self.failed = 0
-
-    def _socket(self, shard: int) -> zmq.Socket:
-        sock = self.sockets.get(shard)
-        if sock is None:
-            sock = self.ctx.socket(zmq.DEALER)
-            for option, value in ((zmq.LINGER, 0), (zmq.SNDHWM, HWM_MESSAGES),
-                                  (zmq.RCVHWM, HWM_MESSAGES)):
-                sock.setsockopt(option, value)
-            sock.connect(f"ipc://{os.path.join(self.run_dir, f'shard-{shard:02d}.sock')}")
-            self.sockets[shard] = sock
-        return sock
 
     def pump(self) -> None:
         """Take the replies that came in, give up on silent requests, send what is due."""
@@ -64,8 +50,7 @@ class DeadLetterSender:
             self.not_before.clear()   # every shard turn calls this: nothing to do is cheap
             return
         now = time.monotonic()
-        for sock in self.sockets.values():
-            self._receive(sock, now)
+        self.peers.receive(lambda raw: self._reply(raw, now))
         for corr, (move, sent_at) in list(self.in_flight.items()):
             if now - sent_at > TIMEOUT_MS / 1000:
                 del self.in_flight[corr]
@@ -93,22 +78,13 @@ class DeadLetterSender:
             return
         self.corr += 1
         try:
-            self._socket(shard_of_name(msg.topic, self.shard_count)).send(
+            self.peers.socket(shard_of_name(msg.topic, self.shard_count)).send(
                 encode(msg, self.corr), zmq.NOBLOCK)
         except zmq.Again:   # the peer's queue is full: later
             self.not_before[move] = now + RETRY_MS / 1000
             return
         self.in_flight[self.corr] = (move, now)
         self.sent += 1
-
-    def _receive(self, sock: zmq.Socket, now: float) -> None:
-        while True:
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            for raw in frames:
-                self._reply(raw, now)
 
     def _reply(self, raw: bytes, now: float) -> None:
         try:
@@ -131,6 +107,4 @@ class DeadLetterSender:
         self.submit(MoveDone(*move))
 
     def close(self) -> None:
-        for sock in self.sockets.values():
-            sock.close(0)
-        self.sockets.clear()
+        self.peers.close()

@@ -18,6 +18,7 @@ from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage.file_table import StoredRecord
+from topics_actors.storage.frame_types import HOPS_MASK, HOPS_SHIFT
 
 
 def validate_diff(req: Diff) -> None:
@@ -54,7 +55,29 @@ def tombstone_at(topic: TopicState, from_seq: int, earliest: int) -> tuple[dict 
         return ({"gap_from": gap_from, "gap_to": gap_to, "reason": _reason(topic, gap_from),
                  "missed_estimate": gap_to - gap_from + 1, "earliest_seq": involuntary,
                  "head_seq": head}, max(earliest - 1, from_seq))
+    trim = trim_at(topic, from_seq + 1)
+    if trim is not None:
+        gap_to = min(trim[1], head)
+        return ({"gap_from": from_seq + 1, "gap_to": gap_to, "reason": "source_trim",
+                 "missed_estimate": gap_to - from_seq, "earliest_seq": earliest,
+                 "head_seq": head}, gap_to)
     return None, from_seq
+
+
+def trim_at(topic: TopicState, seq: int) -> list[int] | None:
+    """The run of seqs standing for source records a router could not copy that holds
+    `seq` (TopicState.add_trim), if any."""
+    for trim in topic.trims or ():
+        if trim[0] <= seq <= trim[1]:
+            return trim
+    return None
+
+
+def _walk_end(topic: TopicState, cursor: int, head: int) -> int:
+    """Where a walk from `cursor` stops: the head, or just before the next trimmed run (the
+    next read starts there and reports it)."""
+    starts = [t[0] for t in topic.trims or () if t[0] > cursor + 1]
+    return min(head, min(starts) - 1) if starts else head
 
 
 def _reader_nodes(topic: TopicState, node: object) -> frozenset[str]:
@@ -73,7 +96,8 @@ def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
     ttl_ms = topic.config.ttl_ms
     head, records, used, scanned = topic.head, [], 0, 0
     seq = max(cursor, min(earliest - 1, head))   # below earliest everything is gone: pass it
-    while seq < head and len(records) < limit:
+    end = _walk_end(topic, seq, head) if topic.trims else head
+    while seq < end and len(records) < limit:
         rec = read(topic, seq + 1)
         scanned += 1
         if rec is None:
@@ -85,8 +109,11 @@ def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
         size = payload_bytes(len(rec.envelope), rec.flags)
         if records and used + size > budget:
             break
-        records.append([rec.seq, rec.ts, rec.envelope, rec.tag if req.include_tags else None,
-                        rec.node, has_meta(rec.flags)])
+        record = [rec.seq, rec.ts, rec.envelope, rec.tag if req.include_tags else None,
+                  rec.node, has_meta(rec.flags)]
+        if req.include_hops:
+            record.append((rec.flags & HOPS_MASK) >> HOPS_SHIFT)
+        records.append(record)
         used += size
         seq += 1
     topic.last_read_ts = now_ms

@@ -10,6 +10,8 @@ crash that loses an unsynced tail leaves holes, never a seq issued twice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from topics_actors.errors import invalid, topic_not_found
 from topics_actors.ledger import retention_rules
 from topics_actors.ledger.dedupe_index import DedupeEntry
@@ -67,14 +69,7 @@ class RecordAppend:
             entry = topic.dedupe.lookup(key, now, topic.config.idempotency_window_ms)
             if entry is not None:
                 return write_op(lambda info: entry.reply(topic.name, msg.return_seqs))
-        if not created:
-            retention.stage(stager, self.reader, topic)
-            retention.admit(stager, self.reader, topic, records)
-        if self.quota.max_total_bytes:
-            self.quota.admit(sum(r[PAYLOAD_BYTES] for r in records),
-                             self.registry.live_bytes)
-        first = topic.next_seq
-        offsets = self._stage_records(topic, records, first, now, key)
+        first, offsets = self._admit(topic, records, created, now, key)
         if key is not None:
             entry = DedupeEntry(first, first + len(records) - 1, 0, now)
             topic.dedupe.add(key, entry, topic.config.idempotency_window_ms)
@@ -92,6 +87,28 @@ class RecordAppend:
                 reply["seqs"] = list(range(first, last + 1))
             return reply
         return write_op(publish)
+
+    def _admit(self, topic: TopicState, records: list[StagedRecord], created: bool, now: int,
+               key: str | None) -> tuple[int, list[int]]:
+        """Capacity and quota checks (raise, nothing staged), then the frames: (first seq,
+        frame offsets)."""
+        if not created:
+            retention.stage(self.stager, self.reader, topic)
+            retention.admit(self.stager, self.reader, topic, records)
+        if self.quota.max_total_bytes:
+            self.quota.admit(sum(r[PAYLOAD_BYTES] for r in records),
+                             self.registry.live_bytes)
+        first = topic.next_seq
+        return first, self._stage_records(topic, records, first, now, key)
+
+    def stage_copies(self, topic: TopicState, records: list[StagedRecord]
+                     ) -> Callable[[CommitInfo], None]:
+        """Stage records built by the shard itself (a router's copies, shard/router_book.py)
+        into an existing topic, admitted like an append; returns their publish."""
+        self.stager.throttle()
+        now = self.stager.clock()
+        first, offsets = self._admit(topic, records, False, now, None)
+        return lambda info: self._publish(topic, records, first, offsets, info, now)
 
     def _stage_records(self, topic: TopicState, records: list[StagedRecord], first: int,
                        now: int, key: str | None) -> list[int]:

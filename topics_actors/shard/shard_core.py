@@ -26,6 +26,7 @@ from topics_actors.protocol.messages import (
     GetTopic, Held, ListTopics, Nack, PutTopic, Retain, Scan, Status, StreamLease, WatchCreate,
     WatchCursor, WatchOpen,
 )
+from topics_actors.protocol.messages import DeleteRouters, ListRouters, PutRouter, RouterSync
 from topics_actors.shard import (
     absorption, diff_read, head_marks, range_scan, record_delete, retention, topic_admin,
 )
@@ -41,6 +42,7 @@ from topics_actors.shard.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replay import Replay
+from topics_actors.shard.router_book import RouterBook, RouterPass
 from topics_actors.shard.shard_stats import ShardStats
 from topics_actors.shard.stream_leases import StreamLeases
 from topics_actors.shard.topic_registry import TopicRegistry
@@ -82,6 +84,7 @@ class ShardCore:
         self.appends = RecordAppend(self.stager, self.registry, self.reader, self.quota,
                                     self.stats)
         self.queues = QueueOps(self.stager, self.registry, self.reader, self.appends)
+        self.routers = RouterBook(self.stager, self.registry, self.appends)
         self._handlers = self._handler_table()
 
     def _handler_table(self) -> dict[type, Callable[[object], Staged]]:
@@ -112,6 +115,11 @@ class ShardCore:
             Held: queues.held,
             MoveDone: queues.moves.done,
             ClaimPass: queues.claim_pass,
+            PutRouter: self.routers.put,
+            ListRouters: self.routers.list,
+            DeleteRouters: self.routers.delete,
+            RouterPass: self.routers.forward,
+            RouterSync: self.routers.sync,
         }
 
     def replay(self) -> Replay:
@@ -242,6 +250,7 @@ class ShardCore:
         return {"shard": self.options.shard, "shard_count": self.options.shard_count,
                 "ready": self.ready, "replay_progress": self.replay_progress,
                 "topics": len(self.registry), "long_polls": self.polls.count,
+                **self.routers.figures(),
                 "statistics": self.stats.as_dict(), "snapshot_id": self.wal.snapshot_id,
                 "wal_position": [writer.idx, writer.tail],
                 **self.stream_leases.add_to(self.watch.census())}

@@ -24,6 +24,7 @@ from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import VouchedRecords
 from topics_actors.shard.commit_publisher import CommitPublisher
 from topics_actors.shard.dead_letter_sender import DeadLetterSender
+from topics_actors.shard.router_feed import RouterFeed
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.supervisor_link import SupervisorLink
 
@@ -82,13 +83,17 @@ class ShardServer:
             self.sources.append((local, _IPC, True))
         self.feed = CommitPublisher(ctx, self.ipc) if self.ipc else None
         self.dead_letters = None   # moves of queue jobs to other shards (needs the ipc dir)
+        self.router_feed = None    # reads of the routers' sources (needs the ipc dir)
         if ipc_path:
             self.dead_letters = DeadLetterSender(core.queues.moves, ctx, ipc_path,
                                                  core.options.shard_count, self._submit_local)
+            self.router_feed = RouterFeed(core.routers, ctx, ipc_path,
+                                          core.options.shard_count, self._submit_local)
         self.by_tag = {tag: sock for sock, tag, _ in self.sources}
         self.poller = zmq.Poller()
         for sock, _, _ in self.sources:
             self.poller.register(sock, zmq.POLLIN)
+        self.feed_polled: set = set()
         self.stopping = False
         self.dropped_replies = 0
 
@@ -113,6 +118,8 @@ class ShardServer:
     def _close(self) -> None:
         if self.dead_letters is not None:
             self.dead_letters.close()
+        if self.router_feed is not None:
+            self.router_feed.close()
         for sock, _, _ in self.sources:
             sock.close(0)
         if self.feed is not None:
@@ -174,6 +181,10 @@ class ShardServer:
         claims_ms = self.core.ms_until_claims()
         if claims_ms is not None:
             timeout = min(timeout, claims_ms)
+        if self.router_feed is not None:
+            feed_ms = self.router_feed.ms_until_due()
+            if feed_ms is not None:
+                timeout = min(timeout, feed_ms)
         return timeout if poll_ms is None else min(timeout, poll_ms)
 
     def turn(self) -> None:
@@ -184,6 +195,9 @@ class ShardServer:
                 self._group_window()
         if self.dead_letters is not None:
             self.dead_letters.pump()
+        if self.router_feed is not None:
+            self._watch_feed_sockets()
+            self.router_feed.pump()
         self.core.submit_due_claims()
         if self.core.has_work():
             self._send(self.core.commit())
@@ -192,6 +206,13 @@ class ShardServer:
             self._send(self.core.expire_polls())
         self.core.flush_due()
         self._beat()
+
+    def _watch_feed_sockets(self) -> None:
+        """Let a router read's answer end the poll (its sockets open on first use)."""
+        for sock in self.router_feed.sockets():
+            if sock not in self.feed_polled:
+                self.poller.register(sock, zmq.POLLIN)
+                self.feed_polled.add(sock)
 
     def _publish(self) -> None:
         """Tell the gateways' watch streams what the commit woke (after the replies)."""

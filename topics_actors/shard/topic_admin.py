@@ -93,12 +93,13 @@ def delete(stager: BatchStager, registry: TopicRegistry, msg: DeleteTopic,
     stager.save_undo(topic.name, topic)
     stager.frame(FrameType.TOPIC_DELETE, topic, frame_body.encode_topic(topic.name, b""))
     registry.unregister(topic)
+    routers = sorted(topic.routers or ())   # the routers feeding it go with it
 
     def publish(info: CommitInfo) -> dict:
         if topic.ram_file:
             drop_buffer(topic.ram_file)
         info.woken.add(msg.topic)   # parked readers learn that the topic is gone
-        return {"topic": msg.topic, "deleted": True, "routers_removed": []}
+        return {"topic": msg.topic, "deleted": True, "routers_removed": routers}
     return write_op(publish)
 
 

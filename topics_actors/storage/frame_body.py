@@ -40,6 +40,14 @@ class RouterDeleteBody(NamedTuple):   # 5
     name: str
 
 
+class RouterCursorBody(NamedTuple):   # 13 (ours): a router's progress, in its dest's shard
+    name: str
+    cursor: int            # source seqs up to here are forwarded (or passed over)
+    forwarded_total: int
+    trim_first: int        # dest seqs trim_first..trim_last stand for source records that
+    trim_last: int         # were evicted before the router read them (0, 0: none)
+
+
 class DeleteBody(NamedTuple):         # 6
     before_seq: int | None
     match: tuple[int, str] | None
@@ -134,6 +142,11 @@ def encode_router_delete(name: str) -> bytes:
     return _lp(name)
 
 
+def encode_router_cursor(b: RouterCursorBody) -> bytes:
+    return (_lp(b.name) + _U64.pack(b.cursor) + _U64.pack(b.forwarded_total)
+            + _U64.pack(b.trim_first) + _U64.pack(b.trim_last))
+
+
 def encode_delete(b: DeleteBody) -> bytes:
     out = b"\x00" if b.before_seq is None else b"\x01" + _U64.pack(b.before_seq)
     out += _match(b.match) + _U32.pack(len(b.seqs))
@@ -203,6 +216,8 @@ _DECODERS = {
     FrameType.LEASE: _lease,
     FrameType.HEAD_WATERMARK: lambda r: r.u64(),
     FrameType.IDEM_KEY: lambda r: IdemKeyBody(r.text(), r.u32()),
+    FrameType.ROUTER_CURSOR:
+        lambda r: RouterCursorBody(r.text(), r.u64(), r.u64(), r.u64(), r.u64()),
 }
 
 

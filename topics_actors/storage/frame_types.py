@@ -9,6 +9,10 @@ FLAG_TAG = 1
 FLAG_NODE = 2
 FLAG_DURABLE = 4
 FLAG_META = 8
+# Bits 4-7 of an Append's flags (ours): how many routers the record has passed through
+# (0-15; forwarding stops at the hop cap, topics_actors/ledger/router_state.py).
+HOPS_SHIFT = 4
+HOPS_MASK = 0xF0
 
 
 class FrameType(enum.IntEnum):
@@ -24,6 +28,7 @@ class FrameType(enum.IntEnum):
     LEASE = 10
     HEAD_WATERMARK = 11
     IDEM_KEY = 12
+    ROUTER_CURSOR = 13
 
 
 KNOWN_TYPES = frozenset(int(t) for t in FrameType)

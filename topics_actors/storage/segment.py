@@ -6,7 +6,8 @@
 .data frame:
     off size field
      0   4  frame_len u32   bytes after this field, including the trailing del byte
-     4   1  flags     u8    bit0 has_tag, bit1 has_node, bit3 has_meta (ours, as in the WAL)
+     4   1  flags     u8    bit0 has_tag, bit1 has_node, bit3 has_meta, bits 4-7 router hops
+                           (ours, as in the WAL)
      5   8  seq       u64
     13   8  ts        u64   ms
     21   2  node_len  u16
@@ -42,7 +43,7 @@ import xxhash
 from topics_actors.errors import CorruptionError
 from topics_actors.storage import failpoint
 from topics_actors.storage.frame import HEADER
-from topics_actors.storage.frame_types import FLAG_META, FLAG_NODE, FLAG_TAG
+from topics_actors.storage.frame_types import FLAG_META, FLAG_NODE, FLAG_TAG, HOPS_MASK
 from topics_actors.storage.fs import Fs, FsFile
 
 SEGMENT_FORMAT_VERSION = 1
@@ -53,7 +54,7 @@ IDX_ENTRY_BYTES = IDX_ENTRY.size              # 20
 DATA_FRAME_LEN_MIN = DATA_HEADER_BYTES - 4 + 8 + 1   # 34
 DEL_LIVE = 0x00
 DEL_DELETED = 0xD5
-SEGMENT_FLAGS = FLAG_TAG | FLAG_NODE | FLAG_META
+SEGMENT_FLAGS = FLAG_TAG | FLAG_NODE | FLAG_META | HOPS_MASK   # hops: a router's copy
 _CHECKSUM = struct.Struct("<Q")
 _SEGMENT_RE = re.compile(r"seg-(\d{16})\.(data|idx)")
 _digest = xxhash.xxh3_64_intdigest
@@ -113,7 +114,8 @@ def append_from_wal(data_buf: bytearray, idx_buf: bytearray, data_base: int, wal
 
 def encode_record(data_buf: bytearray, idx_buf: bytearray, data_base: int, flags: int,
                   seq: int, ts: int, node: bytes, tag: bytes, data: bytes) -> int:
-    flags = (flags & FLAG_META) | (FLAG_TAG if tag else 0) | (FLAG_NODE if node else 0)
+    flags = ((flags & (FLAG_META | HOPS_MASK)) | (FLAG_TAG if tag else 0)
+             | (FLAG_NODE if node else 0))
     return _append(data_buf, idx_buf, data_base, flags, seq, ts, len(node), len(tag),
                    len(data), node + tag + data)
 

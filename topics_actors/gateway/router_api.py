@@ -1,0 +1,104 @@
+"""The router endpoints of the gateway (spec/api.md 6): PUT, GET and DELETE
+/v0/routers/:r and GET /v0/routers.
+
+The rules live in client/router_admin.py (the ZeroMQ clients use the same); here is only
+what is HTTP's: the body, and the key's prefix allowlist on the router's source and dest
+(403 before any existence check; a list shows only routers whose name, source and dest the
+key may use).
+"""
+
+from __future__ import annotations
+
+import time
+
+from topics_actors.client import router_admin
+from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.protocol.messages import GetTopic, RouterSync
+from topics_actors.gateway import request_body as rb
+from topics_actors.gateway.api_keys import ApiKey, check_name
+from topics_actors.gateway.http_message import HttpRequest
+from topics_actors.ledger.router_state import parse_definition
+
+
+def _allowed(key: ApiKey | None, router: dict) -> bool:
+    return key is None or all(key.allows_name(router[f])
+                              for f in ("router", "source", "dest"))
+
+
+async def put(engine, key: ApiKey | None, name: str, request: HttpRequest,
+              routers_max: int, topics_max: int, max_age_s: float) -> dict:
+    body = rb.json_object(request, empty_ok=False)
+    definition = parse_definition(name, body)          # 400: missing source or dest
+    check_name(key, definition.source)
+    check_name(key, definition.dest)
+    full = topics_max and await engine.topic_count(max_age_s) >= topics_max
+    return await engine.drive(router_admin.put_router(name, body, routers_max,
+                                                      topics_max if full else 0))
+
+
+async def get(engine, key: ApiKey | None, name: str) -> dict:
+    router = await engine.drive(router_admin.get_router(name))
+    check_name(key, router["source"])
+    check_name(key, router["dest"])
+    return router
+
+
+async def delete(engine, key: ApiKey | None, name: str) -> dict:
+    try:
+        await get(engine, key, name)      # the prefix checks of its source and dest
+    except TopicsError as error:
+        if error.code != ErrorCode.ROUTER_NOT_FOUND:
+            raise
+        return {"router": name, "deleted": False}
+    return await engine.drive(router_admin.delete_router(name))
+
+
+async def list_page(engine, key: ApiKey | None, params: dict[str, str]) -> dict:
+    size = params.get("page_size")
+    return await engine.drive(router_admin.list_routers(
+        params.get("prefix", ""), params.get("source"), params.get("dest"),
+        int(size) if size and size.isdigit() else None, params.get("cursor") or None,
+        lambda r: _allowed(key, r)))
+
+
+class RoutedReads:
+    """Read-your-writes on a router's destination (spec/api.md 6): before a diff or a GET
+    of a topic that routers feed, wait (at most SYNC_WAIT_MS) until each of them has dealt
+    with its source up to the source's head as it is now. Which topics routers feed is
+    kept for CACHE_MAX_AGE_S (one list_routers per gateway and period, only while reads
+    come); a router created through another gateway is honoured from the next refresh.
+    A read of a topic that no router feeds costs nothing more."""
+
+    CACHE_MAX_AGE_S = 1.0
+    SYNC_WAIT_MS = 2_000
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.feeding: dict[str, list[tuple[str, str]]] = {}   # dest -> [(router, source)]
+        self.taken_s = -1e9
+
+    def forget(self) -> None:
+        """Routers changed through this gateway: list them again on the next read."""
+        self.taken_s = -1e9
+
+    async def _routers_into(self, dest: str) -> list[tuple[str, str]]:
+        if time.monotonic() - self.taken_s > self.CACHE_MAX_AGE_S:
+            self.taken_s = time.monotonic()
+            feeding: dict[str, list[tuple[str, str]]] = {}
+            for r in await self.engine.drive(router_admin.every_router()):
+                feeding.setdefault(r["dest"], []).append((r["router"], r["source"]))
+            self.feeding = feeding
+        return self.feeding.get(dest, [])
+
+    async def settle(self, dest: str) -> None:
+        for router, source in await self._routers_into(dest):
+            try:
+                head = (await self.engine.call(source, GetTopic(source, False)))["head_seq"]
+            except TopicsError:
+                continue           # the source is gone: its routers go with it
+            deadline = time.monotonic() + self.SYNC_WAIT_MS / 1000
+            while (left_ms := int((deadline - time.monotonic()) * 1000)) > 0:
+                reply = await self.engine.call(dest, RouterSync(dest, router, head, left_ms),
+                                               left_ms)
+                if reply["caught_up"]:
+                    break

@@ -1,0 +1,124 @@
+"""Reading the routers' sources: the shell's part of shard/router_book.py.
+
+Once per loop turn, never blocking: replies that came in become RouterPass requests for the
+core, and every router of this shard with no read in flight gets one, a long-polling diff of
+its source from the router's cursor, sent over a DEALER to the source shard's ipc socket
+(this shard's own socket for a source in this shard). The source shard parks the read until
+the source publishes, so a quiet router costs one parked read and no polling. A read that
+gets no answer within its wait plus TIMEOUT_MS, or an error, is sent again after RETRY_MS;
+so is a page whose pass did not move the cursor (destination full, inbox throttled). Nothing
+here needs to survive a crash: the cursor the next read starts from is in the WAL.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import zmq
+
+from topics_actors.errors import TopicsError
+from topics_actors.protocol import decode_reply, encode
+from topics_actors.protocol.messages import Diff
+from topics_actors.shard.peer_sockets import PeerSockets
+from topics_actors.shard.router_book import RouterBook, RouterPass
+from topics_actors.topic_identity import shard_of_name
+
+log = logging.getLogger(__name__)
+
+WAIT_MS = 1_000           # how long a source shard parks a caught-up read
+TIMEOUT_MS = 5_000        # beyond the wait: the source shard is gone or stuck
+RETRY_MS = 200
+PAGE_RECORDS = 1_000      # records per read (the diff maximum)
+FAST_EMPTY_S = 0.2        # an empty answer sooner than this was not parked: back off
+
+
+class RouterFeed:
+    def __init__(self, book: RouterBook, ctx: zmq.Context, own_ipc_path: str,
+                 shard_count: int, submit):
+        """`submit(msg)` hands a RouterPass to the core (staged in the current batch)."""
+        self.book = book
+        self.peers = PeerSockets(ctx, own_ipc_path)
+        self.shard_count = shard_count
+        self.submit = submit
+        self.in_flight: dict[int, tuple[str, int, float]] = {}   # corr -> router, from, sent
+        self.busy: set[str] = set()
+        self.not_before: dict[str, float] = {}
+        self.last_from: dict[str, int] = {}     # router -> cursor of its last answered page
+        self.corr = 0
+        self.sent = self.failed = 0
+
+    def pump(self) -> None:
+        feeds = self.book.feeds()
+        if not feeds and not self.in_flight:
+            return
+        now = time.monotonic()
+        # Sends first: a page received below is applied by this turn's commit, so its
+        # router's next read goes out next turn, from the moved cursor.
+        for corr, (name, _from, sent_at) in list(self.in_flight.items()):
+            if now - sent_at > (WAIT_MS + TIMEOUT_MS) / 1000:
+                del self.in_flight[corr]
+                self.busy.discard(name)
+        if len(self.not_before) + len(self.last_from) > 2 * len(feeds) + 64:
+            live = {name for name, _, _ in feeds}     # forget deleted routers
+            self.not_before = {n: t for n, t in self.not_before.items() if n in live}
+            self.last_from = {n: c for n, c in self.last_from.items() if n in live}
+        for name, source, cursor in feeds:
+            if name in self.busy or self.not_before.get(name, 0) > now:
+                continue
+            if self.last_from.pop(name, None) == cursor:   # the last page did not apply
+                self.not_before[name] = now + RETRY_MS / 1000
+                continue
+            self._send(name, source, cursor, now)
+        self.peers.receive(lambda raw: self._reply(raw, now))
+
+    def ms_until_due(self) -> float | None:
+        """How soon a read is due (0: now), for the shell's poll timeout; None: none."""
+        now, due = time.monotonic(), None
+        for name, _source, _cursor in self.book.feeds():
+            if name not in self.busy:
+                wait = max(0.0, (self.not_before.get(name, 0) - now) * 1000)
+                due = wait if due is None else min(due, wait)
+        return due
+
+    def sockets(self) -> list[zmq.Socket]:
+        return list(self.peers.sockets.values())
+
+    def _send(self, name: str, source: str, cursor: int, now: float) -> None:
+        self.corr += 1
+        msg = Diff(source, cursor, PAGE_RECORDS, include_tags=True, wait_ms=WAIT_MS,
+                   include_hops=True)
+        try:
+            self.peers.socket(shard_of_name(source, self.shard_count)).send(
+                encode(msg, self.corr), zmq.NOBLOCK)
+        except zmq.Again:
+            self.not_before[name] = now + RETRY_MS / 1000
+            return
+        self.in_flight[self.corr] = (name, cursor, now)
+        self.busy.add(name)
+        self.sent += 1
+
+    def _reply(self, raw: bytes, now: float) -> None:
+        try:
+            (corr, reply), error = decode_reply(raw), None
+        except TopicsError as failure:
+            corr, reply, error = getattr(failure, "corr", None), None, failure
+        entry = self.in_flight.pop(corr, None)
+        if entry is None:
+            return    # answered after its timeout: a newer read decides
+        name, from_seq, sent_at = entry
+        self.busy.discard(name)
+        if error is not None:
+            self.failed += 1
+            self.not_before[name] = now + RETRY_MS / 1000
+            log.debug("event=router_read_failed router=%s code=%s", name, error.code.wire)
+            return
+        if reply["next_from_seq"] == from_seq:
+            if now - sent_at < FAST_EMPTY_S:   # not parked (the source's parks are full)
+                self.not_before[name] = now + RETRY_MS / 1000
+            return
+        self.last_from[name] = from_seq
+        self.submit(RouterPass(name, from_seq, reply))
+
+    def close(self) -> None:
+        self.peers.close()
