@@ -24,6 +24,7 @@ DISK_FLUSH_INTERVAL_MS_DEFAULT = 10
 RESTART_MAX_DEFAULT = 10              # failed starts of one child in the window (restart_policy)
 RESTART_WINDOW_MS_DEFAULT = 300_000
 _SINGLETON_ROLES = ("compactor", "reclaimer")
+RECOVERY_POLICIES = ("park", "refuse", "ignore")
 
 
 def _int_env(env: dict, name: str, default: int | None) -> int | None:
@@ -71,6 +72,7 @@ class NodeConfig:
     gateway_workers: int = 1            # gateway processes sharing the HTTP port (0: none)
     restart_max: int = RESTART_MAX_DEFAULT          # 0: restart a failing child forever
     restart_window_ms: int = RESTART_WINDOW_MS_DEFAULT
+    recovery_on_mismatch: str = "park"  # park | refuse | ignore: what recovery does with damage
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "NodeConfig":
@@ -91,6 +93,8 @@ class NodeConfig:
                                           cls.heartbeat_timeout_ms),
             stop_grace_ms=_int_env(env, "TOPICS_STOP_GRACE_MS", cls.stop_grace_ms),
             cold_dir=env.get("TOPICS_COLD_DIR") or None,
+            recovery_on_mismatch=(env.get("TOPICS_RECOVERY_ON_MISMATCH", "").strip().lower()
+                                  or cls.recovery_on_mismatch),
             **{name: _int_env(env, f"TOPICS_{name.upper()}", getattr(cls, name))
                for name in _STORAGE_INTS},
         )
@@ -108,6 +112,9 @@ class NodeConfig:
             raise SystemExit("TOPICS_HOT_RETAIN_SEGMENTS must not be negative")
         if self.cold_dir and os.path.realpath(self.cold_dir) == os.path.realpath(self.data_dir):
             raise SystemExit("TOPICS_COLD_DIR must not be the data directory")
+        if self.recovery_on_mismatch not in RECOVERY_POLICIES:
+            raise SystemExit(f"TOPICS_RECOVERY_ON_MISMATCH must be one of "
+                             f"{', '.join(RECOVERY_POLICIES)}, got {self.recovery_on_mismatch!r}")
         if self.max_total_bytes < 0:
             raise SystemExit("TOPICS_MAX_TOTAL_BYTES must not be negative (0 disables)")
         if not 0 <= self.gateway_workers <= 64:
@@ -148,6 +155,7 @@ class ShardOptions:
     quota_file: str | None = None   # the node's live-bytes slot file (byte_quota.py)
     max_total_bytes: int = 0
     cold_dir: str | None = None     # the cold tier, where old sealed segments may have moved
+    recovery_on_mismatch: str = "park"   # park | refuse | ignore (shard/quarantine_book.py)
 
 
 # --- the options of each kind of child process -----------------------------------------------
@@ -243,7 +251,8 @@ def shard_process_options(cfg: NodeConfig, wiring: NodeWiring, index: int,
     shard = ShardOptions(
         cfg.data_dir, index, cfg.wal_shards, cfg.wal_file_bytes, cfg.disk_flush_interval_ms,
         quota_file=wiring.quota_file if cfg.max_total_bytes else None,
-        max_total_bytes=cfg.max_total_bytes, cold_dir=cfg.cold_dir)
+        max_total_bytes=cfg.max_total_bytes, cold_dir=cfg.cold_dir,
+        recovery_on_mismatch=cfg.recovery_on_mismatch)
     return ShardProcessOptions(_process(cfg, wiring, "shard", index), shard, cfg.host, port,
                                os.path.join(wiring.run_dir, f"shard-{index:02d}.sock"))
 

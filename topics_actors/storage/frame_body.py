@@ -104,6 +104,10 @@ class _Reader:
             raise ValueError("unknown match op")
         return op, self.text()
 
+    def rest(self) -> bytes:
+        value, self.pos = self.data[self.pos:], len(self.data)
+        return value
+
     def finish(self, value):
         if self.pos != len(self.data):
             raise ValueError("leftover bytes after the body")
@@ -203,6 +207,7 @@ _DECODERS = {
     FrameType.LEASE: _lease,
     FrameType.HEAD_WATERMARK: lambda r: r.u64(),
     FrameType.IDEM_KEY: lambda r: IdemKeyBody(r.text(), r.u32()),
+    FrameType.FILLER: lambda r: r.rest(),
 }
 
 

@@ -24,6 +24,7 @@ class FrameType(enum.IntEnum):
     LEASE = 10
     HEAD_WATERMARK = 11
     IDEM_KEY = 12
+    FILLER = 13      # a repaired frame's bytes: no meaning, keeps the offsets of the rest
 
 
 KNOWN_TYPES = frozenset(int(t) for t in FrameType)
