@@ -18,7 +18,7 @@ import time
 from topics_actors import __version__
 from topics_actors.client.retry_budget import new_session
 from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError, invalid
-from topics_actors.gateway import queue_api
+from topics_actors.gateway import quarantine_api, queue_api
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope, forbidden
 from topics_actors.gateway.append_body import parse_append
@@ -39,7 +39,7 @@ from topics_actors.gateway.watch_service import WatchService
 from topics_actors.gateway.work_service import WorkService
 from topics_actors.limits import CLAIM_WAIT_MS_MAX, DIFF_WAIT_MS_MAX
 from topics_actors.protocol.messages import (
-    DeleteRecords, DeleteTopic, Diff, GetTopic, PutTopic,
+    DeleteRecords, DeleteTopic, Diff, GetTopic, PutTopic, RepairTopic,
 )
 from topics_actors.topic_config import parse_config
 from topics_actors.topic_identity import valid_topic_name
@@ -164,23 +164,27 @@ class GatewayCore:
         if not ready:
             raise TopicsError("the node is replaying its WAL", ErrorCode.NOT_READY,
                               {"replay_progress": progress})
-        topics = await self.engine.topic_count(0.0)
+        statuses = await self.engine.shard_statuses()
+        found = quarantine_api.survey(statuses)
         return json_response(200, {"status": "ready", "wal_replay_complete": True,
-                                   "topics": topics})
+                                   "topics": sum(s["topics"] for s in statuses),
+                                   **quarantine_api.ready_fields(found)})
 
     async def _metrics(self, route, request, key, t0) -> HttpResponse:
         ready, progress = await node_ready(self.engine)
         census, wal, streams = Census(), {}, {"sse_connections": 0, "watch_sessions": 0}
+        statuses = await self.engine.shard_statuses() if ready else []
         if ready:
             census = await self.engine.census(0.0)
-            for status in await self.engine.shard_statuses():
+            for status in statuses:
                 for name, value in status.get("statistics", {}).items():
                     wal[name] = wal.get(name, 0) + value
                 streams["sse_connections"] += status.get("sse_streams", 0)
                 streams["watch_sessions"] += status.get("watch_sessions", 0)
         body, content_type = render(
             MetricsInput(census, ready, 1.0 if ready else progress, self._uptime_ms(), wal,
-                         streams, self.requests.figures(), self.requests.slot),
+                         streams, self.requests.figures(), self.requests.slot,
+                         quarantine_api.survey(statuses)),
             request.header("accept"))
         return HttpResponse(200, body, content_type)
 
@@ -301,6 +305,16 @@ class GatewayCore:
         if self.stopping:
             raise shutting_down()
         return await self.watch.open(request, route.wid)
+
+    # --- recovery quarantine (gateway/quarantine_api.py) ------------------------------------
+
+    async def _quarantine_list(self, route, request, key, t0) -> HttpResponse:
+        found = quarantine_api.survey(await self.engine.shard_statuses())
+        return json_response(200, quarantine_api.listing(found))
+
+    async def _quarantine_repair(self, route, request, key, t0) -> HttpResponse:
+        reply = await self.engine.call(route.topic, RepairTopic(route.topic))
+        return json_response(200, _with_performance(reply, t0))
 
     # --- queues (gateway/queue_api.py, gateway/work_service.py) ---------------------------------
 
