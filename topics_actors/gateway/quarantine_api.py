@@ -1,6 +1,6 @@
 """The node's recovery quarantine as HTTP shows it: the survey of every shard's quarantined
 topics (from their `status`), what readiness says about it, the admin listing and the
-repair (docs/HTTP.md, docs/OPERATIONS.md section 12).
+repair (docs/HTTP.md section 14, docs/OPERATIONS.md section 13).
 
 Readiness under `park` stays 200 with `degraded: true` and the quarantined names; under
 `refuse` it is 503 `not_ready` while any topic is quarantined. A quarantined topic itself
