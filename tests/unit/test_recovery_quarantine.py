@@ -16,7 +16,7 @@ import pytest
 from tools.testing.shard_harness import rec
 from topics_actors import fsck
 from topics_actors.errors import ErrorCode, TopicsError
-from topics_actors.protocol.messages import Append, Checkpoint, Diff, RepairTopic
+from topics_actors.protocol.messages import Append, Checkpoint, DeleteTopic, Diff, RepairTopic
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame import encode
 from topics_actors.storage.frame_types import FrameType
@@ -145,15 +145,18 @@ def test_mid_wal_damage_under_ignore_is_cut_with_a_warning(env, caplog):
     h.crash()
 
 
-def test_unattributable_wal_damage_quarantines_every_topic_it_may_concern(env):
-    """A damaged length field: the damaged bytes cannot be told apart, so every topic known
-    there is quarantined; the scan goes on at the next valid frame."""
+@pytest.mark.parametrize("damage", ["frame_len", "zeroed_sector"])
+def test_unattributable_wal_damage_quarantines_every_topic_it_may_concern(env, damage):
+    """A damaged length field, or a zeroed sector: the damaged bytes cannot be told apart,
+    so every topic known there is quarantined; the scan goes on at the next valid frame (a
+    run of zeros inside the log is not its end)."""
     h = env.single()
     write_pair(h)
     before = {"a": h.records("a"), "n": h.records("n")}
     h.close()
     path, victim = appends_of(h, "a")[4]
-    patch(path, victim.offset, (7).to_bytes(4, "little"))     # frame_len 7: no header
+    patch(path, victim.offset, (7).to_bytes(4, "little") if damage == "frame_len"
+          else bytes(512))
     h.start()
     found = {q["topic"]: q for q in h.core.quarantine.status()["quarantine"]}
     assert sorted(found) == ["a", "n"]
@@ -298,3 +301,16 @@ def test_repair_of_a_topic_that_is_not_quarantined_is_not_found(shard):
     shard.put("a")
     assert code_of(lambda: shard.call(RepairTopic("a"))) is ErrorCode.NOT_FOUND
     assert shard.call(Diff("a", 0))["records"] == []
+
+
+def test_a_topic_deleted_after_its_segment_damage_is_not_quarantined(env):
+    h, before, data, idx = sealed(env)
+    offset, length, _, _ = idx_entry(idx, 6)
+    flip(data, offset + length - 12)
+    h.call(DeleteTopic("a"))                         # logged after the snapshot
+    h.restart(crash=True)
+    assert h.core.quarantine.total == 0 and not h.exists("a")
+    h.put("a")                                       # the name starts clean
+    assert h.append("a")["first_seq"] == 1
+    assert h.records("n") == before["n"]
+    h.crash()

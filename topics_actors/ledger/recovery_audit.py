@@ -97,13 +97,18 @@ class RecoveryAudit:
         found.wal_fills.append((self.path, offset, size))
         found.lost_records += is_append
 
-    def damaged(self, damage: WalDamage, ledger) -> None:
+    def forget(self, tid: int) -> None:
+        """The topic was deleted after its damage (a segment fault): nothing is left to
+        repair, and a topic created again under the name starts clean."""
+        self.quarantined.pop(tid, None)
+
+    def damaged(self, damage: WalDamage, ledger, own: bool) -> None:
         where = f"{self.rel(self.path)}@{damage.offset}"
         named = None
         if damage.topic_id is not None:
-            if not ledger.owns(damage.topic_id):
+            if not own and not ledger.owns(damage.topic_id):
                 return   # another shard's frame in a retired group: its owner quarantines it
-            named = ledger.by_tid.get(damage.topic_id)
+            named = ledger.by_tid.get(damage.topic_id) if ledger.owns(damage.topic_id) else None
         if named is not None:
             found = self.quarantine(named, f"WAL frame fails its checks ({damage.reason})",
                                     named.head + 1, where, freeze=True)
@@ -146,10 +151,12 @@ class RecoveryAudit:
 
     # --- one WAL file -------------------------------------------------------------------------
 
-    def scan_file(self, ledger, view, path: str, start: int, end: int, chunk_frames: int):
-        """Apply a file's frames from `start`, past damage inside the log where the frames
-        after it can be read. Yields the offset reached now and then; returns where the
-        file's log ends (a torn tail starts there)."""
+    def scan_file(self, ledger, view, path: str, start: int, end: int, chunk_frames: int,
+                  own: bool = True):
+        """Apply a file's frames from `start`, past damage inside the log. `own`: the file is
+        of the shard's own group, which holds only its topics' frames (a damaged header
+        naming another topic is damaged there too). Yields the offset reached now and then;
+        returns where the file's log ends (a torn tail starts there)."""
         self.path, offset = path, start
         while True:
             reached, ended = ledger.scan(view, offset, end, chunk_frames)
@@ -163,7 +170,7 @@ class RecoveryAudit:
             if damage.kind == "torn":
                 self.tails.append(f"{self.rel(path)}@{offset}: {damage.reason}")
                 return offset
-            self.damaged(damage, ledger)
+            self.damaged(damage, ledger, own)
             offset = damage.resume
 
     def verdicts(self) -> list[dict]:

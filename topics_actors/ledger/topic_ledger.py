@@ -165,6 +165,8 @@ class TopicLedger:
         topic = self._topic(frame, "delete")
         if topic is not None:
             self.drop_topic(topic)
+            if self.audit is not None:
+                self.audit.forget(topic.tid)
 
     def _delete(self, frame: Frame, view) -> None:
         topic = self._topic(frame, "delete_records")

@@ -120,7 +120,7 @@ class Replay:
             self.ledger.loc_base = make_loc(file_no, 0)
             self.ledger.position = (key_generation(key), idx)
             scan, offset = self.audit.scan_file(self.ledger, view, path, start, end,
-                                                CHUNK_FRAMES), start
+                                                CHUNK_FRAMES, own), start
             while True:
                 try:
                     reached = next(scan)

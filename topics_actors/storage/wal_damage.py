@@ -2,7 +2,8 @@
 
 A scan stops at the first frame that fails a check. What follows decides what it means:
 
-- nothing (the end of the file) or zeros (the preallocated rest): the log simply ends;
+- nothing (the end of the file) or zeros to the end (the preallocated rest): the log simply
+  ends. Zeros with a valid frame after them are damage inside the log (a zeroed page);
 - no valid frame anywhere after the damaged bytes: a torn tail. The last write did not
   finish and what it held was never durable, so recovery cuts it off without asking
   (`kind` "torn");
@@ -26,7 +27,7 @@ from topics_actors.storage.frame import (
     FRAME_LEN_MIN, HEADER, HEADER_BYTES, decode_at, encode_frame,
 )
 from topics_actors.storage.frame_types import FrameType
-from topics_actors.storage.wal_scan import describe_end
+from topics_actors.storage.wal_scan import describe_end, zeros_from
 
 _SEARCH_CHUNK = 1 << 16
 
@@ -46,7 +47,13 @@ def damage_at(view, offset: int, end: int) -> WalDamage | None:
     (the end of the data, or zeros: the preallocated rest of the file)."""
     reason = describe_end(view, offset, end)
     if not reason.startswith("torn"):
-        return None
+        if offset >= end or zeros_from(_Window(view, end), offset):
+            return None
+        resume = next_frame(view, offset + 1, end)
+        if resume is None:
+            return WalDamage("torn", offset, end - offset, None, None, None, reason)
+        return WalDamage("mid", offset, resume - offset, resume, None, None,
+                         "zeroed bytes inside the log")
     frame_len = int.from_bytes(view[offset:offset + 4], "little")
     if _header_adds_up(view, offset, end, frame_len):
         claimed_end = offset + 4 + frame_len
@@ -89,6 +96,19 @@ def _header_adds_up(view, offset: int, end: int, frame_len: int) -> bool:
         return False
     fields = HEADER.unpack_from(view, offset)
     return 42 + fields[6] + fields[7] + fields[8] == frame_len
+
+
+class _Window:
+    """`view[:end]` without a copy, for zeros_from (which takes len() and slices)."""
+
+    def __init__(self, view, end: int):
+        self.view, self.end = view, end
+
+    def __len__(self) -> int:
+        return self.end
+
+    def __getitem__(self, key: slice):
+        return self.view[key.start:min(key.stop, self.end)]
 
 
 FILLER_MIN = FRAME_LEN_MIN + 4       # the smallest whole frame
