@@ -17,7 +17,7 @@ from tools.testing.shard_harness import rec
 from topics_actors import fsck
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import Append, Checkpoint, DeleteTopic, Diff, RepairTopic
-from topics_actors.storage import frame_body
+from topics_actors.storage import failpoint, frame_body
 from topics_actors.storage.frame import encode
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.segment import IDX_ENTRY, data_path, idx_path
@@ -313,4 +313,33 @@ def test_a_topic_deleted_after_its_segment_damage_is_not_quarantined(env):
     h.put("a")                                       # the name starts clean
     assert h.append("a")["first_seq"] == 1
     assert h.records("n") == before["n"]
+    h.crash()
+
+
+@pytest.mark.parametrize("where", ["wal", "segment"])
+def test_a_crash_in_the_middle_of_a_repair_converges(env, where):
+    """A repair dies after writing its fixes, before syncing them (the page cache keeps
+    them, or not: both outcomes are a restart's to see). The next start quarantines the
+    topic again or finds it repaired; a second repair finishes; nothing else changes."""
+    if where == "wal":
+        h, before = damage_mid_wal(env, "park")
+        kept = before["a"][:4]
+    else:
+        h, before, data, idx = sealed(env)
+        offset, length, _, _ = idx_entry(idx, 6)
+        flip(data, offset + length - 12)
+        h.restart(crash=False)
+        kept = before["a"][:5] + before["a"][6:]
+    failpoint.arm("repair::before_sync=abort@1")
+    try:
+        with pytest.raises(failpoint.Abort):
+            h.call(RepairTopic("a"))
+    finally:
+        failpoint.disarm()
+    h.restart(crash=True)
+    if "a" in h.core.quarantine.topics:
+        h.call(RepairTopic("a"))
+    assert h.records("a") == kept and h.records("n") == before["n"]
+    h.restart(crash=True)
+    assert not h.core.quarantine.topics and h.records("a") == kept
     h.crash()

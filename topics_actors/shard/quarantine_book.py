@@ -27,7 +27,7 @@ import os
 from topics_actors.config import RECOVERY_POLICIES as POLICIES
 from topics_actors.errors import CorruptionError, ErrorCode, TopicsError, quarantined
 from topics_actors.ledger.recovery_audit import Quarantine, RecoveryAudit
-from topics_actors.storage import segment_audit
+from topics_actors.storage import failpoint, segment_audit
 from topics_actors.storage.fs import Fs
 from topics_actors.storage.wal_damage import filler
 
@@ -116,6 +116,7 @@ class QuarantineBook:
             try:
                 for offset, length in sorted(spans):
                     handle.write_all_at(filler(length), offset)
+                failpoint.hit("repair::before_sync")
                 handle.sync_data()
             finally:
                 handle.close()

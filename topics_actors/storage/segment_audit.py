@@ -18,6 +18,7 @@ from typing import NamedTuple
 import xxhash
 
 from topics_actors.errors import CorruptionError
+from topics_actors.storage import failpoint
 from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment import (
     DATA_FRAME_LEN_MIN, DATA_HEADER, DEL_DELETED, IDX_ENTRY,
@@ -133,6 +134,7 @@ def repair(fs: Fs, data_path: str, idx_path: str, first_seq: int,
         try:
             for offset, raw in fixes:
                 handle.write_all_at(raw, offset)
+            failpoint.hit("repair::before_sync")
             handle.sync_data()
         finally:
             handle.close()
