@@ -18,11 +18,15 @@ import topics_actors
 
 from supervisor import cli
 from topics_actors import fsck, progress_meter
+from topics_actors.record_envelope import build as envelope
 from topics_actors.storage.frame import HEADER as WAL_HEADER
+from topics_actors.storage.frame import encode
+from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import DEL_DELETED, IDX_ENTRY, IDX_ENTRY_BYTES
 from topics_actors.storage.snapshot import list_snapshots
 from topics_actors.storage.wal_scan import FileScan
+from topics_actors.topic_identity import topic_id
 from tools.testing.shard_harness import rec
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -413,3 +417,26 @@ def test_retired_groups_are_checked_too(env):
     patch(path, log_end(path), b"\x01\x02\x03\x04\x05")
     problem = only(fsck.check(env.data_dir), fsck.WARNING)
     assert problem.path == "wal/retired-0001/shard-00/wal-0000000000000001.log"
+
+
+# --- what a restart would quarantine (recovery_check.py) ------------------------------------
+
+def test_a_seq_gap_only_recovery_rules_see_is_an_error(built, capsys):
+    """A well-formed Append past the topic's head: every frame and segment checks out, but
+    recovery would quarantine the topic, so fsck says so (and exits 1)."""
+    path = os.path.join(built, WAL)
+    forged = bytearray()
+    encode(forged, FrameType.APPEND, 0, topic_id("users"), 50, 1, envelope(b'"gap"', None))
+    patch(path, log_end(path), bytes(forged))
+    report = fsck.check(built)
+    assert quarantined(report) == [("users", 2)] and report.errors == 1
+    assert "append of seq 50 after head 1" in report.quarantine[0]["reason"]
+    assert run(built, "--no-progress") == 1
+    assert "recovery quarantines topic 'users'" in capsys.readouterr().out
+
+
+def test_an_unreadable_layout_is_reported_not_a_crash(built):
+    patch(os.path.join(built, "wal", "LAYOUT"), 0, b"{nope")
+    report = fsck.check(built)
+    assert any("does not parse as a layout" in p.reason for p in report.problems)
+    assert report.quarantine == []

@@ -24,12 +24,15 @@ CHUNK_FRAMES = 4096
 
 class RecoveryCheck(Check):
     def run(self) -> None:
-        layout = read_layout(self.scan.fs, self.data_dir) or {}
-        shards = int(layout.get("shards", 1)) if isinstance(layout, dict) else 1
+        try:
+            layout = read_layout(self.scan.fs, self.data_dir)
+            shards = int(layout["shards"]) if layout is not None else 1
+        except (OSError, ValueError, KeyError, TypeError):
+            return     # the WAL check reported the unreadable LAYOUT; recovery would fail
         for shard in range(shards):
             try:
                 audit = self.audit_shard(shard, shards)
-            except (OSError, ValueError, KeyError) as error:
+            except (OSError, ValueError, KeyError, TypeError) as error:
                 self.problem(ERROR, ".", f"shard {shard}: the recovery check could not run: "
                              f"{error}")
                 continue
