@@ -15,7 +15,9 @@ import pytest
 
 from tools.testing.shard_harness import rec
 from topics_actors import fsck
+from topics_actors.config import ShardOptions
 from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.shard.shard_core import ShardCore
 from topics_actors.protocol.messages import Append, Checkpoint, DeleteTopic, Diff, RepairTopic
 from topics_actors.storage import failpoint, frame_body
 from topics_actors.storage.frame import encode
@@ -342,4 +344,27 @@ def test_a_crash_in_the_middle_of_a_repair_converges(env, where):
     assert h.records("a") == kept and h.records("n") == before["n"]
     h.restart(crash=True)
     assert not h.core.quarantine.topics and h.records("a") == kept
+    h.crash()
+
+
+def test_segments_are_checked_in_slices_after_replay(env):
+    """Replay only queues the segments; the check runs in budgeted slices (the shell's idle
+    turns) and skips a segment its topic no longer lists."""
+    h, before, data, idx = sealed(env)
+    offset, length, _, _ = idx_entry(idx, 6)
+    flip(data, offset + length - 12)
+    h.close()
+    h.core = core = ShardCore(h.fs, ShardOptions(env.data_dir, 0, 1, background_prealloc=False))
+    list(core.replay().run())
+    queued = len(core.quarantine.unaudited)
+    assert queued == 6 and not core.quarantine.topics      # 3 segments of each topic
+    core.audit_segments(0.0)                                # no time: nothing checked
+    assert len(core.quarantine.unaudited) == queued
+    core.quarantine.queue_segments(topic_id("gone"), [[1, 4, 100]], "nowhere")
+    core.audit_segments(None)
+    assert not core.quarantine.unaudited
+    assert list(core.quarantine.topics) == ["a"]            # "gone" was skipped
+    assert core.status()["segments_unaudited"] == 0
+    h.core = core
+    assert h.records("n") == before["n"]
     h.crash()

@@ -54,6 +54,7 @@ class ShardHarness:
         self.core = ShardCore(self.fs, options, **kwargs)
         self.replay = self.core.replay()
         self.progress = list(self.replay.run())
+        self.core.audit_segments(None)     # the shell does it in slices once it serves
         self.core.ready = True
         return self
 

@@ -17,12 +17,20 @@ there), so it serves at once, and a restart finds a clean log.
 
 While any topic is quarantined, checkpoint barriers are refused: a snapshot past the damage
 would absorb the valid prefix and forget the quarantine, healing it silently.
+
+Segments are checked after the shard is ready, a slice at a time between its turns
+(audit_segments), so reading every segment's bytes never delays readiness. That is safe:
+reads check every segment record anyway (a damaged one is an error, never served), and a
+segment repair fixes the segment in place without cutting the topic, so records written
+meanwhile are untouched.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
+import time
 
 from topics_actors.config import RECOVERY_POLICIES as POLICIES
 from topics_actors.errors import CorruptionError, ErrorCode, TopicsError, quarantined
@@ -36,26 +44,53 @@ log = logging.getLogger(__name__)
 
 
 class QuarantineBook:
-    def __init__(self, fs: Fs, shard: int, policy: str = "park"):
+    def __init__(self, fs: Fs, shard: int, policy: str = "park", data_dir: str = ""):
         if policy not in POLICIES:
             raise ValueError(f"recovery policy must be one of {POLICIES}, not {policy!r}")
-        self.fs, self.shard, self.policy = fs, shard, policy
+        self.fs, self.shard, self.policy, self.data_dir = fs, shard, policy, data_dir
         self.topics: dict[str, Quarantine] = {}
         self.total = 0           # quarantines found since the process started
         self.repaired = 0
+        # Segments still to check: (tid, [first, count, data_len], topic directory).
+        self.unaudited: collections.deque[tuple[int, list, str]] = collections.deque()
 
     def take(self, audit: RecoveryAudit) -> None:
-        """Apply the policy to what recovery found."""
+        """Apply the policy to what recovery (or the segment check) found."""
         for found in audit.quarantined.values():
-            self.total += 1
             log.error("event=quarantined shard=%d topic=%s first_bad_seq=%d where=%s "
                       "would_lose=%d reason=%r policy=%s", self.shard, found.topic,
                       found.first_bad_seq, found.where, found.lost_records, found.reason,
                       self.policy)
-            self.topics[found.topic] = found
+            known = self.topics.get(found.topic)
+            if known is None:
+                self.total += 1
+                self.topics[found.topic] = found
+            else:                # the same topic, found again by the segment check
+                known.first_bad_seq = min(known.first_bad_seq, found.first_bad_seq)
+                known.lost_records += found.lost_records
+                known.segment_faults += found.segment_faults
         if self.policy == "ignore":
-            for name in list(self.topics):
+            for name in [q.topic for q in audit.quarantined.values()]:
                 self._ignore(name)
+
+    # --- the segment check --------------------------------------------------------------------
+
+    def queue_segments(self, tid: int, segments: list, directory: str) -> None:
+        self.unaudited.extend((tid, segment, directory) for segment in segments)
+
+    def audit_segments(self, registry, read, locate, budget_ms: float | None) -> None:
+        """Check queued segments for up to `budget_ms` (None: all). A segment its topic no
+        longer lists (deleted, retained away) is skipped."""
+        deadline = None if budget_ms is None else time.monotonic() + budget_ms / 1000
+        audit = RecoveryAudit(self.data_dir)
+        while self.unaudited and (deadline is None or time.monotonic() < deadline):
+            tid, segment, directory = self.unaudited.popleft()
+            topic = registry.by_tid.get(tid)
+            if topic is None or topic.seg_dir != directory or segment[0] not in topic.seg_firsts:
+                continue
+            audit.check_segments(read, topic, [segment], directory, locate)
+        if audit.quarantined:
+            self.take(audit)
 
     def _ignore(self, name: str) -> None:
         found = self.topics[name]
@@ -84,7 +119,8 @@ class QuarantineBook:
 
     def status(self) -> dict:
         return {"recovery_policy": self.policy, "quarantines_total": self.total,
-                "quarantine": [q.to_wire() for _, q in sorted(self.topics.items())]}
+                "quarantine": [q.to_wire() for _, q in sorted(self.topics.items())],
+                "segments_unaudited": len(self.unaudited)}
 
     # --- repair -------------------------------------------------------------------------------
 

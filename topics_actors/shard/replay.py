@@ -5,13 +5,14 @@ The snapshot gives every owned topic its config, head, floors and segment list (
 to the checkpoint are read from segment files, nothing is loaded per record). Replay then
 reads every group the shard must read from that group's checkpoint position: retired
 generations oldest first, then its own group, file order, frame order, all through the
-TopicLedger with a RecoveryAudit attached (ledger/recovery_audit.py): a torn tail (only
-zeros after the damage) is the log's end and is cut off; damage inside the log, a gap in a
-topic's seqs, a lease of a seq with no durable record and a faulty segment record
-quarantine the topics they concern, whose state stops at their last valid record, and go
-to the recovery policy (quarantine_book.py); every other topic replays in full. Own WAL
-files below the checkpoint are absorbed and skipped; they are deleted when the next
-snapshot is taken in (one snapshot back stays replayable).
+TopicLedger with a RecoveryAudit attached (ledger/recovery_audit.py): a torn tail (no valid
+frame after the damage) is the log's end and is cut off; damage inside the log, a gap in a
+topic's seqs and a lease of a seq with no durable record quarantine the topics they
+concern, whose state stops at their last valid record, and go to the recovery policy
+(quarantine_book.py); every other topic replays in full. The snapshot's segments are queued
+for the segment check, which runs once the shard serves. Own WAL files below the checkpoint
+are absorbed and skipped; they are deleted when the next snapshot is taken in (one snapshot
+back stays replayable).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from topics_actors.storage.file_table import make_loc
 from topics_actors.storage.fs import Fs
 from topics_actors.storage.frame_types import FLAG_META
 from topics_actors.storage.segment import topic_dir
-from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.snapshot import BODY_KEYS, load_newest
 from topics_actors.storage.wal_layout import key_generation, layout_generation
 from topics_actors.storage.wal_scan import describe_end, zeros_from
@@ -155,13 +155,12 @@ class Replay:
         wal.snapshot_id = self.snapshot_id
         self.positions = body["positions"]
         wal.kept_checkpoint_idx = self.positions.get(wal.group_key, (0, 0))[0]
-        tiers = Tiers(data_dir, self.options.cold_dir)
         for entry in body["topics"]:
             if self.registry.owns(entry["tid"]):
                 directory = topic_dir(data_dir, entry["dir"])
-                topic = self.ledger.restore_entry(entry, directory)
-                self.audit.check_segments(self.fs.map_read, topic, entry["segments"], directory,
-                                          lambda d, first: tiers.resolve(self.fs, d, first))
+                self.ledger.restore_entry(entry, directory)
+                # checked once the shard serves (quarantine_book.py: the segment check)
+                self.book.queue_segments(entry["tid"], entry["segments"], directory)
         self.done_groups = set(body["retired_done"])
 
     def _plan(self) -> list[tuple]:

@@ -68,7 +68,8 @@ class ShardCore:
         self.stats = ShardStats()
         self.registry = TopicRegistry(options.shard, options.shard_count)
         self.wal = WalFileSet(fs, options, self.stats)
-        segments = SegmentReader(fs, tiers=Tiers(options.data_dir, options.cold_dir))
+        self.tiers = Tiers(options.data_dir, options.cold_dir)
+        segments = SegmentReader(fs, tiers=self.tiers)
         self.reader = RecordReader(self.wal.files, segments)
         self.stager = BatchStager(clock, self.stats)
         self.quota = ByteQuota(options.quota_file, options.shard, options.max_total_bytes)
@@ -77,7 +78,8 @@ class ShardCore:
         self.stream_leases = StreamLeases(clock)      # SSE streams of no watch session
         self.feed_pending: set[str] = set()     # topics woken since the feed last published
         self.ready = False
-        self.quarantine = QuarantineBook(fs, options.shard, options.recovery_on_mismatch)
+        self.quarantine = QuarantineBook(fs, options.shard, options.recovery_on_mismatch,
+                                         options.data_dir)
         self.replay_progress = 0.0
         self.appends = RecordAppend(self.stager, self.registry, self.reader, self.quota,
                                     self.stats)
@@ -238,6 +240,12 @@ class ShardCore:
     def flush_due(self) -> bool:
         """Harden the disk-class tail once per flush interval (a bounded loss window)."""
         return self.wal.flush_due(self.options.disk_flush_interval_ms)
+
+    def audit_segments(self, budget_ms: float | None) -> None:
+        """Check queued segments for up to `budget_ms` (None: all); see quarantine_book."""
+        self.quarantine.audit_segments(self.registry, self.fs.map_read,
+                                       lambda d, first: self.tiers.resolve(self.fs, d, first),
+                                       budget_ms)
 
     def status(self) -> dict:
         writer = self.wal.writer

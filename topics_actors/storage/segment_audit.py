@@ -22,10 +22,12 @@ from topics_actors.storage import failpoint
 from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment import (
     DATA_FRAME_LEN_MIN, DATA_HEADER, DEL_DELETED, IDX_ENTRY,
-    IDX_ENTRY_BYTES, decode_frame,
+    IDX_ENTRY_BYTES, decode_frame, index_words,
 )
 
 _CHECKSUM = struct.Struct("<Q")
+_FRAME_MIN = DATA_FRAME_LEN_MIN + 4     # the smallest whole frame, prefix included
+_digest = xxhash.xxh3_64_intdigest
 
 
 class SegmentFault(NamedTuple):
@@ -40,6 +42,38 @@ class SegmentFault(NamedTuple):
 
 def audit(data, idx, first_seq: int, count: int, data_len: int) -> list[SegmentFault]:
     """Faults of the first `count` records, whose frames lie in `data[:data_len]`."""
+    if _whole(data, idx, first_seq, count, min(data_len, len(data))):
+        return []
+    return _faults(data, idx, first_seq, count, data_len)
+
+
+def _whole(data, idx, first_seq: int, count: int, limit: int) -> bool:
+    """The quick pass of every start: dense entries inside the durable .data, each frame's
+    length, seq, section lengths and checksum right. False at the first doubt (the slow
+    pass then says what is wrong). The checksum covers node and tag, which were valid
+    UTF-8 when written, so they are not decoded here."""
+    if len(idx) < count * IDX_ENTRY_BYTES:
+        return False
+    offsets, lengths = index_words(bytes(idx[:count * IDX_ENTRY_BYTES]))
+    head, unpack_sum, digest = DATA_HEADER.unpack_from, _CHECKSUM.unpack_from, _digest
+    expected, seq, mv = 0, first_seq, memoryview(data)
+    try:
+        for offset, length in zip(offsets, lengths):
+            if offset != expected or offset + length > limit or length < _FRAME_MIN:
+                return False
+            frame_len, _, frame_seq, _, node_len, tag_len, data_len = head(data, offset)
+            check_at = offset + length - 9
+            if (frame_len + 4 != length or frame_seq != seq
+                    or DATA_FRAME_LEN_MIN + node_len + tag_len + data_len != frame_len
+                    or digest(mv[offset + 4:check_at]) != unpack_sum(data, check_at)[0]):
+                return False
+            expected, seq = offset + length, seq + 1
+    finally:
+        mv.release()
+    return True
+
+
+def _faults(data, idx, first_seq: int, count: int, data_len: int) -> list[SegmentFault]:
     faults: list[SegmentFault] = []
     limit, expected = min(data_len, len(data)), 0
     for i in range(count):
@@ -105,7 +139,7 @@ def placeholder(fault: SegmentFault) -> bytes:
     data_len = fault.length - 4 - DATA_FRAME_LEN_MIN
     head = DATA_HEADER.pack(fault.length - 4, fault.flags, fault.seq, fault.ts, 0, 0, data_len)
     body = head + bytes(data_len)
-    return body + _CHECKSUM.pack(xxhash.xxh3_64_intdigest(body[4:])) + bytes((DEL_DELETED,))
+    return body + _CHECKSUM.pack(_digest(body[4:])) + bytes((DEL_DELETED,))
 
 
 def idx_entry_from(data, fault: SegmentFault) -> bytes:
