@@ -9,6 +9,7 @@ a restart does and what the repair leaves, against the records written before th
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
@@ -367,4 +368,16 @@ def test_segments_are_checked_in_slices_after_replay(env):
     assert core.status()["segments_unaudited"] == 0
     h.core = core
     assert h.records("n") == before["n"]
+    h.crash()
+
+
+def test_a_missing_segment_has_no_automatic_repair(env):
+    h, before, data, idx = sealed(env)
+    os.remove(idx)
+    h.restart(crash=False)
+    found = only_quarantine(h)
+    assert (found["first_bad_seq"], found["repairable"]) == (5, False)
+    assert found["reason"] == "segment is missing" and found["would_lose"]["records"] == 4
+    assert code_of(lambda: h.call(RepairTopic("a"))) is ErrorCode.INTERNAL
+    assert "a" in h.core.quarantine.topics and h.records("n") == before["n"]
     h.crash()

@@ -128,19 +128,18 @@ class RecoveryAudit:
         `read(path)` gives a file's bytes (a mapping will do), `locate(dir, first)` the
         directory of the tier that holds the segment."""
         for first, count, data_len in segments:
-            found_dir = locate(directory, first)
-            paths = (data_path(found_dir, first), idx_path(found_dir, first))
-            try:
-                views = [read(path) for path in paths]
-            except FileNotFoundError:
-                self.quarantine(topic, "segment is missing", first,
-                                self.rel(paths[0]), freeze=False)
+            views, paths = _open_segment(read, locate, directory, first)
+            if views is None:
+                found = self.quarantine(topic, "segment is missing", first,
+                                        self.rel(paths[0]), freeze=False)
+                found.segment_faults.append((*paths, first, [SegmentFault(
+                    first, "segment is missing", None, 0, 0, 0, 0)]))
+                found.lost_records += count
                 continue
             try:
                 faults = audit(views[0], views[1], first, count, data_len)
             finally:
-                for view in views:
-                    getattr(view, "close", lambda: None)()
+                _close(views)
             if faults:
                 found = self.quarantine(topic, f"segment seq {faults[0].seq}: "
                                         f"{faults[0].reason}", faults[0].seq,
@@ -175,6 +174,26 @@ class RecoveryAudit:
 
     def verdicts(self) -> list[dict]:
         return [q.to_wire() for q in sorted(self.quarantined.values(), key=lambda q: q.topic)]
+
+
+def _open_segment(read, locate, directory: str, first: int) -> tuple:
+    """(views of .data and .idx, their paths); views None when the segment is in no tier.
+    Looked up twice: the reclaimer may move it to the cold tier between look and read."""
+    for _ in range(2):
+        found_dir = locate(directory, first)
+        paths, views = (data_path(found_dir, first), idx_path(found_dir, first)), []
+        try:
+            for path in paths:
+                views.append(read(path))
+            return views, paths
+        except FileNotFoundError:
+            _close(views)
+    return None, paths
+
+
+def _close(views) -> None:
+    for view in views:
+        getattr(view, "close", lambda: None)()
 
 
 def wal_plan(fs: Fs, data_dir: str, shard: int, positions: dict,
