@@ -98,7 +98,12 @@ class QuarantineBook:
             log.error("event=quarantine_kept shard=%d topic=%s reason=%r: no automatic repair",
                       self.shard, name, found.reason)
             return
-        self.repair(name)
+        try:
+            self.repair(name)
+        except (OSError, TopicsError) as error:   # the topic stays quarantined, the shard on
+            log.error("event=quarantine_kept shard=%d topic=%s error=%r", self.shard, name,
+                      error)
+            return
         log.warning("event=recovery_truncated shard=%d topic=%s first_bad_seq=%d lost=%d "
                     "reason=%r (TOPICS_RECOVERY_ON_MISMATCH=ignore)", self.shard, name,
                     found.first_bad_seq, found.lost_records, found.reason)
