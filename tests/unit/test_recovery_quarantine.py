@@ -381,3 +381,23 @@ def test_a_missing_segment_has_no_automatic_repair(env):
     assert code_of(lambda: h.call(RepairTopic("a"))) is ErrorCode.INTERNAL
     assert "a" in h.core.quarantine.topics and h.records("n") == before["n"]
     h.crash()
+
+
+def test_an_io_error_in_an_ignore_repair_keeps_the_quarantine(env, caplog):
+    h = env.single()
+    write_pair(h)
+    before = {"a": h.records("a"), "n": h.records("n")}
+    h.close()
+    path, victim = appends_of(h, "a")[4]
+    flip(path, victim.offset + 20)
+    h.policy = "ignore"
+    h.fs.fail("sync_data")                      # the repair's sync, the first of the start
+    h.start()
+    assert h.fs.fired and "event=quarantine_kept" in caplog.text
+    assert "a" in h.core.quarantine.topics
+    assert h.records("n") == before["n"]
+    h.call(RepairTopic("a"))                    # the device works again: an admin repairs
+    assert h.records("a") == before["a"][:4]
+    h.restart(crash=True)
+    assert not h.core.quarantine.topics and h.records("a") == before["a"][:4]
+    h.crash()
