@@ -442,7 +442,8 @@ class QuarantineEngine(FakeEngine):
         return [{"shard": 0, "topics": 2, "recovery_policy": self.policy,
                  "quarantines_total": 0, "quarantine": []},
                 {"shard": 1, "topics": 3, "recovery_policy": self.policy,
-                 "quarantines_total": len(verdicts), "quarantine": verdicts}]
+                 "quarantines_total": len(verdicts), "quarantine": verdicts,
+                 "segments_unaudited": 7}]
 
 
 def test_ready_is_degraded_under_park_and_refused_under_refuse():
@@ -468,6 +469,7 @@ def test_quarantine_listing_and_repair_need_the_admin_scope():
     status, body, _ = run(core, "GET", "/v0/quarantine", headers=admin)
     assert status == 200 and body["recovery_policy"] == "park"
     assert body["quarantined"] == [{"shard": 1, **VERDICT}] and body["quarantines_total"] == 1
+    assert body["segments_unaudited"] == 7
     status, body, _ = run(core, "POST", "/v0/quarantine/bad/repair", headers=admin)
     assert status == 200 and (body["repaired"], body["lost_records"]) == (True, 3)
 

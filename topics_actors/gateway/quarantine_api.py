@@ -19,6 +19,7 @@ class Survey:
     entries: list = dataclasses.field(default_factory=list)   # each topic's verdict + shard
     policies: set = dataclasses.field(default_factory=set)    # the shards' policies
     total: int = 0            # quarantines found since each shard started, summed
+    unaudited: int = 0        # segments the shards' background segment check has yet to read
 
     @property
     def names(self) -> list[str]:
@@ -34,6 +35,7 @@ def survey(statuses: list[dict]) -> Survey:
     for status in statuses:
         found.policies.add(status.get("recovery_policy", "park"))
         found.total += status.get("quarantines_total", 0)
+        found.unaudited += status.get("segments_unaudited", 0)
         found.entries += [{"shard": status.get("shard"), **entry}
                           for entry in status.get("quarantine", ())]
     found.entries.sort(key=lambda entry: entry["topic"])
@@ -55,4 +57,4 @@ def listing(found: Survey) -> dict:
     # One policy per node (every shard reads the same setting); a list only mid-restart.
     policy = next(iter(found.policies)) if len(found.policies) == 1 else sorted(found.policies)
     return {"recovery_policy": policy, "quarantined": found.entries,
-            "quarantines_total": found.total}
+            "quarantines_total": found.total, "segments_unaudited": found.unaudited}
