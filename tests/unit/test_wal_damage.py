@@ -8,7 +8,9 @@ import pytest
 
 from topics_actors.storage.frame import decode_at, encode
 from topics_actors.storage.frame_types import FrameType
-from topics_actors.storage.wal_damage import FILLER_MIN, damage_at, filler, next_frame
+from topics_actors.storage.wal_damage import (
+    FILLER_MIN, ZERO_RUN_MAX, damage_at, filler, next_frame,
+)
 
 TID = 0x1234
 
@@ -81,3 +83,12 @@ def test_filler_is_a_valid_frame_of_exactly_the_length():
         assert frame is not None and frame.size == length and frame.type == FrameType.FILLER
     with pytest.raises(ValueError):
         filler(FILLER_MIN - 1)
+
+
+def test_a_zero_run_longer_than_the_limit_is_the_end():
+    buf, offsets = log_of(3)
+    data = bytes(buf[:offsets[1]]) + bytes(ZERO_RUN_MAX + 10) + bytes(buf[offsets[1]:])
+    assert damage_at(data, offsets[1], len(data)) is None
+    short = bytes(buf[:offsets[1]]) + bytes(ZERO_RUN_MAX - 10) + bytes(buf[offsets[1]:])
+    found = damage_at(short, offsets[1], len(short))
+    assert (found.kind, found.resume) == ("mid", offsets[1] + ZERO_RUN_MAX - 10)

@@ -2,8 +2,10 @@
 
 A scan stops at the first frame that fails a check. What follows decides what it means:
 
-- nothing (the end of the file) or zeros to the end (the preallocated rest): the log simply
-  ends. Zeros with a valid frame after them are damage inside the log (a zeroed page);
+- nothing (the end of the file) or zeros (the preallocated rest): the log simply ends. A
+  run of zeros shorter than ZERO_RUN_MAX with a valid frame after it is damage inside the
+  log (a zeroed page or sector); a longer run is taken as the end, so that a clean end
+  costs a look at ZERO_RUN_MAX bytes, not at the whole preallocated file;
 - no valid frame anywhere after the damaged bytes: a torn tail. The last write did not
   finish and what it held was never durable, so recovery cuts it off without asking
   (`kind` "torn");
@@ -30,6 +32,7 @@ from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.wal_scan import describe_end, zeros_from
 
 _SEARCH_CHUNK = 1 << 16
+ZERO_RUN_MAX = 1 << 20         # zeros inside the log up to this long are damage, not the end
 
 
 class WalDamage(NamedTuple):
@@ -47,7 +50,8 @@ def damage_at(view, offset: int, end: int) -> WalDamage | None:
     (the end of the data, or zeros: the preallocated rest of the file)."""
     reason = describe_end(view, offset, end)
     if not reason.startswith("torn"):
-        if offset >= end or zeros_from(_Window(view, end), offset):
+        if offset >= end or zeros_from(_Window(view, min(end, offset + ZERO_RUN_MAX)),
+                                       offset):
             return None
         resume = next_frame(view, offset + 1, end)
         if resume is None:
@@ -71,10 +75,22 @@ def next_frame(view, start: int, end: int) -> int | None:
     """The first offset from `start` where a valid frame starts, before the last non-zero
     byte of `view[:end]`; None when there is none."""
     data_end = _data_end(view, start, end)
+    # A frame starts with its u32 length, which has a non-zero byte: skip runs of zeros.
+    start = max(start, _first_non_zero(view, start, data_end) - 3)
     for offset in range(start, data_end):
         if decode_at(view, offset, end) is not None:
             return offset
     return None
+
+
+def _first_non_zero(view, start: int, end: int) -> int:
+    while start < end:
+        chunk = bytes(view[start:min(end, start + _SEARCH_CHUNK)])
+        rest = chunk.lstrip(b"\x00")
+        if rest:
+            return start + len(chunk) - len(rest)
+        start += len(chunk)
+    return end
 
 
 def _data_end(view, start: int, end: int) -> int:
