@@ -71,6 +71,7 @@ def _format_report(r) -> str:
         f"{'none' if r.newest_snapshot is None else r.newest_snapshot}",
         f"  segments:  {r.segments} segments in {r.segment_files} files, {r.records} records "
         f"({r.deleted_records} deleted), {r.segment_bytes} bytes, {r.orphan_segments} orphans",
+        f"  recovery:  {len(r.quarantine)} topics a restart would quarantine",
         f"  total:     {r.files} files, {r.bytes_read} bytes read",
         f"problems: {r.errors} errors, {r.warnings} warnings",
     ]

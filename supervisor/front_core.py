@@ -24,7 +24,7 @@ from topics_actors.protocol import decode, decode_reply, encode, encode_error, e
 from topics_actors.protocol.envelope import with_corr
 from topics_actors.protocol.messages import (
     Ack, Append, Claim, DeleteRecords, DeleteRouters, DeleteTopic, Diff, Extend, GetTopic, Held,
-    ListRouters, ListTopics, Nack, PutRouter, PutTopic, RouterSync, Scan, Status,
+    ListRouters, ListTopics, Nack, PutRouter, PutTopic, RepairTopic, RouterSync, Scan, Status,
 )
 from topics_actors.shard.topic_admin import LIST_LIMIT_MAX
 from topics_actors.topic_identity import shard_of_name
@@ -33,7 +33,7 @@ from .forward_table import ForwardTable, Gather, Pending, TableFull
 FORWARD_TIMEOUT_MS = 4_000     # below the library's 5 s request timeout: the client hears why
 IN_FLIGHT_MAX = 16_384
 TOPIC_KINDS = (Append, Diff, Scan, PutTopic, GetTopic, DeleteTopic, DeleteRecords, Claim, Ack,
-               Nack, Extend, Held, PutRouter, RouterSync)
+               Nack, Extend, Held, PutRouter, RouterSync, RepairTopic)
 NODE_KINDS = (ListTopics, ListRouters, DeleteRouters)       # asked of every shard
 
 

@@ -25,6 +25,7 @@ DISK_FLUSH_INTERVAL_MS_DEFAULT = 10
 RESTART_MAX_DEFAULT = 10              # failed starts of one child in the window (restart_policy)
 RESTART_WINDOW_MS_DEFAULT = 300_000
 _SINGLETON_ROLES = ("compactor", "reclaimer")
+RECOVERY_POLICIES = ("park", "refuse", "ignore")
 
 
 def _int_env(env: dict, name: str, default: int | None) -> int | None:
@@ -83,6 +84,7 @@ class NodeConfig:
     node_id: str | None = None          # this node's stable id in the cluster
     advertise_host: str | None = None   # how other nodes and clients reach this one
     zk_session_timeout_ms: int = 6_000
+    recovery_on_mismatch: str = "park"  # park | refuse | ignore: what recovery does with damage
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "NodeConfig":
@@ -108,6 +110,8 @@ class NodeConfig:
             advertise_host=env.get("TOPICS_ADVERTISE_HOST", "").strip() or None,
             zk_session_timeout_ms=_int_env(env, "TOPICS_ZK_SESSION_TIMEOUT_MS",
                                            cls.zk_session_timeout_ms),
+            recovery_on_mismatch=(env.get("TOPICS_RECOVERY_ON_MISMATCH", "").strip().lower()
+                                  or cls.recovery_on_mismatch),
             **{name: _int_env(env, f"TOPICS_{name.upper()}", getattr(cls, name))
                for name in _STORAGE_INTS},
         )
@@ -125,6 +129,9 @@ class NodeConfig:
             raise SystemExit("TOPICS_HOT_RETAIN_SEGMENTS must not be negative")
         if self.cold_dir and os.path.realpath(self.cold_dir) == os.path.realpath(self.data_dir):
             raise SystemExit("TOPICS_COLD_DIR must not be the data directory")
+        if self.recovery_on_mismatch not in RECOVERY_POLICIES:
+            raise SystemExit(f"TOPICS_RECOVERY_ON_MISMATCH must be one of "
+                             f"{', '.join(RECOVERY_POLICIES)}, got {self.recovery_on_mismatch!r}")
         if self.max_total_bytes < 0:
             raise SystemExit("TOPICS_MAX_TOTAL_BYTES must not be negative (0 disables)")
         if not 0 <= self.gateway_workers <= 64:
@@ -181,6 +188,7 @@ class ShardOptions:
     quota_file: str | None = None   # the node's live-bytes slot file (byte_quota.py)
     max_total_bytes: int = 0
     cold_dir: str | None = None     # the cold tier, where old sealed segments may have moved
+    recovery_on_mismatch: str = "park"   # park | refuse | ignore (shard/quarantine_book.py)
 
 
 # --- the options of each kind of child process -----------------------------------------------
@@ -276,7 +284,8 @@ def shard_process_options(cfg: NodeConfig, wiring: NodeWiring, index: int,
     shard = ShardOptions(
         cfg.data_dir, index, cfg.wal_shards, cfg.wal_file_bytes, cfg.disk_flush_interval_ms,
         quota_file=wiring.quota_file if cfg.max_total_bytes else None,
-        max_total_bytes=cfg.max_total_bytes, cold_dir=cfg.cold_dir)
+        max_total_bytes=cfg.max_total_bytes, cold_dir=cfg.cold_dir,
+        recovery_on_mismatch=cfg.recovery_on_mismatch)
     return ShardProcessOptions(_process(cfg, wiring, "shard", index), shard, cfg.host, port,
                                os.path.join(wiring.run_dir, f"shard-{index:02d}.sock"))
 

@@ -42,6 +42,7 @@ class ErrorCode(enum.Enum):
     NOT_READY = (503, "not_ready")
     NOT_ENOUGH_REPLICAS = (503, "not_enough_replicas")
     SHUTTING_DOWN = (503, "shutting_down")
+    QUARANTINED = (503, "quarantined")    # recovery found a mismatch; repair it (admin)
 
     @property
     def status(self) -> int:
@@ -53,7 +54,8 @@ class ErrorCode(enum.Enum):
 
     @property
     def retryable(self) -> bool:
-        return self.status in (429, 503)
+        # A quarantined topic waits for an operator: retrying soon would only spin.
+        return self.status in (429, 503) and self is not ErrorCode.QUARANTINED
 
     @classmethod
     def from_wire(cls, wire: str) -> "ErrorCode":
@@ -125,6 +127,11 @@ class InvariantViolation(AssertionError):
 
 def invalid(message: str, detail: dict[str, Any] | None = None) -> TopicsError:
     return TopicsError(message, ErrorCode.INVALID_REQUEST, detail)
+
+
+def quarantined(name: str, reason: str) -> TopicsError:
+    return TopicsError(f"topic {name!r} is quarantined by recovery: {reason}",
+                       ErrorCode.QUARANTINED, {"topic": name, "reason": reason})
 
 
 def topic_not_found(name: str) -> TopicsError:

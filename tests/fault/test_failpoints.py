@@ -46,8 +46,10 @@ RECOVERY_SITES = ("recovery::mid_replay", "recovery::before_truncate")
 # The cold tier's sites have their own sweeps: tests/unit/test_segment_upkeep.py (a crash at
 # every mutating call of a pass) and tests/fault/test_reclaimer_kill.py (kill -9 at each).
 COLD_SITES = ("cold::after_copy", "cold::before_hot_delete")
+# A quarantine repair's site has its own test: tests/unit/test_recovery_quarantine.py.
+REPAIR_SITES = ("repair::before_sync",)
 WORKLOAD_SITES = sorted(set(failpoint.SITES) - {*RECOVERY_SITES, "layout::mid_retire",
-                                                 *COLD_SITES})
+                                                 *COLD_SITES, *REPAIR_SITES})
 CRASH_ONLY = {"delete::after_commit_before_apply", "retention::before_apply"}
 
 
@@ -84,7 +86,7 @@ def test_every_persistence_module_has_a_site():
 
 def test_the_workload_reaches_every_site_but_recovery_and_retirement(hits):
     assert set(failpoint.SITES) - set(hits) == {*RECOVERY_SITES, "layout::mid_retire",
-                                                *COLD_SITES}
+                                                *COLD_SITES, *REPAIR_SITES}
 
 
 def test_environment_arms_a_subprocess():

@@ -17,7 +17,9 @@ import os
 import pytest
 
 from topics_actors.errors import ErrorCode, TopicsError
-from topics_actors.protocol.messages import Absorbed, Append, DeleteTopic, Diff, GetTopic
+from topics_actors.protocol.messages import (
+    Absorbed, Append, DeleteTopic, Diff, GetTopic, RepairTopic,
+)
 from topics_actors.shard.record_append import HEAD_RESERVE
 from topics_actors.storage import failpoint
 from tools.testing.fault_fs import MUTATING, FaultFs
@@ -262,8 +264,16 @@ def test_corrupt_segment_record_is_an_error_never_wrong_data(env, field):
         assert h.records("a", 6) == a_records[6:]
         assert h.records("b") == b_records
     check()
+    h.restart(crash=False)   # recovery checks the segments: "a" is quarantined, "b" serves
+    with pytest.raises(TopicsError) as error:
+        h.call(Diff("a", 0))
+    assert error.value.code is ErrorCode.QUARANTINED
+    assert h.records("b") == b_records
+    assert h.call(RepairTopic("a"))["lost_records"] == 1
+    kept = a_records[:5] + a_records[6:]          # seq 6 is a deleted record now
+    assert h.records("a") == kept
     h.restart(crash=False)
-    check()
+    assert h.records("a") == kept and h.records("b") == b_records
     h.crash()
 
 

@@ -18,11 +18,15 @@ import topics_actors
 
 from supervisor import cli
 from topics_actors import fsck, progress_meter
+from topics_actors.record_envelope import build as envelope
 from topics_actors.storage.frame import HEADER as WAL_HEADER
+from topics_actors.storage.frame import encode
+from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import DEL_DELETED, IDX_ENTRY, IDX_ENTRY_BYTES
 from topics_actors.storage.snapshot import list_snapshots
 from topics_actors.storage.wal_scan import FileScan
+from topics_actors.topic_identity import topic_id
 from tools.testing.shard_harness import rec
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -102,10 +106,22 @@ def orders_segment(data_dir: str) -> tuple[str, str]:
     raise AssertionError("no two-record segment")
 
 
+RECOVERY = "recovery quarantines"      # recovery_check's findings, checked on their own
+
+
 def only(report: fsck.Report, severity: str) -> fsck.Problem:
-    found = [p for p in report.problems if p.severity == severity]
+    """The one problem of `severity` besides what a restart would quarantine."""
+    found = [p for p in report.problems if p.severity == severity
+             and not p.reason.startswith(RECOVERY)]
     assert len(found) == 1, report.problems
     return found[0]
+
+
+def quarantined(report: fsck.Report) -> list[tuple[str, int]]:
+    """(topic, first bad seq) of each topic a restart would quarantine."""
+    found = [(q["topic"], q["first_bad_seq"]) for q in report.quarantine]
+    assert len(found) == sum(p.reason.startswith(RECOVERY) for p in report.problems)
+    return found
 
 
 @pytest.fixture
@@ -173,9 +189,12 @@ def test_corruption_inside_a_non_last_wal_file_is_an_error(env):
     frame_len = WAL_HEADER.unpack_from(pathlib.Path(path).read_bytes(), 0)[0]
     flip(path, frame_len + 4 + 20)                    # inside the second frame's header
     report = fsck.check(data_dir)
-    problem = only(report, fsck.ERROR)
+    [problem] = [p for p in report.problems if "corruption inside" in p.reason]
+    assert problem.severity == fsck.ERROR
     assert problem.path == f"wal/shard-00/{files[-2]}" and problem.offset == frame_len + 4
     assert "corruption inside the file (torn: " in problem.reason
+    # ... and what a restart would quarantine, by recovery's own rules
+    assert [q["where"] for q in report.quarantine] == [f"{problem.path}@{problem.offset}"]
 
 
 def test_zeroed_frames_end_a_non_last_file_early_with_a_warning(env):
@@ -226,6 +245,8 @@ def test_flipped_byte_in_a_segment_record(built, capsys):
     problem = only(report, fsck.ERROR)
     assert problem.path == os.path.relpath(data, built)
     assert (problem.offset, problem.seq, problem.reason) == (offset, 2, "checksum mismatch")
+    assert quarantined(report) == [("orders", 2)]
+    assert report.quarantine[0]["would_lose"]["records"] == 1
     assert run(built, "--no-progress") == 1
     assert f"{problem.path}: offset {offset}: seq 2: checksum mismatch" in (
         capsys.readouterr().out)
@@ -238,15 +259,18 @@ def test_missing_idx_is_an_error(built):
     problem = only(report, fsck.ERROR)
     assert problem.path == os.path.relpath(idx, built)
     assert problem.reason.startswith("missing")
+    assert quarantined(report) == [("orders", 1)]
 
 
 def test_short_idx_is_an_error(built):
     _, idx = orders_segment(built)
     with open(idx, "r+b") as handle:
         handle.truncate(IDX_ENTRY_BYTES + 7)
-    problem = only(fsck.check(built), fsck.ERROR)
+    report = fsck.check(built)
+    problem = only(report, fsck.ERROR)
     assert (problem.path, problem.offset) == (os.path.relpath(idx, built), 27)
     assert "holds 1 entries" in problem.reason
+    assert quarantined(report) == [("orders", 2)]
 
 
 def test_deleted_flag_is_counted(built):
@@ -299,7 +323,9 @@ def test_json_output_parses_and_has_the_counts(built, capsys):
     flip(data, 40)
     assert run(built, "--json", "--no-progress") == 1
     report = json.loads(capsys.readouterr().out)
-    assert report["ok"] is False and report["errors"] == 1 and report["warnings"] == 0
+    # the damaged record, and the topic a restart would quarantine for it
+    assert report["ok"] is False and report["errors"] == 2 and report["warnings"] == 0
+    assert [q["topic"] for q in report["quarantine"]] == ["orders"]
     assert report["frames_by_type"]["APPEND"] == 9 and report["newest_snapshot"] == 2
     assert report["files"] == report["wal_files"] + 2 + report["segment_files"]
     assert report["problems"][0]["path"] == os.path.relpath(data, built)
@@ -391,3 +417,26 @@ def test_retired_groups_are_checked_too(env):
     patch(path, log_end(path), b"\x01\x02\x03\x04\x05")
     problem = only(fsck.check(env.data_dir), fsck.WARNING)
     assert problem.path == "wal/retired-0001/shard-00/wal-0000000000000001.log"
+
+
+# --- what a restart would quarantine (recovery_check.py) ------------------------------------
+
+def test_a_seq_gap_only_recovery_rules_see_is_an_error(built, capsys):
+    """A well-formed Append past the topic's head: every frame and segment checks out, but
+    recovery would quarantine the topic, so fsck says so (and exits 1)."""
+    path = os.path.join(built, WAL)
+    forged = bytearray()
+    encode(forged, FrameType.APPEND, 0, topic_id("users"), 50, 1, envelope(b'"gap"', None))
+    patch(path, log_end(path), bytes(forged))
+    report = fsck.check(built)
+    assert quarantined(report) == [("users", 2)] and report.errors == 1
+    assert "append of seq 50 after head 1" in report.quarantine[0]["reason"]
+    assert run(built, "--no-progress") == 1
+    assert "recovery quarantines topic 'users'" in capsys.readouterr().out
+
+
+def test_an_unreadable_layout_is_reported_not_a_crash(built):
+    patch(os.path.join(built, "wal", "LAYOUT"), 0, b"{nope")
+    report = fsck.check(built)
+    assert any("does not parse as a layout" in p.reason for p in report.problems)
+    assert report.quarantine == []

@@ -10,7 +10,7 @@ import pytest
 
 from topics_actors.client.async_client import AsyncClient
 from topics_actors.client.shard_map import ShardMap
-from topics_actors.errors import ErrorCode, TopicsError, topic_not_found
+from topics_actors.errors import ErrorCode, TopicsError, quarantined, topic_not_found
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import KeySyntaxError, parse_api_keys
 from topics_actors.gateway.append_body import parse_append
@@ -21,10 +21,11 @@ from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.gateway.http_message import HttpRequest
 from topics_actors.gateway.inflight_limit import InflightLimit
 from topics_actors.gateway.metrics_report import MetricsInput, metrics_json, metrics_text
+from topics_actors.gateway.quarantine_api import survey
 from topics_actors.gateway.route_table import resolve
 from topics_actors.gateway.topic_listing import narrowed_prefixes
 from topics_actors.protocol.messages import (
-    Append, DeleteRouters, GetTopic, ListRouters, PutTopic,
+    Append, DeleteRouters, GetTopic, ListRouters, PutTopic, RepairTopic,
 )
 from topics_actors.record_envelope import build as append_envelope
 
@@ -49,6 +50,8 @@ JSON_CT = {"content-type": "application/json"}
     ("POST", "/v0/topics/a/extend", "extend", "write", "a"),
     ("GET", "/v0/topics/a/work", "work_stream", "write", "a"),
     ("GET", "/v0/topics/a/b/c", "unknown", "write", "a"),
+    ("GET", "/v0/quarantine", "quarantine_list", "admin", None),
+    ("POST", "/v0/quarantine/a/repair", "quarantine_repair", "admin", "a"),
 ])
 def test_routes(method, path, handler, scope, topic):
     route = resolve(method, path)
@@ -60,6 +63,8 @@ def test_routes(method, path, handler, scope, topic):
     ("GET", "/v0/routers/a/b", "not_found"), ("POST", "/v0/routers", "method_not_allowed"),
     ("GET", "/v0/topics/a/diff", "method_not_allowed"),
     ("PUT", "/v0/topics", "method_not_allowed"), ("PATCH", "/healthz", "method_not_allowed"),
+    ("POST", "/v0/quarantine//repair", "not_found"), ("GET", "/v0/quarantine/a/repair",
+                                                       "method_not_allowed"),
 ])
 def test_route_errors(method, path, code):
     with pytest.raises(TopicsError) as caught:
@@ -432,3 +437,72 @@ def test_ready_and_shutting_down():
     core.stopping = True
     status, body, _ = run(core, "GET", "/readyz")
     assert status == 503 and body["error"]["code"] == "shutting_down"
+
+
+# --- recovery quarantine (gateway/quarantine_api.py) ---------------------------------------------
+
+VERDICT = {"topic": "bad", "reason": "WAL frame fails its checks", "first_bad_seq": 5,
+           "where": "wal/shard-01/wal-0000000000000001.log@700", "repairable": True,
+           "would_lose": {"records": 3, "more_unknown": False}}
+
+
+class QuarantineEngine(FakeEngine):
+    """Two shards; shard 1 quarantined "bad" under `policy`."""
+
+    def __init__(self, policy="park", quarantined=True, answer=None):
+        super().__init__(answer)
+        self.policy, self.quarantined = policy, quarantined
+
+    async def shard_statuses(self):
+        verdicts = [VERDICT] if self.quarantined else []
+        return [{"shard": 0, "topics": 2, "recovery_policy": self.policy,
+                 "quarantines_total": 0, "quarantine": []},
+                {"shard": 1, "topics": 3, "recovery_policy": self.policy,
+                 "quarantines_total": len(verdicts), "quarantine": verdicts,
+                 "segments_unaudited": 7}]
+
+
+def test_ready_is_degraded_under_park_and_refused_under_refuse():
+    status, body, _ = run(make_core(QuarantineEngine("park")), "GET", "/v0/ready")
+    assert status == 200 and body["topics"] == 5
+    assert (body["degraded"], body["quarantined"]) == (True, ["bad"])
+    status, body, headers = run(make_core(QuarantineEngine("refuse")), "GET", "/v0/ready")
+    assert status == 503 and body["error"]["code"] == "not_ready"
+    assert body["error"]["detail"] == {"quarantined": ["bad"], "recovery_policy": "refuse"}
+    status, body, _ = run(make_core(QuarantineEngine("refuse", quarantined=False)), "GET",
+                          "/readyz")
+    assert status == 200 and (body["degraded"], body["quarantined"]) == (False, [])
+
+
+def test_quarantine_listing_and_repair_need_the_admin_scope():
+    def answer(msg):
+        assert isinstance(msg, RepairTopic) and msg.topic == "bad"
+        return {"topic": "bad", "repaired": True, "lost_records": 3, "first_bad_seq": 5}
+    core = make_core(QuarantineEngine(answer=answer), keys="admin,rw:rw")
+    admin, rw = {"authorization": "Bearer admin"}, {"authorization": "Bearer rw"}
+    assert run(core, "GET", "/v0/quarantine", headers=rw)[0] == 403
+    assert run(core, "POST", "/v0/quarantine/bad/repair", headers=rw)[0] == 403
+    status, body, _ = run(core, "GET", "/v0/quarantine", headers=admin)
+    assert status == 200 and body["recovery_policy"] == "park"
+    assert body["quarantined"] == [{"shard": 1, **VERDICT}] and body["quarantines_total"] == 1
+    assert body["segments_unaudited"] == 7
+    status, body, _ = run(core, "POST", "/v0/quarantine/bad/repair", headers=admin)
+    assert status == 200 and (body["repaired"], body["lost_records"]) == (True, 3)
+
+
+def test_quarantined_error_is_503_without_retry_semantics():
+    def answer(msg):
+        raise quarantined(msg.topic, "segment seq 6: record fails its checks")
+    status, body, headers = run(make_core(FakeEngine(answer)), "GET", "/v0/topics/bad")
+    assert status == 503 and body["error"]["code"] == "quarantined"
+    assert body["error"]["detail"]["topic"] == "bad"
+    assert not ErrorCode.QUARANTINED.retryable and ErrorCode.NOT_READY.retryable
+
+
+def test_metrics_count_quarantined_topics():
+    m = MetricsInput(Census(), True, 1.0, 0, {}, quarantine=survey(
+        asyncio.run(QuarantineEngine().shard_statuses())))
+    text = metrics_text(m).decode().splitlines()
+    assert "topics_recovery_quarantined 1" in text
+    assert "topics_recovery_quarantines_total 1" in text
+    assert metrics_json(m)["recovery_quarantined"] == 1

@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from topics_actors.errors import TopicsError
-from topics_actors.protocol.messages import Append, DeleteTopic, Diff, PutTopic
+from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.protocol.messages import Append, DeleteTopic, Diff, PutTopic, RepairTopic
 from topics_actors.shard import replay as replay_module
 from topics_actors.shard.record_append import HEAD_RESERVE
 from topics_actors.storage import failpoint
@@ -201,12 +201,20 @@ def test_corruption_in_an_older_file_loses_a_suffix_not_a_middle(env):
     h.close()
     frames, _ = frames_of(h, files[0][1])
     victim = [f for f in frames if f.type == FrameType.APPEND][-3]
-    patch(files[0][1], victim.offset + 20, b"\x99")
+    patch(files[0][1], victim.offset + 20, b"\x99")     # its seq: the checksum fails
     h.start()
+    # Frames follow the damage: the topic its header names is quarantined, never cut short
+    # silently; the repair cuts it back to its last valid record.
+    with pytest.raises(TopicsError) as error:
+        h.get("f")
+    assert error.value.code is ErrorCode.QUARANTINED
+    [found] = h.core.quarantine.status()["quarantine"]
+    assert found["first_bad_seq"] == victim.seq
+    assert found["would_lose"]["records"] == 60 - victim.seq + 1
+    assert h.call(RepairTopic("f"))["lost_records"] == 60 - victim.seq + 1
     head = h.get("f")["head_seq"]
     assert head == victim.seq - 1
     assert [r[0] for r in h.records("f")] == list(range(1, head + 1))
-    assert h.replay.ignored["append_out_of_order"] > 0       # later files' frames
     assert h.append("f")["first_seq"] == head + 1
     before = h.snapshot()
     h.restart(crash=True)
@@ -214,7 +222,34 @@ def test_corruption_in_an_older_file_loses_a_suffix_not_a_middle(env):
     h.crash()
 
 
-def test_out_of_sequence_append_with_valid_checksum_is_ignored(shard):
+def test_out_of_sequence_append_quarantines_its_topic(shard):
+    """A gap in a topic's seqs (a lost frame before a valid one) is a mismatch, never
+    passed over silently: the topic answers quarantined, its neighbour serves."""
+    shard.put("f", durable=True)
+    shard.put("n", durable=True)
+    shard.append("f", rec(b"1"), rec(b"2"))
+    shard.append("n", rec(b"1"))
+    shard.close()
+    path = last_file(shard)
+    _, scan = frames_of(shard, path)
+    forged = bytearray()
+    encode(forged, FrameType.APPEND, 0, topic_id("f"), 5, 1, append_envelope(b'"gap"', None))
+    patch(path, scan.valid_len, bytes(forged))
+    shard.start()
+    with pytest.raises(TopicsError) as error:
+        shard.records("f")
+    assert error.value.code is ErrorCode.QUARANTINED
+    assert error.value.detail["reason"].startswith("append of seq 5 after head 2")
+    assert [r[0] for r in shard.records("n")] == [1]
+    assert shard.append("n", rec(b"2"))["first_seq"] == 2
+    shard.restart(crash=True)                      # still quarantined: nothing healed it
+    assert "f" in shard.core.quarantine.topics
+    assert [r[0] for r in shard.records("n")] == [1, 2]
+
+
+def test_out_of_sequence_append_is_cut_under_ignore(env, caplog):
+    env.layout(1)
+    shard = env.shard(policy="ignore").start()
     shard.put("f", durable=True)
     shard.append("f", rec(b"1"), rec(b"2"))
     shard.close()
@@ -228,7 +263,8 @@ def test_out_of_sequence_append_with_valid_checksum_is_ignored(shard):
     shard.start()
     assert shard.get("f")["head_seq"] == 2
     assert [r[2] for r in shard.records("f")] == [b'{"d":1}', b'{"d":2}']
-    assert shard.replay.ignored["append_out_of_order"] == 1
+    assert not shard.core.quarantine.topics and shard.core.quarantine.total == 1
+    assert "event=recovery_truncated" in caplog.text and "topic=f" in caplog.text
     assert shard.append("f", rec(b'"three"'))["first_seq"] == 3
     shard.restart(crash=True)
     assert [r[2] for r in shard.records("f")] == [b'{"d":1}', b'{"d":2}', b'{"d":"three"}']

@@ -8,7 +8,8 @@ import pytest
 import zmq
 
 from topics_actors.client import Client
-from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.client.retry_budget import RetryBudget
+from topics_actors.errors import ErrorCode, TopicsError, quarantined
 from topics_actors.protocol import decode, encode_reply
 
 pytestmark = pytest.mark.timeout(20)
@@ -63,3 +64,12 @@ def test_a_reply_after_a_vanished_one_is_still_taken():
     client = client_with(VanishingPeer(vanish=3))
     assert client.status()["shard_count"] == 1
     assert client._front.receives == 4
+
+
+def test_quarantined_is_final_and_not_ready_is_retried():
+    """A quarantined topic waits for an operator: the library raises it at once."""
+    budget = RetryBudget(10_000, "a request")
+    with pytest.raises(TopicsError) as raised:
+        budget.absorb(quarantined("t", "WAL frame fails its checks"))
+    assert raised.value.code is ErrorCode.QUARANTINED and raised.value.status == 503
+    assert budget.absorb(TopicsError("replaying", ErrorCode.NOT_READY)) is True

@@ -35,9 +35,10 @@ def rec(data: bytes = b'{"x":1}', tag: str | None = None, node: str | None = Non
 
 class ShardHarness:
     def __init__(self, data_dir: str, fs, shard: int = 0, count: int = 1,
-                 file_bytes: int = FILE_BYTES, clock=None, cold_dir: str | None = None):
+                 file_bytes: int = FILE_BYTES, clock=None, cold_dir: str | None = None,
+                 policy: str = "park"):
         self.data_dir, self.fs, self.shard, self.count = data_dir, fs, shard, count
-        self.cold_dir = cold_dir
+        self.cold_dir, self.policy = cold_dir, policy     # policy: on recovery mismatches
         self.file_bytes, self.clock = file_bytes, clock
         self.core: ShardCore | None = None
         self.replay: Replay | None = None
@@ -48,11 +49,12 @@ class ShardHarness:
     def start(self) -> "ShardHarness":
         options = ShardOptions(self.data_dir, self.shard, self.count,
                                wal_file_bytes=self.file_bytes, background_prealloc=False,
-                               cold_dir=self.cold_dir)
+                               cold_dir=self.cold_dir, recovery_on_mismatch=self.policy)
         kwargs = {"clock": self.clock} if self.clock else {}
         self.core = ShardCore(self.fs, options, **kwargs)
         self.replay = self.core.replay()
         self.progress = list(self.replay.run())
+        self.core.audit_segments(None)     # the shell does it in slices once it serves
         self.core.ready = True
         return self
 

@@ -16,6 +16,7 @@ Nothing is locked, created or written, so the check can run next to a live serve
     snapshot_check.py   snapshot files decode into bodies recovery can use
     wal_check.py        WAL frames, log ends, missing files, snapshot positions
     segment_check.py    listed segments against the snapshot and record by record; orphans
+    recovery_check.py   what a restart would quarantine, found by recovery's own rules
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import os
 import sys
 from typing import TextIO
 
+from topics_actors.fsck.recovery_check import RecoveryCheck
 from topics_actors.fsck.report import ERROR, WARNING, Problem, Report, SnapshotInfo
 from topics_actors.fsck.scan import Scan
 from topics_actors.fsck.segment_check import SegmentCheck
@@ -66,6 +68,7 @@ def check(data_dir: str, dump: bool = False, progress: Progress | None = None,
     for index, (snap_id, snap_rel, body) in enumerate(scan.valid[:2]):
         wal.check_positions(snap_id, snap_rel, body, fallback=index > 0)
     SegmentCheck(scan).run()
+    RecoveryCheck(scan).run()
     scan.progress.finish()
     log.debug("event=fsck_done dir=%s errors=%d", data_dir, scan.report.errors)
     return scan.report

@@ -54,6 +54,7 @@ class Report:
     orphan_segments: int = 0
     bytes_total: int = 0
     bytes_read: int = 0
+    quarantine: list[dict] = dataclasses.field(default_factory=list)   # recovery_check.py
 
     @property
     def errors(self) -> int:

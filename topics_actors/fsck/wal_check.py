@@ -1,6 +1,7 @@
 """fsck of the WAL: every file of every group (current and retired) decodes frame by frame up
-to its log end, and what follows is zeros or a torn tail, not corruption; no file a usable
-snapshot replays from is missing; each snapshot position names a frame boundary."""
+to its log end, and what follows is zeros or a torn tail, not damage with frames after it;
+no file a usable snapshot replays from is missing; each snapshot position names a frame
+boundary."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import os
 
 from topics_actors.fsck.report import ERROR, WARNING
 from topics_actors.fsck.scan import Check, text_len
-from topics_actors.storage.frame import FRAME_LEN_MIN, decode_at
+from topics_actors.storage.frame import decode_at
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.wal_layout import wal_file_name
-from topics_actors.storage.wal_scan import describe_end
+from topics_actors.storage.wal_damage import damage_at
 
 _TYPE_NAMES = {int(t): t.name for t in FrameType}
 
@@ -90,28 +91,25 @@ class WalCheck(Check):
         return wal
 
     def check_end(self, wal: WalFile, data: bytes, last: bool) -> None:
-        """Classify what follows the log: zeros (a clean end), a torn tail, or corruption."""
+        """Classify what follows the log as recovery does (storage/wal_damage.py): zeros (a
+        clean end), a torn tail, or damage inside the log (valid frames follow it)."""
         offset, size = wal.valid_len, len(data)
         data_end = len(data.rstrip(b"\x00"))     # one past the last non-zero byte
         if data_end <= offset:
             return
-        reason = describe_end(data, offset, size)
-        if not reason.startswith("torn"):
-            reason = f"torn: zeros, then data up to offset {data_end}"
-        if last:
+        damage = damage_at(data, offset, size)
+        reason = damage.reason if damage is not None else \
+            f"torn: zeros, then data up to offset {data_end}"
+        if damage is not None and damage.kind == "mid":
+            self.problem(ERROR, wal.rel, f"corruption inside the file ({reason}): valid "
+                         f"frames follow at offset {damage.resume}; recovery quarantines "
+                         "the topics it concerns", offset)
+        elif last:
             self.problem(WARNING, wal.rel, f"torn tail ({reason}); recovery ignores the "
                          f"{data_end - offset} bytes after the log end", offset)
-            return
-        frame_len = int.from_bytes(data[offset:offset + 4], "little")
-        claimed_end = offset + 4 + frame_len if frame_len >= FRAME_LEN_MIN else offset + 4
-        if data_end <= claimed_end:
-            # One damaged frame and then the preallocated zeros: the end of this file's log.
-            self.problem(WARNING, wal.rel, f"log ends early ({reason}); the rest of the file "
-                         "is zeros", offset)
         else:
-            self.problem(ERROR, wal.rel, f"corruption inside the file ({reason}): non-zero "
-                         f"bytes follow up to offset {data_end}, their frames are lost",
-                         offset)
+            self.problem(WARNING, wal.rel, f"log ends early ({reason}); no valid frame "
+                         "follows in this file", offset)
 
     def check_positions(self, snap_id: int, snap_rel: str, body: dict, fallback: bool) -> None:
         """A position must name an existing WAL file and a frame boundary inside its log."""

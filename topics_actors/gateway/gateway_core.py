@@ -19,7 +19,7 @@ from topics_actors import __version__
 from topics_actors.client.retry_budget import new_session
 from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError, invalid
 from topics_actors.client import router_admin
-from topics_actors.gateway import queue_api, router_api
+from topics_actors.gateway import quarantine_api, queue_api, router_api
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope, forbidden
 from topics_actors.gateway.append_body import parse_append
@@ -42,7 +42,7 @@ from topics_actors.gateway.work_service import WorkService
 from topics_actors.gateway.ws_service import WsService
 from topics_actors.limits import CLAIM_WAIT_MS_MAX, DIFF_WAIT_MS_MAX
 from topics_actors.protocol.messages import (
-    DeleteRecords, DeleteTopic, Diff, GetTopic, PutTopic,
+    DeleteRecords, DeleteTopic, Diff, GetTopic, PutTopic, RepairTopic,
 )
 from topics_actors.topic_config import parse_config
 from topics_actors.topic_identity import valid_topic_name
@@ -169,17 +169,20 @@ class GatewayCore:
         if not ready:
             raise TopicsError("the node is replaying its WAL", ErrorCode.NOT_READY,
                               {"replay_progress": progress})
-        topics = await self.engine.topic_count(0.0)
+        statuses = await self.engine.shard_statuses()
+        found = quarantine_api.survey(statuses)
         return json_response(200, {"status": "ready", "wal_replay_complete": True,
-                                   "topics": topics})
+                                   "topics": sum(s["topics"] for s in statuses),
+                                   **quarantine_api.ready_fields(found)})
 
     async def _metrics(self, route, request, key, t0) -> HttpResponse:
         ready, progress = await node_ready(self.engine)
         census, wal, streams = Census(), {}, {"sse_connections": 0, "watch_sessions": 0}
         routers = {"routers": 0, "routers_forwarded": 0}
+        statuses = await self.engine.shard_statuses() if ready else []
         if ready:
             census = await self.engine.census(0.0)
-            for status in await self.engine.shard_statuses():
+            for status in statuses:
                 for name, value in status.get("statistics", {}).items():
                     wal[name] = wal.get(name, 0) + value
                 streams["sse_connections"] += status.get("sse_streams", 0)
@@ -188,7 +191,8 @@ class GatewayCore:
                     routers[name] += status.get(name, 0)
         body, content_type = render(
             MetricsInput(census, ready, 1.0 if ready else progress, self._uptime_ms(), wal,
-                         streams, self.requests.figures(), self.requests.slot, routers),
+                         streams, self.requests.figures(), self.requests.slot, routers,
+                         quarantine_api.survey(statuses)),
             request.header("accept"))
         return HttpResponse(200, body, content_type)
 
@@ -369,6 +373,16 @@ class GatewayCore:
             return
         self.requests.record(name, 101, time.perf_counter_ns() - t0)
         await self.ws.serve(connection, lease, upgrade.accept)
+
+    # --- recovery quarantine (gateway/quarantine_api.py) ------------------------------------
+
+    async def _quarantine_list(self, route, request, key, t0) -> HttpResponse:
+        found = quarantine_api.survey(await self.engine.shard_statuses())
+        return json_response(200, quarantine_api.listing(found))
+
+    async def _quarantine_repair(self, route, request, key, t0) -> HttpResponse:
+        reply = await self.engine.call(route.topic, RepairTopic(route.topic))
+        return json_response(200, _with_performance(reply, t0))
 
     # --- queues (gateway/queue_api.py, gateway/work_service.py) ---------------------------------
 

@@ -14,6 +14,7 @@ import itertools
 import orjson
 
 from topics_actors.gateway.engine_link import Census
+from topics_actors.gateway.quarantine_api import Survey
 from topics_actors.gateway.request_stats import BOUNDS_US, RouteFigures
 
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
@@ -32,6 +33,7 @@ class MetricsInput:
     http: dict = dataclasses.field(default_factory=dict)      # route -> RouteFigures
     gateway: int = 0         # the index of the gateway that answers
     routers: dict = dataclasses.field(default_factory=dict)   # routers, routers_forwarded
+    quarantine: Survey = dataclasses.field(default_factory=Survey)   # recovery quarantine
 
 
 def _cumulative(figures: RouteFigures) -> list[int]:
@@ -61,7 +63,9 @@ def metrics_json(m: MetricsInput) -> dict:
             "queue_leases_in_flight": c.queue_leases_in_flight,
             "sse_connections": m.streams.get("sse_connections", 0),
             "watch_sessions": m.streams.get("watch_sessions", 0), "ready": m.ready,
-            "replay_progress": m.replay_progress, "uptime_ms": m.uptime_ms}
+            "replay_progress": m.replay_progress, "uptime_ms": m.uptime_ms,
+            "recovery_quarantined": len(m.quarantine.entries),
+            "recovery_quarantines_total": m.quarantine.total}
     if m.wal:
         body["wal"] = m.wal
     body["http"] = http_json(m)
@@ -131,6 +135,11 @@ def metrics_text(m: MetricsInput) -> bytes:
         _gauge(lines, f"topics_{name}", m.streams.get(name, 0), help_text)
     _gauge(lines, "topics_ready", int(m.ready), "1 once every shard has replayed")
     _gauge(lines, "topics_recovery_progress", m.replay_progress, "replay progress, 0..1")
+    _gauge(lines, "topics_recovery_quarantined", len(m.quarantine.entries),
+           "topics recovery quarantined, not yet repaired")
+    lines += ["# HELP topics_recovery_quarantines_total topics recovery quarantined since "
+              "each shard started", "# TYPE topics_recovery_quarantines_total counter",
+              f"topics_recovery_quarantines_total {m.quarantine.total}"]
     _gauge(lines, "topics_uptime_ms", m.uptime_ms, "milliseconds since the node started")
     for key, value in sorted(m.wal.items()):
         name = f"topics_wal_{key}_total"

@@ -36,6 +36,7 @@ _FIXED = {
     "/v0/watch": {"POST": ("watch_create", READ)},
     "/v0/ws": {"GET": ("websocket", SESSION)},     # the upgrade checks the key (ws_service)
     "/v0/routers": {"GET": ("list_routers", READ)},
+    "/v0/quarantine": {"GET": ("quarantine_list", ADMIN)},
 }
 _ROUTERS_PREFIX = "/v0/routers/"
 _ROUTER = {"PUT": ("put_router", ADMIN), "GET": ("get_router", READ),
@@ -61,6 +62,8 @@ _NOT_SERVED: tuple[str, ...] = ()
 # Routes whose key may come as `?token=` (spec/api.md 2: the SSE GETs).
 TOKEN_HANDLERS = ("work_stream",)
 _TOPICS_PREFIX = "/v0/topics/"
+_QUARANTINE_PREFIX, _REPAIR_SUFFIX = "/v0/quarantine/", "/repair"   # recovery quarantine
+_REPAIR = {"POST": ("quarantine_repair", ADMIN)}
 UNKNOWN = "unknown"       # a sub-path of a topic that no route serves (404 after the scope)
 UNMATCHED = "unmatched"   # no route at all: 404 not_found or 405; a metrics label only
 
@@ -102,6 +105,11 @@ def resolve(method: str, path: str) -> Route:
         if not router or "/" in router:
             raise not_found()
         return _pick(_ROUTER, method, router)   # its name is prefix-checked like a topic's
+    if path.startswith(_QUARANTINE_PREFIX) and path.endswith(_REPAIR_SUFFIX):
+        topic = path[len(_QUARANTINE_PREFIX):-len(_REPAIR_SUFFIX)]
+        if not topic or "/" in topic:
+            raise not_found()
+        return _pick(_REPAIR, method, topic)
     if not path.startswith(_TOPICS_PREFIX):
         raise not_found()
     rest = path[len(_TOPICS_PREFIX):]
@@ -119,7 +127,7 @@ def resolve(method: str, path: str) -> Route:
 def handler_names() -> tuple[str, ...]:
     """Every handler a request can end in, UNMATCHED included: the closed set of route
     labels of the request metrics (request_stats.py), never a raw path."""
-    tables = (*_FIXED.values(), _WATCH, _TOPIC, _ROUTER, *_TOPIC_SUB.values())
+    tables = (*_FIXED.values(), _WATCH, _TOPIC, _ROUTER, *_TOPIC_SUB.values(), _REPAIR)
     names = {handler for table in tables for handler, _scope in table.values()}
     return tuple(sorted(names | {UNKNOWN, UNMATCHED}))
 

@@ -44,6 +44,8 @@ class TopicLedger:
         self.applied = 0
         self.ignored: collections.Counter[str] = collections.Counter()
         self.position = (0, 0)      # (layout generation, file idx) of the file being read
+        self.audit = None           # a RecoveryAudit (recovery, fsck): mismatches quarantine
+        self.frozen: dict = {}      # tid -> its Quarantine: frames not applied from there on
 
     # --- hooks -------------------------------------------------------------------------------
 
@@ -79,7 +81,7 @@ class TopicLedger:
 
     def _scan(self, view, mv, offset: int, end: int, max_frames: int) -> tuple[int, bool]:
         unpack, unpack_sum, digest = HEADER.unpack_from, _CHECKSUM.unpack_from, _digest
-        by_tid, owns = self.by_tid, self.owns
+        by_tid, owns, frozen = self.by_tid, self.owns, self.frozen
         for _ in range(max_frames):
             if end - offset < 4 + FRAME_LEN_MIN:
                 return offset, True
@@ -93,25 +95,35 @@ class TopicLedger:
             if ftype == 1 and not (node_len or tag_len):
                 if owns(tid):
                     topic = by_tid.get(tid)
-                    if topic is not None and seq == topic.head + 1 and topic.config.logged:
+                    if frozen and tid in frozen:
+                        self.audit.skipped(frozen[tid], offset, 4 + frame_len, True)
+                    elif topic is not None and seq == topic.head + 1 and topic.config.logged:
                         self.store_append(topic, view, offset, seq, ts, flags, data_len)
                         self.applied += 1
                     else:
-                        self._skip_append(topic, seq)
+                        self._skip_append(topic, seq, offset, 4 + frame_len)
             else:
                 frame = decode_at(view, offset, end)   # full checks: UTF-8, body
                 if frame is None:
                     return offset, True
                 if owns(tid):
-                    self.apply(frame, view)
+                    if frozen and tid in frozen:
+                        self.audit.skipped(frozen[tid], offset, frame.size, ftype == 1)
+                    else:
+                        self.apply(frame, view)
             offset += 4 + frame_len
         return offset, False
 
-    def _skip_append(self, topic: TopicState | None, seq: int) -> None:
+    def _skip_append(self, topic: TopicState | None, seq: int, offset: int,
+                     size: int) -> None:
         if topic is None:
             self.ignored["append_without_topic"] += 1
         elif seq > topic.head + 1:
-            self.ignored["append_out_of_order"] += 1
+            if self.audit is not None and topic.config.logged:
+                self.audit.mismatch(topic, f"append of seq {seq} after head {topic.head}: "
+                                    "seqs are not contiguous", offset, size, True)
+            else:
+                self.ignored["append_out_of_order"] += 1
 
     def apply(self, frame: Frame, view=None) -> None:
         handler = _HANDLERS.get(frame.type)
@@ -135,7 +147,7 @@ class TopicLedger:
             self.store_append(topic, view, frame.offset, frame.seq, frame.ts, frame.flags,
                               len(frame.data))
         else:
-            self._skip_append(topic, frame.seq)
+            self._skip_append(topic, frame.seq, frame.offset, frame.size)
 
     def _topic_create(self, frame: Frame, view) -> None:
         body = frame_body.decode_body(frame.type, frame.data)
@@ -155,6 +167,8 @@ class TopicLedger:
         topic = self._topic(frame, "delete")
         if topic is not None:
             self.drop_topic(topic)
+            if self.audit is not None:
+                self.audit.forget(topic.tid)
 
     def _delete(self, frame: Frame, view) -> None:
         topic = self._topic(frame, "delete_records")
@@ -171,6 +185,11 @@ class TopicLedger:
     def _lease(self, frame: Frame, view) -> None:
         topic = self._topic(frame, "lease")
         if topic is None:
+            return
+        if frame.seq > topic.head and self.audit is not None and topic.config.logged:
+            self.audit.mismatch(topic, f"lease frame of seq {frame.seq} past head "
+                                f"{topic.head}: no durable record", frame.offset, frame.size,
+                                False)
             return
         body = frame_body.decode_body(frame.type, frame.data)
         if queue_of(topic).apply_frame(frame.seq, body.event, body.lease_id, body.deadline_ms,
@@ -316,4 +335,5 @@ _HANDLERS = {
     FrameType.ROUTER_CREATE: TopicLedger._router_create,
     FrameType.ROUTER_DELETE: TopicLedger._router_delete,
     FrameType.ROUTER_CURSOR: TopicLedger._router_cursor,
+    FrameType.FILLER: lambda self, frame, view: None,
 }

@@ -363,3 +363,14 @@ class StreamLease(Message):
     owner: str
     lease_ms: int = 0
     closed: bool = False
+
+
+@message
+class RepairTopic(Message):
+    """admin -> shard. Repair `topic`, which recovery quarantined (docs/OPERATIONS.md,
+    recovery quarantine): the log is cut back to the topic's last valid record durably (a
+    restart does not quarantine it again), then the topic serves. Errors: not_found when it
+    is not quarantined; internal (corruption) when the damage has no automatic repair.
+    Reply: {topic, repaired: true, lost_records, performance}."""
+    KIND = "repair_topic"
+    topic: str

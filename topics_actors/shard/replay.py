@@ -5,10 +5,14 @@ The snapshot gives every owned topic its config, head, floors and segment list (
 to the checkpoint are read from segment files, nothing is loaded per record). Replay then
 reads every group the shard must read from that group's checkpoint position: retired
 generations oldest first, then its own group, file order, frame order, all through the
-TopicLedger. A file's log ends at its first invalid frame; later files are still read, but
-an Append whose seq is not head + 1 is ignored, so a corruption loses a suffix of a topic,
-never a middle. Own WAL files below the checkpoint are absorbed and skipped; they are
-deleted when the next snapshot is taken in (one snapshot back stays replayable).
+TopicLedger with a RecoveryAudit attached (ledger/recovery_audit.py): a torn tail (no valid
+frame after the damage) is the log's end and is cut off; damage inside the log, a gap in a
+topic's seqs and a lease of a seq with no durable record quarantine the topics they
+concern, whose state stops at their last valid record, and go to the recovery policy
+(quarantine_book.py); every other topic replays in full. The snapshot's segments are queued
+for the segment check, which runs once the shard serves. Own WAL files below the checkpoint
+are absorbed and skipped; they are deleted when the next snapshot is taken in (one snapshot
+back stays replayable).
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from collections.abc import Iterator
 
 from topics_actors.config import ShardOptions
 from topics_actors.ledger import delete_rules, retention_rules
+from topics_actors.ledger.recovery_audit import RecoveryAudit, wal_plan
 from topics_actors.ledger.topic_ledger import TopicLedger
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import META_OVERHEAD, PLAIN_OVERHEAD
 from topics_actors.shard import head_marks
+from topics_actors.shard.quarantine_book import QuarantineBook
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.shard.wal_file_set import WalFileSet
@@ -32,9 +38,7 @@ from topics_actors.storage.fs import Fs
 from topics_actors.storage.frame_types import FLAG_META
 from topics_actors.storage.segment import topic_dir
 from topics_actors.storage.snapshot import BODY_KEYS, load_newest
-from topics_actors.storage.wal_layout import (
-    key_generation, layout_generation, list_wal_files, replay_groups,
-)
+from topics_actors.storage.wal_layout import key_generation, layout_generation
 from topics_actors.storage.wal_scan import describe_end, zeros_from
 
 log = logging.getLogger(__name__)
@@ -77,7 +81,8 @@ class ShardLedger(TopicLedger):
 
 class Replay:
     def __init__(self, fs: Fs, options: ShardOptions, registry: TopicRegistry,
-                 wal: WalFileSet, reader: RecordReader, clock):
+                 wal: WalFileSet, reader: RecordReader, clock,
+                 book: QuarantineBook | None = None):
         self.fs = fs
         self.options = options
         self.registry = registry
@@ -85,6 +90,9 @@ class Replay:
         self.reader = reader
         self.clock = clock
         self.ledger = ShardLedger(registry, reader, clock())
+        self.audit = RecoveryAudit(options.data_dir)
+        self.ledger.audit, self.ledger.frozen = self.audit, self.audit.frozen
+        self.book = book if book is not None else QuarantineBook(fs, options.shard)
         self.positions: dict[str, list[int]] = {}
         self.done_groups: set[str] = set()
         self.snapshot_id = 0
@@ -111,21 +119,28 @@ class Replay:
             file_no = wal.add_replayed(path, view, own, idx)
             self.ledger.loc_base = make_loc(file_no, 0)
             self.ledger.position = (key_generation(key), idx)
-            offset, ended = start, start >= end
-            while not ended:
-                reached, ended = self.ledger.scan(view, offset, end, CHUNK_FRAMES)
+            scan, offset = self.audit.scan_file(self.ledger, view, path, start, end,
+                                                CHUNK_FRAMES, own), start
+            while True:
+                try:
+                    reached = next(scan)
+                except StopIteration as stop:
+                    log_end = stop.value
+                    break
                 if failpoint.armed("recovery::mid_replay") and reached > offset:
                     failpoint.hit("recovery::mid_replay")
-                done, offset = done + reached - offset, reached
+                done, offset = done + max(0, reached - offset), reached
                 if time.monotonic_ns() >= next_yield:
                     next_yield = time.monotonic_ns() + PROGRESS_INTERVAL_NS
                     yield min(0.99, done / total)
-            done += end - offset
+            done += max(0, end - offset)
             if own and last:
-                resume = self._finish_own(path, file_no, idx, offset, len(view))
-        log.info("event=replayed shard=%d snapshot=%d frames=%d ignored=%s topics=%d",
-                 self.options.shard, self.snapshot_id, self.ledger.applied,
-                 dict(self.ledger.ignored), len(self.registry))
+                resume = self._finish_own(path, file_no, idx, log_end, len(view))
+        log.info("event=replayed shard=%d snapshot=%d frames=%d ignored=%s topics=%d "
+                 "quarantined=%d torn_tails=%d", self.options.shard, self.snapshot_id,
+                 self.ledger.applied, dict(self.ledger.ignored), len(self.registry),
+                 len(self.audit.quarantined), len(self.audit.tails))
+        self.book.take(self.audit)
         self._open_writer(resume)
         head_marks.seal_reservations(self.registry, wal.writer, self.clock, pad=True)
         for topic in self.registry:   # records cap floors and the drop accounting
@@ -142,26 +157,16 @@ class Replay:
         wal.kept_checkpoint_idx = self.positions.get(wal.group_key, (0, 0))[0]
         for entry in body["topics"]:
             if self.registry.owns(entry["tid"]):
-                self.ledger.restore_entry(entry, topic_dir(data_dir, entry["dir"]))
+                directory = topic_dir(data_dir, entry["dir"])
+                self.ledger.restore_entry(entry, directory)
+                # checked once the shard serves (quarantine_book.py: the segment check)
+                self.book.queue_segments(entry["tid"], entry["segments"], directory)
         self.done_groups = set(body["retired_done"])
 
     def _plan(self) -> list[tuple]:
         """(key, own, idx, path, last in group, start offset, end offset) per file to read."""
-        fs, plan = self.fs, []
-        groups = replay_groups(fs, self.options.data_dir, self.options.shard)
-        for n, (key, directory) in enumerate(groups):
-            own = n == len(groups) - 1
-            if key in self.done_groups:
-                continue
-            start_idx, start_offset = self.positions.get(key, (0, 0))
-            files = list_wal_files(fs, directory)
-            for i, (idx, path) in enumerate(files):
-                if idx < start_idx:
-                    continue   # absorbed; deleted once a newer snapshot is taken in
-                start = start_offset if idx == start_idx else 0
-                plan.append((key, own, idx, path, i == len(files) - 1, start,
-                             fs.file_size(path)))
-        return plan
+        return wal_plan(self.fs, self.options.data_dir, self.options.shard, self.positions,
+                        self.done_groups)
 
     def _finish_own(self, path: str, file_no: int, idx: int, valid_len: int,
                     size: int) -> tuple[int, int]:

@@ -23,8 +23,8 @@ from topics_actors.ledger import retention_rules
 from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.messages import (
     Absorbed, Ack, Append, Checkpoint, Claim, DeleteRecords, DeleteTopic, Diff, Extend,
-    GetTopic, Held, ListTopics, Nack, PutTopic, Retain, Scan, Status, StreamLease, WatchCreate,
-    WatchCursor, WatchOpen,
+    GetTopic, Held, ListTopics, Nack, PutTopic, RepairTopic, Retain, Scan, Status, StreamLease,
+    WatchCreate, WatchCursor, WatchOpen,
 )
 from topics_actors.protocol.messages import DeleteRouters, ListRouters, PutRouter, RouterSync
 from topics_actors.shard import (
@@ -38,6 +38,7 @@ from topics_actors.shard.long_poll import LongPolls, Park, Waiter
 from topics_actors.shard.claim_windows import ClaimPass
 from topics_actors.shard.commit_window import CommitWindow
 from topics_actors.shard.dead_letter_moves import MoveDone
+from topics_actors.shard.quarantine_book import QuarantineBook
 from topics_actors.shard.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
@@ -70,7 +71,8 @@ class ShardCore:
         self.stats = ShardStats()
         self.registry = TopicRegistry(options.shard, options.shard_count)
         self.wal = WalFileSet(fs, options, self.stats)
-        segments = SegmentReader(fs, tiers=Tiers(options.data_dir, options.cold_dir))
+        self.tiers = Tiers(options.data_dir, options.cold_dir)
+        segments = SegmentReader(fs, tiers=self.tiers)
         self.reader = RecordReader(self.wal.files, segments)
         self.stager = BatchStager(clock, self.stats)
         self.window = CommitWindow()           # the group-commit window (shard_server)
@@ -80,6 +82,8 @@ class ShardCore:
         self.stream_leases = StreamLeases(clock)      # SSE streams of no watch session
         self.feed_pending: set[str] = set()     # topics woken since the feed last published
         self.ready = False
+        self.quarantine = QuarantineBook(fs, options.shard, options.recovery_on_mismatch,
+                                         options.data_dir)
         self.replay_progress = 0.0
         self.appends = RecordAppend(self.stager, self.registry, self.reader, self.quota,
                                     self.stats)
@@ -100,7 +104,7 @@ class ShardCore:
             Scan: lambda m: range_scan.scan_request(stager, registry, reader, m),
             DeleteRecords: lambda m: record_delete.request(stager, registry, reader, m),
             Retain: lambda m: retention.retain_request(stager, reader, registry),
-            Checkpoint: lambda m: absorption.barrier_request(stager, wal, registry),
+            Checkpoint: self._barrier,
             Absorbed: lambda m: absorption.absorb_request(self.fs, data_dir, wal, registry,
                                                           m.snapshot_id),
             Status: lambda m: read_op(lambda info: self.status()),
@@ -120,11 +124,17 @@ class ShardCore:
             DeleteRouters: self.routers.delete,
             RouterPass: self.routers.forward,
             RouterSync: self.routers.sync,
+            RepairTopic: lambda m: read_op(lambda info: self.quarantine.repair(m.topic)),
         }
+
+    def _barrier(self, msg: Checkpoint) -> Staged:
+        self.quarantine.check_checkpoint()
+        return absorption.barrier_request(self.stager, self.wal, self.registry)
 
     def replay(self) -> Replay:
         """The recovery of this shard's state from its snapshot and WAL (run it first)."""
-        return Replay(self.fs, self.options, self.registry, self.wal, self.reader, self.clock)
+        return Replay(self.fs, self.options, self.registry, self.wal, self.reader, self.clock,
+                      self.quarantine)
 
     # --- request intake -------------------------------------------------------------------
 
@@ -136,6 +146,8 @@ class ShardCore:
                 raise TopicsError(f"topic {name!r} belongs to another shard",
                                   ErrorCode.NOT_READY,
                                   {"reason": "wrong_shard", "shard": self.options.shard})
+            if name is not None and type(msg) is not RepairTopic:
+                self.quarantine.check(name)
             is_write, fn = self._handlers[type(msg)](msg)
         except TopicsError as error:
             is_write, fn = False, fail_with(error)
@@ -245,6 +257,12 @@ class ShardCore:
         """Harden the disk-class tail once per flush interval (a bounded loss window)."""
         return self.wal.flush_due(self.options.disk_flush_interval_ms)
 
+    def audit_segments(self, budget_ms: float | None) -> None:
+        """Check queued segments for up to `budget_ms` (None: all); see quarantine_book."""
+        self.quarantine.audit_segments(self.registry, self.fs.map_read,
+                                       lambda d, first: self.tiers.resolve(self.fs, d, first),
+                                       budget_ms)
+
     def status(self) -> dict:
         writer = self.wal.writer
         return {"shard": self.options.shard, "shard_count": self.options.shard_count,
@@ -252,7 +270,7 @@ class ShardCore:
                 "topics": len(self.registry), "long_polls": self.polls.count,
                 **self.routers.figures(),
                 "statistics": self.stats.as_dict(), "snapshot_id": self.wal.snapshot_id,
-                "wal_position": [writer.idx, writer.tail],
+                "wal_position": [writer.idx, writer.tail], **self.quarantine.status(),
                 **self.stream_leases.add_to(self.watch.census())}
 
     def close(self) -> None:

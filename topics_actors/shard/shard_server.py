@@ -31,6 +31,7 @@ from topics_actors.supervisor_link import SupervisorLink
 log = logging.getLogger(__name__)
 
 IDLE_POLL_MS = 100
+AUDIT_SLICE_MS = 5.0         # segment checking per idle turn (quarantine_book.py)
 HWM_MESSAGES = 100_000
 DRAIN_SLICE = 64
 # A message over MESSAGE_BYTES_MAX is answered invalid_request (protocol/envelope.py); only
@@ -171,7 +172,7 @@ class ShardServer:
     # --- one turn ---------------------------------------------------------------------------
 
     def _timeout_ms(self) -> float:
-        timeout = IDLE_POLL_MS
+        timeout = 0 if self.core.quarantine.unaudited else IDLE_POLL_MS
         flush_ms = self.core.ms_until_flush()
         if flush_ms is not None:
             timeout = min(timeout, flush_ms)
@@ -205,6 +206,8 @@ class ShardServer:
         if self.core.polls.count:
             self._send(self.core.expire_polls())
         self.core.flush_due()
+        if self.core.quarantine.unaudited and not self.core.has_work():
+            self.core.audit_segments(AUDIT_SLICE_MS)
         self._beat()
 
     def _watch_feed_sockets(self) -> None:

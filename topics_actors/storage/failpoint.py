@@ -38,6 +38,7 @@ SITES = {
     "reclaim::between_unlinks": "a removed segment's .data is unlinked, its .idx not yet",
     "cold::after_copy": "a segment is copied to the cold tier, the hot copy still there",
     "cold::before_hot_delete": "the cold copy has every del byte, the hot one not unlinked",
+    "repair::before_sync": "a quarantine repair wrote fixes into one file, not yet synced",
 }
 
 _ARMED: dict[str, str] = {}

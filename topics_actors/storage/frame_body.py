@@ -112,6 +112,10 @@ class _Reader:
             raise ValueError("unknown match op")
         return op, self.text()
 
+    def rest(self) -> bytes:
+        value, self.pos = self.data[self.pos:], len(self.data)
+        return value
+
     def finish(self, value):
         if self.pos != len(self.data):
             raise ValueError("leftover bytes after the body")
@@ -218,6 +222,7 @@ _DECODERS = {
     FrameType.IDEM_KEY: lambda r: IdemKeyBody(r.text(), r.u32()),
     FrameType.ROUTER_CURSOR:
         lambda r: RouterCursorBody(r.text(), r.u64(), r.u64(), r.u64(), r.u64()),
+    FrameType.FILLER: lambda r: r.rest(),
 }
 
 

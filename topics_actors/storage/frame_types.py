@@ -29,6 +29,7 @@ class FrameType(enum.IntEnum):
     HEAD_WATERMARK = 11
     IDEM_KEY = 12
     ROUTER_CURSOR = 13
+    FILLER = 14      # a repaired frame's bytes: no meaning, keeps the offsets of the rest
 
 
 KNOWN_TYPES = frozenset(int(t) for t in FrameType)
