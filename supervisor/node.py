@@ -407,7 +407,8 @@ class Supervisor:
                 "processes": [{"role": c.role, "index": c.index, "state": c.state,
                                "pid": c.pid, "incarnation": c.incarnation}
                               for c in self.table.children if c.role != "shard"],
-                "pid": os.getpid(), "zmq_port": self.zmq_port, "http_port": self.http_port}
+                "pid": os.getpid(), "zmq_port": self.zmq_port, "http_port": self.http_port,
+                **({"cluster": self.cluster.view()} if self.cluster is not None else {})}
 
     def _supervise(self) -> None:
         for child, code in self.table.reap():

@@ -36,6 +36,11 @@ def test_three_nodes_register_and_one_controls(make_node, zk_connect, observer):
         assert registered[nid]["http_port"] == node.http_port
         assert registered[nid]["zmq_port"] == node.ports["zmq"]
     first = wait_for(observer.controller, 20, "a controller")
+    for nid, node in nodes.items():               # every node's GET /v0/cluster agrees
+        view = wait_for(lambda: _cluster_view(node, 3), 20, f"{nid}'s view of three nodes")
+        assert view["node_id"] == nid and view["controller"] == first
+        assert view["session"] == "connected"
+        assert view["nodes"][nid]["http_port"] == node.http_port
     nodes[first].kill_group()                     # kill -9 of the controller's whole node
     successor = wait_for(lambda: (c := observer.controller()) not in (None, first) and c,
                          30, "another controller")
@@ -43,6 +48,18 @@ def test_three_nodes_register_and_one_controls(make_node, zk_connect, observer):
     assert first not in observer.nodes()
     raw, _ = observer.znodes.get("/topics/controller_epoch")
     assert int(raw) == 2
+
+
+def _cluster_view(node, count: int) -> dict | None:
+    reply = node.http("GET", "/v0/cluster")
+    assert reply.status == 200, reply.body
+    view = reply.json()
+    return view if len(view["nodes"]) == count and view["controller"] else None
+
+
+def test_a_single_node_has_no_cluster_view(make_node):
+    reply = make_node(shards=1).http("GET", "/v0/cluster")
+    assert reply.status == 404 and reply.json()["error"]["code"] == "not_found"
 
 
 def test_a_taken_node_id_or_an_absent_zookeeper_refuses_to_start(make_node, zk_connect):

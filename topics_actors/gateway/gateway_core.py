@@ -162,6 +162,14 @@ class GatewayCore:
         return json_response(200, {"status": "ok", "version": __version__,
                                    "uptime_ms": self._uptime_ms(), "zmq_port": self.zmq_port})
 
+    async def _cluster(self, route, request, key, t0) -> HttpResponse:
+        """The node's view of its cluster (TOPICS_ZK): the supervisor's, kept in its map."""
+        cluster = (await self.engine.node_status()).get("cluster")
+        if cluster is None:
+            raise TopicsError("this node is not in a cluster (TOPICS_ZK is unset)",
+                              ErrorCode.NOT_FOUND)
+        return json_response(200, {**cluster, "performance": {"server_total_ms": _ms(t0)}})
+
     async def _ready(self, route, request, key, t0) -> HttpResponse:
         if self.stopping:
             raise shutting_down()

@@ -32,6 +32,7 @@ _FIXED = {
     "/readyz": _READY,
     "/v0/ready": _READY,
     "/v0/metrics": {"GET": ("metrics", READ)},
+    "/v0/cluster": {"GET": ("cluster", READ)},
     "/v0/topics": {"GET": ("list_topics", READ)},
     "/v0/watch": {"POST": ("watch_create", READ)},
     "/v0/ws": {"GET": ("websocket", SESSION)},     # the upgrade checks the key (ws_service)
