@@ -83,7 +83,11 @@ def _free_port(host: str) -> int:
 def listen_http(host: str, port: int) -> socket.socket:
     """The HTTP listening socket every gateway process accepts on (passed down by fd)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family, backlog=HTTP_BACKLOG)
+    sock = socket.create_server((host, port), family=family, backlog=HTTP_BACKLOG)
+    # Accepted connections inherit it: an SSE event is a small write, and Nagle would hold
+    # it until the client's delayed ACK of the previous one (up to 40 ms).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
 def listening(what: str, address: str, bind):
