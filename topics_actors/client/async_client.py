@@ -232,13 +232,9 @@ class AsyncClient:
 
     async def drive(self, steps: router_admin.Steps) -> dict:
         """Run a router_admin operation: send what it yields, give it the replies."""
-        reply: object = None
-        error: TopicsError | None = None
-        while True:
-            try:
-                step = steps.throw(error) if error is not None else steps.send(reply)
-            except StopIteration as done:
-                return done.value
+        reply, error = None, None
+        while not isinstance(step := router_admin.advance(steps, reply, error),
+                             router_admin.Done):
             reply, error = None, None
             try:
                 if isinstance(step, router_admin.ToAll):
@@ -247,6 +243,7 @@ class AsyncClient:
                     reply = await self._request(step.topic, step.msg)
             except TopicsError as failure:
                 error = failure
+        return step.value
 
     async def _all_shards(self, msg) -> list[dict]:
         if self._map is None:

@@ -41,7 +41,21 @@ class ToAll(NamedTuple):
     msg: Any
 
 
+class Done(NamedTuple):
+    value: dict
+
+
 Steps = Generator[Any, Any, dict]
+
+
+def advance(steps: Steps, reply: object, error: TopicsError | None) -> ToTopic | ToAll | Done:
+    """The operation's next request, given the last one's reply or error (which the
+    operation may catch); Done with its result at the end. The clients' drive loops send
+    what this returns and bring back what comes."""
+    try:
+        return steps.throw(error) if error is not None else steps.send(reply)
+    except StopIteration as done:
+        return Done(done.value)
 LIST_ITEM = ("router", "source", "dest", "guarantee", "forwarded_total")
 
 

@@ -294,13 +294,9 @@ class Client:
 
     def _drive(self, steps: router_admin.Steps) -> dict:
         """Run a router_admin operation: send what it yields, give it the replies."""
-        reply: object = None
-        error: TopicsError | None = None
-        while True:
-            try:
-                step = steps.throw(error) if error is not None else steps.send(reply)
-            except StopIteration as done:
-                return done.value
+        reply, error = None, None
+        while not isinstance(step := router_admin.advance(steps, reply, error),
+                             router_admin.Done):
             reply, error = None, None
             try:
                 if isinstance(step, router_admin.ToAll):
@@ -309,6 +305,7 @@ class Client:
                     reply = self._request(step.topic, step.msg)
             except TopicsError as failure:
                 error = failure
+        return step.value
 
     def put_router(self, name: str, source: str, dest: str, **options) -> dict:
         """Create a router (or update its knobs). Options: preserve_node, preserve_tag,
