@@ -13,12 +13,13 @@ import logging
 import threading
 
 from topics_actors.cluster.leader_election import reelect
-from topics_actors.cluster.metadata_store import MetadataStore
+from topics_actors.cluster.metadata_store import MetadataStore, Versioned
 from topics_actors.errors import TopicsError
 
 log = logging.getLogger(__name__)
 
 RECHECK_MS = 1_000      # also re-reconcile this often: a lost watch must not strand a topic
+                        # (each pass reads every replicated topic's state: O(topics)/s)
 
 
 class ClusterMember:
@@ -67,42 +68,36 @@ class ClusterMember:
                 log.exception("event=cluster_turn_failed")
 
     def turn(self) -> None:
-        """One pass: campaign, reconcile as the controller, refresh the view."""
+        """One pass: campaign, reconcile as the controller, refresh the view. Each topic's
+        state is read once a pass and serves both."""
         session = self.store.znodes.state()
-        if session == "connected":
-            self.store.campaign()
-            nodes = self.store.nodes()
-            if self.store.controller_epoch:
-                self.reconcile(nodes)
-            self._publish(session, nodes)
-        else:
+        if session != "connected":
             with self._lock:
                 self._view = {**self._view, "session": session}
+            return
+        self.store.campaign()
+        nodes = self.store.nodes()
+        states = {topic: found for topic in self.store.topics()
+                  if (found := self.store.read(topic)) is not None}
+        if self.store.controller_epoch:
+            self.reconcile(nodes, states)
+        with self._lock:
+            self._view = {"node_id": self.store.node_id, "session": session,
+                          "controller": self.store.controller(), "nodes": nodes,
+                          "topics": {t: v.state.view() for t, v in states.items()}}
 
-    def reconcile(self, nodes: dict[str, dict]) -> int:
-        """Re-elect where a leader or an ISR member left; the number of topics changed."""
+    def reconcile(self, nodes: dict[str, dict], states: dict[str, Versioned]) -> int:
+        """Re-elect where a leader or an ISR member left; `states` is updated with what was
+        written. The number of topics changed."""
         live, changed = set(nodes), 0
-        for topic in self.store.topics():
-            current = self.store.read(topic)
-            if current is None:
-                continue
+        for topic, current in states.items():
             quarantined = {node for node, info in nodes.items()
                            if topic in info.get("quarantined", ())}
             after = reelect(current.state, live, quarantined, self.store.controller_epoch)
             if after is not None and self.store.swap(topic, after, current.version,
                                                      as_controller=True):
+                states[topic] = Versioned(after, current.version + 1)
                 changed += 1
                 log.info("event=leader_changed topic=%s leader=%s leader_epoch=%d isr=%s",
                          topic, after.leader, after.leader_epoch, ",".join(after.isr))
         return changed
-
-    def _publish(self, session: str, nodes: dict[str, dict]) -> None:
-        topics = {}
-        for topic in self.store.topics():
-            current = self.store.read(topic)
-            if current is not None:
-                topics[topic] = current.state.view()
-        with self._lock:
-            self._view = {"node_id": self.store.node_id, "session": session,
-                          "controller": self.store.controller(), "nodes": nodes,
-                          "topics": topics}
