@@ -9,17 +9,23 @@ a snapshot kept under a lock, to answer `GET /v0/cluster`.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 
-from topics_actors.cluster.leader_election import reelect
+from topics_actors.cluster import role_table
+from topics_actors.cluster.leader_election import new_topic, reelect
 from topics_actors.cluster.metadata_store import MetadataStore, Versioned
 from topics_actors.errors import TopicsError
+from topics_actors.protocol.control import IsrChange, PlaceTopic
+from topics_actors.topic_config import parse_config
+from topics_actors.topic_identity import topic_id
 
 log = logging.getLogger(__name__)
 
-RECHECK_MS = 1_000      # also re-reconcile this often: a lost watch must not strand a topic
-                        # (each pass reads every replicated topic's state: O(topics)/s)
+RECHECK_MS = 300        # also re-read every topic's state this often: how soon a node learns
+                        # a leader or ISR another node wrote (O(topics) reads a pass)
+REQUESTS_MAX = 4_096    # shards' ISR changes and placements waiting for the thread
 
 
 class ClusterMember:
@@ -32,6 +38,10 @@ class ClusterMember:
         self._view: dict = {"node_id": store.node_id, "controller": None, "nodes": {},
                             "topics": {}, "session": "connecting"}
         self._thread = threading.Thread(target=self._run, name="cluster-member", daemon=True)
+        self._requests: collections.deque = collections.deque(maxlen=REQUESTS_MAX)
+        self._roles: list[dict] = []
+        self._roles_serial = 0
+        self._info_dirty = False
 
     def join(self) -> None:
         """Register the node; from now on membership changes wake the thread."""
@@ -54,6 +64,26 @@ class ClusterMember:
         with self._lock:
             return dict(self._view)
 
+    def roles(self) -> tuple[int, list[dict]]:
+        """(serial, the replication state of every topic) for the shards; the serial
+        changes whenever the list does."""
+        with self._lock:
+            return self._roles_serial, self._roles
+
+    def submit(self, msg: IsrChange | PlaceTopic) -> None:
+        """A shard's request (from the supervisor's loop): done by the thread."""
+        self._requests.append(msg)
+        self._changed.set()
+
+    def set_shards(self, endpoints: list[str]) -> None:
+        """This node's shard endpoints, which followers fetch from: registered once known."""
+        with self._lock:
+            if endpoints == self.info.get("shards"):
+                return
+            self.info = {**self.info, "shards": endpoints}
+            self._info_dirty = True
+        self._changed.set()
+
     def _run(self) -> None:
         while not self._stopping.is_set():
             self._changed.wait(RECHECK_MS / 1000)
@@ -75,16 +105,55 @@ class ClusterMember:
             with self._lock:
                 self._view = {**self._view, "session": session}
             return
+        if self._info_dirty:
+            with self._lock:
+                info, self._info_dirty = self.info, False
+            self.store.update_registration(info)
         self.store.campaign()
         nodes = self.store.nodes()
+        self._serve_requests(nodes)
         states = {topic: found for topic in self.store.topics()
                   if (found := self.store.read(topic)) is not None}
         if self.store.controller_epoch:
             self.reconcile(nodes, states)
+        roles = role_table.roles(states, nodes)
         with self._lock:
             self._view = {"node_id": self.store.node_id, "session": session,
                           "controller": self.store.controller(), "nodes": nodes,
                           "topics": {t: v.state.view() for t, v in states.items()}}
+            if roles != self._roles:
+                self._roles, self._roles_serial = roles, self._roles_serial + 1
+
+    def _serve_requests(self, nodes: dict[str, dict]) -> None:
+        while self._requests:
+            msg = self._requests.popleft()
+            if type(msg) is IsrChange:
+                self._change_isr(msg)
+            else:
+                self._place(msg, nodes)
+
+    def _change_isr(self, msg: IsrChange) -> None:
+        current = self.store.read(msg.topic)
+        after = current and role_table.isr_changed(current.state, self.store.node_id,
+                                                   msg.leader_epoch, msg.isr)
+        if after and self.store.swap(msg.topic, after, current.version):
+            log.info("event=isr_changed topic=%s leader_epoch=%d isr=%s", msg.topic,
+                     after.leader_epoch, ",".join(after.isr))
+
+    def _place(self, msg: PlaceTopic, nodes: dict[str, dict]) -> None:
+        """Create the topic's state unless it exists (the first creator wins)."""
+        if self.store.read(msg.topic) is not None:
+            return
+        config = parse_config(msg.config, msg.topic)
+        try:
+            state = new_topic(sorted(nodes), config.replication_factor, topic_id(msg.topic),
+                              self.store.controller_epoch, config.to_json())
+        except TopicsError as error:
+            log.warning("event=place_failed topic=%s error=%s", msg.topic, error.message)
+            return
+        if self.store.create(msg.topic, state):
+            log.info("event=topic_placed topic=%s replicas=%s leader=%s", msg.topic,
+                     ",".join(state.replicas), state.leader)
 
     def reconcile(self, nodes: dict[str, dict], states: dict[str, Versioned]) -> int:
         """Re-elect where a leader or an ISR member left; `states` is updated with what was

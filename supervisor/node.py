@@ -33,8 +33,8 @@ from topics_actors.gateway import request_stats
 from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.curve_auth import CurveAuth, identity_of
 from topics_actors.errors import CannotListen, ProtocolError, TopicsError
-from topics_actors.protocol import decode
-from topics_actors.protocol.control import Heartbeat, Hello
+from topics_actors.protocol import decode, encode
+from topics_actors.protocol.control import Heartbeat, Hello, IsrChange, PlaceTopic, ReplicaRoles
 from topics_actors.protocol.envelope import encode_event
 from topics_actors.shard import byte_quota
 from topics_actors.storage.fs import RealFs
@@ -50,6 +50,7 @@ from .service_notify import ServiceNotifier
 log = logging.getLogger(__name__)
 
 POLL_MS = 100
+ROLES_RESEND_S = 2.0        # replica roles go to every shard at least this often
 EXIT_CHILD_FLAPPING = 3     # a child failed to start too often (restart_policy); see OPERATIONS
 HTTP_BACKLOG = 1024
 SHARD_STOP_SHARE = 0.25     # of the stop budget, kept for the shards' last commits and fsync
@@ -316,6 +317,8 @@ class Supervisor:
     def _turn(self) -> None:
         self._answer(POLL_MS)
         self._supervise()
+        if self.cluster is not None:
+            self._share_roles()
         self.relay.publish_map(self.shard_map())
         if not self.relay.alive():     # a bug in the relay (logged there): no front, no node
             log.error("event=front_relay_gone action=stopping_node")
@@ -323,6 +326,28 @@ class Supervisor:
             self.stopping = True
         if not self.stopping:
             self.notifier.report(*self.progress())
+
+    def _share_roles(self) -> None:
+        """Send each ready shard the replicated topics' states when they change (and every
+        ROLES_RESEND_S, so a lost message costs a delay, not a stranded topic); register the
+        shards' endpoints once all are known."""
+        shards = [c for c in self.table.children if c.role == "shard"]
+        if all(c.port for c in shards):
+            host = self.config.advertised_host()
+            self.cluster.set_shards([f"tcp://{host}:{c.port}" for c in shards])
+        serial, roles = self.cluster.roles()
+        now = time.monotonic()
+        for child in shards:
+            sent_serial, sent_at = child.roles_sent
+            if child.state != "ready" or not child.peer or (
+                    sent_serial == serial and now - sent_at < ROLES_RESEND_S):
+                continue
+            try:
+                self.control.send_multipart([child.peer, encode(ReplicaRoles(roles, True), 0)],
+                                            zmq.NOBLOCK)
+                child.roles_sent = (serial, now)
+            except zmq.ZMQError:
+                pass             # the shard is gone or full: the next turn tries again
 
     def progress(self) -> tuple[str, bool]:
         """(the STATUS line, whether the node is ready): every shard ready and every gateway
@@ -398,6 +423,10 @@ class Supervisor:
         if isinstance(msg, Hello):
             child.endpoint, child.ipc = msg.endpoint, msg.ipc
             child.port = int(msg.endpoint.rsplit(":", 1)[1]) if msg.endpoint else 0
+            child.peer, child.roles_sent = peer, (0, 0.0)
+        elif isinstance(msg, (IsrChange, PlaceTopic)):
+            if self.cluster is not None:
+                self.cluster.submit(msg)
         elif isinstance(msg, Heartbeat):
             child.progress = msg.replay_progress
             if child.state != "stopping":   # once told to stop, only its exit counts

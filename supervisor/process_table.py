@@ -38,6 +38,8 @@ class Child:
     last_beat_ns: int = 0
     restart_at_ns: int = 0
     pass_fds: tuple[int, ...] = ()      # descriptors the child inherits (the HTTP socket)
+    peer: bytes = b""                   # its control socket identity (to send it roles)
+    roles_sent: tuple[int, float] = (0, 0.0)   # (serial, monotonic s) of the last roles sent
 
     @property
     def name(self) -> str:

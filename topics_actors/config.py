@@ -189,6 +189,8 @@ class ShardOptions:
     max_total_bytes: int = 0
     cold_dir: str | None = None     # the cold tier, where old sealed segments may have moved
     recovery_on_mismatch: str = "park"   # park | refuse | ignore (shard/quarantine_book.py)
+    node_id: str | None = None      # this node's id in a cluster (TOPICS_ZK); None: alone
+    advertise_host: str = "127.0.0.1"   # how other nodes reach this shard's TCP port
 
 
 # --- the options of each kind of child process -----------------------------------------------
@@ -285,7 +287,8 @@ def shard_process_options(cfg: NodeConfig, wiring: NodeWiring, index: int,
         cfg.data_dir, index, cfg.wal_shards, cfg.wal_file_bytes, cfg.disk_flush_interval_ms,
         quota_file=wiring.quota_file if cfg.max_total_bytes else None,
         max_total_bytes=cfg.max_total_bytes, cold_dir=cfg.cold_dir,
-        recovery_on_mismatch=cfg.recovery_on_mismatch)
+        recovery_on_mismatch=cfg.recovery_on_mismatch,
+        node_id=cfg.node_id if cfg.zk else None, advertise_host=cfg.advertised_host())
     return ShardProcessOptions(_process(cfg, wiring, "shard", index), shard, cfg.host, port,
                                os.path.join(wiring.run_dir, f"shard-{index:02d}.sock"))
 

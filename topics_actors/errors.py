@@ -42,6 +42,7 @@ class ErrorCode(enum.Enum):
     NOT_READY = (503, "not_ready")
     NOT_ENOUGH_REPLICAS = (503, "not_enough_replicas")
     SHUTTING_DOWN = (503, "shutting_down")
+    NOT_LEADER = (503, "not_leader")      # a replicated topic led elsewhere: detail names it
     QUARANTINED = (503, "quarantined")    # recovery found a mismatch; repair it (admin)
 
     @property

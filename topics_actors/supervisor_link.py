@@ -15,7 +15,8 @@ import time
 
 import zmq
 
-from topics_actors.protocol import encode
+from topics_actors.errors import TopicsError
+from topics_actors.protocol import decode, encode
 from topics_actors.protocol.control import Heartbeat, Hello
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,23 @@ class SupervisorLink:
 
     def parent_alive(self) -> bool:
         return os.getppid() == self.parent_pid
+
+    def receive(self) -> list:
+        """Messages the supervisor sent (replica roles), without blocking; one it cannot
+        read is logged and dropped (the supervisor sends the whole state again)."""
+        got = []
+        while True:
+            try:
+                raw = self.sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return got
+            try:
+                got.append(decode(raw)[1])
+            except TopicsError as error:
+                log.warning("event=bad_supervisor_message error=%r", error.message)
+
+    def send(self, msg) -> None:
+        self._send(msg)
 
     def _send(self, msg) -> None:
         try:

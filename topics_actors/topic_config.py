@@ -48,6 +48,7 @@ LEASE_MS_MIN = 100
 LEASE_MS_MAX = 86_400_000
 CLAIM_JITTER_MS_MAX = 5_000
 U64_MAX = 2**64 - 1
+REPLICATION_FACTOR_MAX = 7
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 
 
@@ -69,6 +70,12 @@ class TopicConfig:
     max_deliveries: int = 0
     dead_letter: str | None = None
     leases_durable: bool = False
+    replication_factor: int = 1        # copies on distinct nodes (a cluster: TOPICS_ZK)
+    min_isr: int = 1                   # in-sync copies an `acks: all` write needs
+
+    @property
+    def replicated(self) -> bool:
+        return self.replication_factor > 1
 
     @property
     def durable(self) -> bool:
@@ -91,6 +98,8 @@ class TopicConfig:
             "dedupe_node": self.dedupe_node, "lease_ms": self.lease_ms,
             "claim_jitter_ms": self.claim_jitter_ms, "max_deliveries": self.max_deliveries,
             "dead_letter": self.dead_letter, "leases_durable": self.leases_durable,
+            **({"replication_factor": self.replication_factor, "min_isr": self.min_isr}
+               if self.replicated else {}),
         }
 
     def to_bytes(self) -> bytes:
@@ -161,7 +170,7 @@ def parse_config(body: Any, topic: str | None = None) -> TopicConfig:
     if not isinstance(body, dict):
         raise invalid("config must be a JSON object")
     topic_type = _choice(body, "type", "log", TOPIC_TYPES)
-    return TopicConfig(
+    config = TopicConfig(
         type=topic_type,
         ttl_ms=_uint(body, "ttl_ms", 0),
         cap_records=_uint(body, "cap_records", 0),
@@ -178,4 +187,20 @@ def parse_config(body: Any, topic: str | None = None) -> TopicConfig:
         max_deliveries=_uint(body, "max_deliveries", 0),
         dead_letter=_dead_letter(body, topic, topic_type),
         leases_durable=_bool(body, "leases_durable", False),
+        **_replication(body),
     )
+    if config.replicated and not config.logged:
+        raise invalid("an ephemeral topic has one copy: replication_factor must be 1")
+    return config
+
+
+def _replication(body: dict) -> dict:
+    """replication_factor 1..REPLICATION_FACTOR_MAX; min_isr 1..replication_factor, by
+    default 2 from three copies on (one lost node never blocks `acks: all`), else 1."""
+    factor = _uint(body, "replication_factor", 1)
+    if not 1 <= factor <= REPLICATION_FACTOR_MAX:
+        raise invalid(f"config field 'replication_factor' must be 1..{REPLICATION_FACTOR_MAX}")
+    min_isr = _uint(body, "min_isr", 2 if factor >= 3 else 1)
+    if not 1 <= min_isr <= factor:
+        raise invalid("config field 'min_isr' must be 1..replication_factor")
+    return {"replication_factor": factor, "min_isr": min_isr}

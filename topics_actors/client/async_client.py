@@ -20,6 +20,7 @@ from topics_actors.client.curve_credentials import (
     CurveCredentials, HandshakeWatch, wait_slices,
 )
 from topics_actors.client.front_discovery import front_endpoint
+from topics_actors.client.leader_map import HOPS_MAX, LeaderMap
 from topics_actors.client.retry_budget import (
     CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
 )
@@ -122,7 +123,8 @@ class AsyncClient:
         self._reached = False          # whether the node ever answered this client
         self.max_in_flight = max_in_flight
         self._ctx = ctx or zmq.asyncio.Context.instance()
-        self._conns: dict[int, _Connection] = {}
+        self._conns: dict[int | str, _Connection] = {}   # shards; other nodes' fronts
+        self._leaders = LeaderMap()
         self._map: ShardMap | None = None
         self._corr = itertools.count(1)
         self._session = new_session()
@@ -139,7 +141,7 @@ class AsyncClient:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    def _conn(self, key: int, endpoint: str) -> _Connection:
+    def _conn(self, key: int | str, endpoint: str) -> _Connection:
         conn = self._conns.get(key)
         if conn is None or conn.endpoint != endpoint:
             if conn is not None:
@@ -187,21 +189,29 @@ class AsyncClient:
     async def _request(self, topic: str | None, msg, shard: int | None = None,
                        wait_ms: int = 0) -> dict:
         budget = RetryBudget(self.retry_deadline_ms, f"the shard owning {topic!r}")
+        hops = 0
         while True:
             try:
                 if self._map is None:
                     await self.status()
+                leader = self._leaders.front(topic)
                 target = self._map.target(self.route, topic, shard)
                 reply = None
-                if target is not None:
+                if leader is not None:
+                    reply = await self._call(self._conn(leader, leader), msg, wait_ms)
+                elif target is not None:
                     reply = await self._call(self._conn(target, self._endpoint(target)), msg,
                                              wait_ms)
                 if reply is not None:
                     return reply
                 self._map = None
+                self._leaders.forget(topic)
             except TopicsError as error:
                 if not self._reached:
                     raise
+                if self._leaders.learn(topic, error) and hops < HOPS_MAX:
+                    hops += 1
+                    continue               # to the node that leads the topic, at once
                 if budget.absorb(error):
                     self._map = None
             await asyncio.sleep(budget.next_delay_s())

@@ -28,9 +28,10 @@ def wire_record(record: dict) -> list:
 
 def append_request(topic: str, records: list, session_key: str, *, node: str | None = None,
                    idempotency_key: str | None = None, create: bool | None = None,
-                   config: dict | None = None, return_seqs: bool = True) -> Append:
+                   config: dict | None = None, return_seqs: bool = True,
+                   acks: str | None = None) -> Append:
     return Append(topic, [wire_record(r) for r in records], node,
-                  idempotency_key or session_key, create, config, return_seqs)
+                  idempotency_key or session_key, create, config, return_seqs, acks=acks)
 
 
 def diff_request(topic: str, from_seq: int, limit: int, node, include_tags: bool,

@@ -16,6 +16,7 @@ import time
 
 import zmq
 
+from topics_actors.client.leader_map import HOPS_MAX, LeaderMap
 from topics_actors.client import request_shapes as shapes
 from topics_actors.client import router_admin
 from topics_actors.client.blocking_watch import blocking_watch
@@ -64,6 +65,8 @@ class Client:
         self._front = self._dealer(self.endpoint)
         self._watch = HandshakeWatch(self._front)
         self._shards: dict[int, tuple[str, zmq.Socket]] = {}
+        self._leader_socks: dict[str, zmq.Socket] = {}    # other nodes' fronts, by endpoint
+        self._leaders = LeaderMap()
         self._map: ShardMap | None = None
         self._corr = itertools.count(1)
         self._session = new_session()
@@ -82,6 +85,9 @@ class Client:
         for _, sock in self._shards.values():
             sock.close(0)
         self._shards.clear()
+        for sock in self._leader_socks.values():
+            sock.close(0)
+        self._leader_socks.clear()
         self._watch.close()
         self._front.close(0)
 
@@ -171,23 +177,35 @@ class Client:
     def _request(self, topic: str | None, msg, shard: int | None = None,
                  wait_ms: int = 0) -> dict:
         what = f"shard {shard}" if shard is not None else f"the shard owning {topic!r}"
-        budget = RetryBudget(self.retry_deadline_ms, what)
+        budget, hops = RetryBudget(self.retry_deadline_ms, what), 0
         while True:
             try:
                 if self._map is None:
                     self.status()
-                sock = self._shard_socket(self._map.target(self.route, topic, shard))
+                leader = self._leaders.front(topic)
+                sock = (self._leader_socket(leader) if leader else
+                        self._shard_socket(self._map.target(self.route, topic, shard)))
                 timeout_ms = self.request_timeout_ms + wait_ms
                 reply = None if sock is None else self._call(sock, msg, timeout_ms)
                 if reply is not None:
                     return reply
                 self._map = None           # silence: look the shard up again
+                self._leaders.forget(topic)
             except TopicsError as error:
                 if not self._reached:
                     raise
+                if self._leaders.learn(topic, error) and hops < HOPS_MAX:
+                    hops += 1
+                    continue               # to the node that leads the topic, at once
                 if budget.absorb(error):
                     self._map = None
             time.sleep(budget.next_delay_s())
+
+    def _leader_socket(self, endpoint: str) -> zmq.Socket:
+        sock = self._leader_socks.get(endpoint)
+        if sock is None:
+            sock = self._leader_socks[endpoint] = self._dealer(endpoint)
+        return sock
 
     def _all_shards(self, msg) -> list[dict]:
         if self._map is None:

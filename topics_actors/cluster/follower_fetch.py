@@ -84,17 +84,32 @@ class FollowerFetch:
         return truncate
 
     def on_fetch(self, answer: FetchAnswer) -> Apply | None:
-        if (answer.leader_epoch != self.leader_epoch or not self.settled
-                or answer.first_seq != self.applied_leo or self.applied_leo != self.durable_leo):
-            return None                    # stale, duplicated or out of order: dropped
-        self.hw_seq = max(self.hw_seq, min(answer.hw_seq, answer.first_seq - 1
-                                           + len(answer.records)))
-        if not answer.records:
+        """An answer of contiguous records: what to apply, None to drop it."""
+        end_leo = answer.first_seq + len(answer.records)
+        if not answer.records or not self.on_fetch_range(answer, end_leo):
+            self.hw_seq = max(self.hw_seq, min(answer.hw_seq, answer.first_seq - 1)) if (
+                self._current(answer)) else self.hw_seq
             return None
+        return Apply(answer.first_seq, answer.records, answer.epochs)
+
+    def on_fetch_range(self, answer: FetchAnswer, end_leo: int) -> bool:
+        """An answer covering seqs [first_seq, end_leo), where seqs without a record are
+        holes (deleted or evicted at the leader): whether to apply it (True: its epochs are
+        in the cache and `applied_leo` is `end_leo`)."""
+        if not self._current(answer):
+            return False                   # stale, duplicated or out of order: dropped
+        self.hw_seq = max(self.hw_seq, min(answer.hw_seq, end_leo - 1))
+        if end_leo <= answer.first_seq:
+            return False
         for epoch, start in answer.epochs:
             self.cache.assign(epoch, start)
-        self.applied_leo = answer.first_seq + len(answer.records)
-        return Apply(answer.first_seq, answer.records, answer.epochs)
+        self.applied_leo = end_leo
+        return True
+
+    def _current(self, answer: FetchAnswer) -> bool:
+        return (answer.leader_epoch == self.leader_epoch and self.settled
+                and answer.first_seq == self.applied_leo
+                and self.applied_leo == self.durable_leo)
 
     def committed(self, durable_leo: int) -> None:
         """The local commit of what was applied is durable (or failed: then the caller

@@ -29,9 +29,9 @@ def place_replicas(live: list[str], factor: int, topic_id: int) -> tuple[str, ..
 
 
 def new_topic(live: list[str], factor: int, topic_id: int,
-              controller_epoch: int) -> ReplicaState:
+              controller_epoch: int, config: dict | None = None) -> ReplicaState:
     replicas = place_replicas(live, factor, topic_id)
-    return ReplicaState(replicas, replicas, replicas[0], 1, controller_epoch)
+    return ReplicaState(replicas, replicas, replicas[0], 1, controller_epoch, config)
 
 
 def reelect(state: ReplicaState, live: set[str], quarantined: set[str],
@@ -51,4 +51,6 @@ def reelect(state: ReplicaState, live: set[str], quarantined: set[str],
                                    controller_epoch=controller_epoch)
     leader = eligible[0]
     isr = tuple(node for node in state.isr if node in live)
-    return ReplicaState(state.replicas, isr, leader, state.leader_epoch + 1, controller_epoch)
+    return dataclasses.replace(state, isr=isr, leader=leader,
+                               leader_epoch=state.leader_epoch + 1,
+                               controller_epoch=controller_epoch)

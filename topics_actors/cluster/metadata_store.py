@@ -52,6 +52,12 @@ class MetadataStore:
             raise TopicsError(f"node id {self.node_id!r} is registered by another live node",
                               ErrorCode.NOT_READY)
 
+    def update_registration(self, info: dict) -> bool:
+        """Replace this node's registration (its shards' endpoints arrived)."""
+        path = f"{NODES}/{self.node_id}"
+        entry = self.znodes.get(path)
+        return entry is not None and self.znodes.set(path, orjson.dumps(info), entry[1])
+
     def nodes(self) -> dict[str, dict]:
         found = {}
         for name in self.znodes.children(NODES):

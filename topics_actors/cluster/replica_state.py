@@ -22,6 +22,7 @@ class ReplicaState:
     leader: str | None                  # None: offline, no eligible replica
     leader_epoch: int                   # bumped by every leader change, never reused
     controller_epoch: int               # the controller generation that wrote this
+    config: dict | None = None          # the topic's config, as its replicas create it
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(dataclasses.asdict(self))
@@ -31,7 +32,8 @@ class ReplicaState:
         try:
             fields = orjson.loads(raw)
             return cls(tuple(fields["replicas"]), tuple(fields["isr"]), fields["leader"],
-                       int(fields["leader_epoch"]), int(fields["controller_epoch"]))
+                       int(fields["leader_epoch"]), int(fields["controller_epoch"]),
+                       fields.get("config"))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise invalid(f"unreadable replica state: {exc}") from exc
 

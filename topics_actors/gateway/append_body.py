@@ -96,6 +96,9 @@ def parse_append(topic: str, body: dict, header_key: str | None, return_seqs: bo
     wire, payload = wire_records(records)
     may_create = create if create is not None else (
         parsed.auto_create if parsed is not None else True)
+    acks = field_str(body, "acks")
+    if acks is not None and acks not in ("none", "leader", "all"):
+        raise invalid("field 'acks' must be one of none, leader, all")
     message = Append(topic, wire, node, key or fallback_key, create, config, return_seqs,
-                     prevalidated=True)
+                     prevalidated=True, acks=acks)
     return AppendPlan(message, may_create, payload)

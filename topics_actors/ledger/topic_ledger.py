@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import xxhash
 
+from topics_actors.cluster.epoch_cache import EpochCache
 from topics_actors.ledger.dedupe_index import DedupeEntry
 from topics_actors.ledger.delete_rules import live_floor
 from topics_actors.ledger import router_state
@@ -197,6 +198,13 @@ class TopicLedger:
                                        topic.config.leases_durable):
             self.delete_jobs(topic, [frame.seq])
 
+    def _epoch(self, frame: Frame, view) -> None:
+        topic = self._topic(frame, "epoch")
+        if topic is not None:
+            if topic.epochs is None:
+                topic.epochs = EpochCache()
+            topic.epochs.assign(frame_body.decode_body(frame.type, frame.data), frame.seq)
+
     def _router_create(self, frame: Frame, view) -> None:
         topic = self._topic(frame, "router")
         if topic is not None:
@@ -278,6 +286,8 @@ class TopicLedger:
             topic.trims = [list(t) for t in entry["trims"]]
         if entry.get("routers"):
             topic.routers = {r[0]: RouterState.from_entry(r) for r in entry["routers"]}
+        if entry.get("epochs"):
+            topic.epochs = EpochCache([tuple(e) for e in entry["epochs"]])
         self.add_topic(topic)
         return topic
 
@@ -308,6 +318,8 @@ def snapshot_entry(topic: TopicState, seg_dir: str, segments: list[list[int]],
         entry["trims"] = [list(t) for t in topic.trims]
     if topic.routers:
         entry["routers"] = [router.to_entry() for router in topic.routers.values()]
+    if topic.epochs is not None and topic.epochs.latest is not None:
+        entry["epochs"] = [list(e) for e in topic.epochs.entries()]
     if topic.queue is not None:
         floor = live_floor(topic)
         entry["queue"] = topic.queue.to_entry(topic.config.leases_durable,
@@ -336,4 +348,5 @@ _HANDLERS = {
     FrameType.ROUTER_DELETE: TopicLedger._router_delete,
     FrameType.ROUTER_CURSOR: TopicLedger._router_cursor,
     FrameType.FILLER: lambda self, frame, view: None,
+    FrameType.EPOCH: TopicLedger._epoch,
 }

@@ -29,7 +29,8 @@ class TopicState:
                  "evict_floor", "expiry_floor", "delete_floor", "source_trim_floor",
                  "dedupe", "ram_file", "ram", "indexed", "absorbed", "seg_dir",
                  "seg_firsts", "seg_counts", "created_at", "ram_past", "gone_through",
-                 "deleted", "deletions", "tags", "queue", "routers", "trims")
+                 "deleted", "deletions", "tags", "queue", "routers", "trims", "epochs",
+                 "hw")
 
     def __init__(self, name: str, config: TopicConfig, tid: int | None = None,
                  indexed: bool = True):
@@ -68,6 +69,9 @@ class TopicState:
         self.routers: dict | None = None   # routers feeding this topic, by name (router_state)
         self.trims: list | None = None     # [first, last] seq runs standing for source
                                            # records a router could not copy (source_trim)
+        self.epochs = None            # EpochCache of a replicated topic (cluster/epoch_cache)
+        self.hw: int | None = None    # a replicated topic's high watermark: readers see no
+                                      # seq above it (None: not replicated, the head rules)
 
     # --- publishing -------------------------------------------------------------------
 
@@ -154,6 +158,12 @@ class TopicState:
 
     # --- derived values -----------------------------------------------------------------
 
+    @property
+    def visible(self) -> int:
+        """The highest seq readers may see: the head, or the high watermark of a
+        replicated topic (records above it are not on every in-sync replica yet)."""
+        return self.head if self.hw is None else min(self.head, self.hw)
+
     def involuntary_earliest(self) -> int:
         floor = max(self.evict_floor, self.expiry_floor, self.source_trim_floor)
         return min(max(floor + 1, 1), self.head + 1)
@@ -196,14 +206,15 @@ class TopicState:
         return round(base + auto)
 
     def summary(self, now_ms: int) -> dict:
-        return {"topic": self.name, "head_seq": self.head, "earliest_seq": self.earliest_seq(),
+        return {"topic": self.name, "head_seq": self.visible,
+                "earliest_seq": self.earliest_seq(),
                 "count": self.count, "bytes": self.bytes, "durable": self.config.durable,
                 "effective_priority": self.effective_priority(now_ms),
                 "durability": self.config.durability.value}
 
     def state(self, now_ms: int) -> dict:
-        return {"topic": self.name, "type": self.config.type, "head_seq": self.head,
-                "earliest_seq": self.earliest_seq(), "next_seq": self.head + 1,
+        return {"topic": self.name, "type": self.config.type, "head_seq": self.visible,
+                "earliest_seq": self.earliest_seq(), "next_seq": self.visible + 1,
                 "count": self.count, "bytes": self.bytes, "config": self.config.to_json(),
                 "effective_priority": self.effective_priority(now_ms),
                 "last_write_ts": self.last_write_ts, "last_read_ts": self.last_read_ts}

@@ -33,3 +33,41 @@ class Heartbeat(Message):
     pid: int
     state: str
     replay_progress: float = 0.0
+
+
+@message
+class ReplicaRoles(Message):
+    """supervisor -> shard (a cluster node). The replication state of replicated topics,
+    one map per topic: {topic, leader, leader_epoch, isr, replicas, version, config,
+    leader_shards: [tcp endpoint], leader_front, leader_http}; each shard takes the topics
+    it owns. `complete`: the list holds every replicated topic (topics absent from it are
+    no longer replicated here)."""
+    KIND = "replica_roles"
+    roles: list
+    complete: bool = False
+
+
+@message
+class IsrChange(Message):
+    """leader shard -> supervisor. Write `isr` as the in-sync replicas of `topic`, if this
+    node still leads it in `leader_epoch` and the state is still at `version`."""
+    KIND = "isr_change"
+    role: str
+    index: int
+    pid: int
+    topic: str
+    leader_epoch: int
+    version: int
+    isr: list
+
+
+@message
+class PlaceTopic(Message):
+    """shard -> supervisor. Create replicated `topic` with `config` in the cluster (the
+    controller's placement), unless it exists."""
+    KIND = "place_topic"
+    role: str
+    index: int
+    pid: int
+    topic: str
+    config: dict

@@ -21,6 +21,10 @@ class Append(Message):
     a missing topic is created; return_seqs: include `seqs`; prevalidated: the sender wrote
     every data as JSON itself (the gateway), so the shard need not parse it; honoured only
     on the shard's ipc endpoint, ignored on TCP (every limit is checked either way).
+    acks (a replicated topic, docs/CLUSTER.md): "none" | "leader" | "all" (nil = "all"):
+    answer once the leader's own log holds the batch in its class ("none" and "leader"), or
+    once every in-sync replica does ("all", refused not_enough_replicas while fewer than the
+    topic's min_isr are in sync); ignored on a topic of one copy.
     Reply: {topic, first_seq, last_seq, seqs?, head_seq, count, created, deduped, performance}.
     """
     KIND = "append"
@@ -32,6 +36,7 @@ class Append(Message):
     config: dict | None = None
     return_seqs: bool = True
     prevalidated: bool = False
+    acks: str | None = None
 
 
 @message
@@ -374,3 +379,33 @@ class RepairTopic(Message):
     Reply: {topic, repaired: true, lost_records, performance}."""
     KIND = "repair_topic"
     topic: str
+
+
+@message
+class ReplicaFetch(Message):
+    """follower shard -> the leader's shard (docs/CLUSTER.md). Records of replicated `topic`
+    from `fetch_leo`, the follower's durable log end, which also reports its progress;
+    parked up to wait_ms when there is nothing new. Refused not_leader when the receiver
+    does not lead `topic` in `leader_epoch`.
+    Reply: {topic, leader_epoch, first_seq, end_leo, records: [[seq, ts, envelope bin,
+    tag|nil, node|nil, flags]], epochs: [[epoch, first seq]], hw, earliest_seq}; seqs in
+    [first_seq, end_leo) without a record are holes (deleted, evicted or never written)."""
+    KIND = "replica_fetch"
+    topic: str
+    node: str
+    leader_epoch: int
+    fetch_leo: int
+    wait_ms: int = 0
+    max_bytes: int = 0
+
+
+@message
+class EpochQuery(Message):
+    """follower shard -> the leader's shard. Where did `epoch` (the follower's latest leader
+    epoch, nil: none) end in the leader's log (KIP-279)? Refused not_leader as a fetch is.
+    Reply: {topic, leader_epoch, epoch|nil, end_leo|nil}."""
+    KIND = "epoch_query"
+    topic: str
+    node: str
+    leader_epoch: int
+    epoch: int | None = None

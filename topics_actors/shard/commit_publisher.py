@@ -30,8 +30,8 @@ class CommitPublisher:
         for name in woken:
             topic = registry.get(name)
             try:
-                self.sock.send_multipart(encode_note(name, None if topic is None else topic.head),
-                                         zmq.NOBLOCK)
+                self.sock.send_multipart(
+                    encode_note(name, None if topic is None else topic.visible), zmq.NOBLOCK)
                 self.published += 1
             except zmq.ZMQError:
                 self.dropped += 1

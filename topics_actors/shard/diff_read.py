@@ -45,8 +45,8 @@ def _reason(topic: TopicState, gap_from: int) -> str:
 
 def tombstone_at(topic: TopicState, from_seq: int, earliest: int) -> tuple[dict | None, int]:
     """(tombstone or None, cursor to walk from)."""
-    head = topic.head
-    if from_seq > head:
+    head = topic.visible
+    if from_seq > topic.head:   # the log end: a cursor above the high watermark is no sign
         return ({"gap_from": 1, "gap_to": head, "reason": "recreated", "missed_estimate": head,
                  "earliest_seq": earliest, "head_seq": head}, earliest - 1)
     involuntary = topic.involuntary_earliest()
@@ -94,7 +94,9 @@ def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
     budget = clamp(req.max_batch_bytes or DIFF_BATCH_BYTES_DEFAULT, 1, DIFF_BATCH_BYTES_MAX)
     nodes = _reader_nodes(topic, req.node)
     ttl_ms = topic.config.ttl_ms
-    head, records, used, scanned = topic.head, [], 0, 0
+    # A replicated topic shows nothing above its high watermark; a cursor above it (read
+    # from a leader whose watermark was ahead) waits there.
+    head, records, used, scanned = max(topic.visible, min(cursor, topic.head)), [], 0, 0
     seq = max(cursor, min(earliest - 1, head))   # below earliest everything is gone: pass it
     end = _walk_end(topic, seq, head) if topic.trims else head
     while seq < end and len(records) < limit:

@@ -42,7 +42,7 @@ def scan(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
     (when `segments` is given); the rest (the WAL tail, an ephemeral past) record by
     record through `read`."""
     earliest = topic.earliest_seq()
-    head = topic.head
+    head = topic.visible
     tombstone, cursor = tombstone_at(topic, req.after_seq, earliest)
     until = min(req.until_seq or head, head)
     limit = clamp(req.limit or SCAN_LIMIT_DEFAULT, 1, SCAN_LIMIT_MAX)

@@ -27,6 +27,8 @@ from topics_actors.protocol.messages import (
     WatchCreate, WatchCursor, WatchOpen,
 )
 from topics_actors.protocol.messages import DeleteRouters, ListRouters, PutRouter, RouterSync
+from topics_actors.protocol.control import ReplicaRoles
+from topics_actors.protocol.messages import EpochQuery, ReplicaFetch
 from topics_actors.shard import (
     absorption, diff_read, head_marks, range_scan, record_delete, retention, topic_admin,
 )
@@ -43,6 +45,8 @@ from topics_actors.shard.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replay import Replay
+from topics_actors.shard.replica_book import AwaitHw, ReplicaAnswer, ReplicaBook
+from topics_actors.shard.replica_rules import ReplicaRules
 from topics_actors.shard.router_book import RouterBook, RouterPass
 from topics_actors.shard.shard_stats import ShardStats
 from topics_actors.shard.stream_leases import StreamLeases
@@ -89,16 +93,19 @@ class ShardCore:
                                     self.stats)
         self.queues = QueueOps(self.stager, self.registry, self.reader, self.appends)
         self.routers = RouterBook(self.stager, self.registry, self.appends)
+        self.replicas = ReplicaBook(options.node_id, self.stager, self.registry, self.reader,
+                                    self.wal.files.remove)
+        self.replica_rules = ReplicaRules(self.replicas, self.registry)
         self._handlers = self._handler_table()
 
     def _handler_table(self) -> dict[type, Callable[[object], Staged]]:
         stager, registry, reader, wal = self.stager, self.registry, self.reader, self.wal
         data_dir, appends, queues = self.options.data_dir, self.appends, self.queues
         return {
-            Append: appends.stage,
-            PutTopic: lambda m: topic_admin.put(stager, registry, m),
+            Append: self._append,
+            PutTopic: self._put_topic,
             DeleteTopic: lambda m: topic_admin.delete(stager, registry, m, wal.files.remove),
-            GetTopic: lambda m: topic_admin.get(stager, registry, reader, m),
+            GetTopic: self._get_topic,
             ListTopics: lambda m: topic_admin.list_page(stager, registry, m),
             Diff: lambda m: diff_read.diff_request(stager, registry, reader, m),
             Scan: lambda m: range_scan.scan_request(stager, registry, reader, m),
@@ -125,7 +132,42 @@ class ShardCore:
             RouterPass: self.routers.forward,
             RouterSync: self.routers.sync,
             RepairTopic: lambda m: read_op(lambda info: self.quarantine.repair(m.topic)),
+            ReplicaRoles: self.replicas.take_roles,
+            ReplicaFetch: self.replicas.fetch,
+            EpochQuery: self.replicas.epoch_end,
+            ReplicaAnswer: self.replicas.apply,
         }
+
+    # --- replicated topics (shard/replica_book.py) ------------------------------------------
+
+    def _append(self, msg: Append) -> Staged:
+        if not self.replica_rules.applies(msg):
+            return self.appends.stage(msg)
+        waits = self.replicas.check_append(msg)
+        is_write, fn = self.appends.stage(msg)
+        if not waits:
+            return is_write, fn
+
+        def held(info: CommitInfo) -> AwaitHw:
+            body = fn(info)
+            return AwaitHw(msg.topic, body["last_seq"], body)
+        return is_write, held
+
+    def _put_topic(self, msg: PutTopic) -> Staged:
+        if self.replica_rules.places(msg):
+            return self.replica_rules.place(msg)
+        return topic_admin.put(self.stager, self.registry, msg)
+
+    def _get_topic(self, msg: GetTopic) -> Staged:
+        is_write, fn = topic_admin.get(self.stager, self.registry, self.reader, msg)
+        if msg.topic not in self.replicas.roles:
+            return is_write, fn
+
+        def with_replication(info: CommitInfo) -> dict:
+            state = fn(info)
+            state["replication"] = self.replicas.view(msg.topic)
+            return state
+        return is_write, with_replication
 
     def _barrier(self, msg: Checkpoint) -> Staged:
         self.quarantine.check_checkpoint()
@@ -148,6 +190,8 @@ class ShardCore:
                                   {"reason": "wrong_shard", "shard": self.options.shard})
             if name is not None and type(msg) is not RepairTopic:
                 self.quarantine.check(name)
+            if name is not None and self.replicas.enabled:
+                self.replica_rules.check(msg)
             is_write, fn = self._handlers[type(msg)](msg)
         except TopicsError as error:
             is_write, fn = False, fail_with(error)
@@ -205,21 +249,45 @@ class ShardCore:
                 replies.append(reply)
         if self.quota.max_total_bytes and batch.writes:   # reads leave the bytes alone
             self.quota.publish(self.registry.live_bytes())
-        for name in info.woken:
+        woken = self.replicas.after_commit(info.woken) if self.replicas.enabled else info.woken
+        for name in woken:
             replies += self._answer_waiters(self.polls.wake(name))
             if name[0] != "\0":   # from \0 on: internal wake-ups (claim windows), not topics
                 self.feed_pending.add(name)
+        if self.replicas.released:
+            replies += self._released()
+        return replies
+
+    def _released(self) -> list[Reply]:
+        """Answers the replica book let go: `acks: all` writes the watermark now covers, or
+        that lost their leader."""
+        done, self.replicas.released = self.replicas.released, []
+        replies = []
+        for peer, corr, t0_ns, body, error in done:
+            if error is not None:
+                replies.append((peer, encode_error(corr, error)))
+            else:
+                body["performance"]["server_total_ms"] = (time.perf_counter_ns() - t0_ns) / 1e6
+                replies.append((peer, encode_reply(corr, body)))
         return replies
 
     def _fail(self, batch: Batch, exc: BaseException) -> TopicsError:
         self.stats.failed_batches += 1
         log.error("event=batch_failed shard=%d error=%r", self.options.shard, exc)
         roll_back(batch, self.registry)
+        for name in list(self.replicas.following):
+            self.replicas.failed(name)
         return StorageError(f"WAL commit failed: {exc}")
 
     def _reply(self, peer: bytes, corr: int, t0_ns: int, fn, info: CommitInfo) -> Reply | None:
         try:
             body = fn(info)
+            if type(body) is AwaitHw:
+                if self.replicas.hold(peer, corr, t0_ns, body):
+                    body.body["performance"] = {"wal_append_ms": info.wal_ms,
+                                                "fsync_ms": info.fsync_ms}
+                    return None   # answered when the high watermark covers it
+                body = body.body
             if isinstance(body, Park):
                 if self.polls.park(Waiter(peer, corr, t0_ns, body, time.monotonic_ns())):
                     return None   # answered when the topic publishes or the wait is over
@@ -268,7 +336,7 @@ class ShardCore:
         return {"shard": self.options.shard, "shard_count": self.options.shard_count,
                 "ready": self.ready, "replay_progress": self.replay_progress,
                 "topics": len(self.registry), "long_polls": self.polls.count,
-                **self.routers.figures(),
+                **self.routers.figures(), **self.replicas.figures(),
                 "statistics": self.stats.as_dict(), "snapshot_id": self.wal.snapshot_id,
                 "wal_position": [writer.idx, writer.tail], **self.quarantine.status(),
                 **self.stream_leases.add_to(self.watch.census())}

@@ -20,10 +20,12 @@ from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
 from topics_actors.protocol import decode, encode_error
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
+from topics_actors.protocol.control import IsrChange, PlaceTopic, ReplicaRoles
 from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import VouchedRecords
 from topics_actors.shard.commit_publisher import CommitPublisher
 from topics_actors.shard.dead_letter_sender import DeadLetterSender
+from topics_actors.shard.replica_fetcher import ReplicaFetcher
 from topics_actors.shard.router_feed import RouterFeed
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.supervisor_link import SupervisorLink
@@ -38,6 +40,7 @@ DRAIN_SLICE = 64
 # beyond this guard does ZeroMQ drop the connection instead, to bound the memory one peer
 # can make the shard hold.
 SOCKET_BYTES_MAX = 2 * MESSAGE_BYTES_MAX
+CLUSTER_TICK_S = 0.1        # how often ISR changes and placements are sent
 _TCP, _IPC = b"t", b"i"      # the tag before a peer's identity: which socket it is on
 
 
@@ -90,10 +93,16 @@ class ShardServer:
                                                  core.options.shard_count, self._submit_local)
             self.router_feed = RouterFeed(core.routers, ctx, ipc_path,
                                           core.options.shard_count, self._submit_local)
+        self.replica_fetcher = None    # a cluster node's fetches from topic leaders
+        if core.replicas.enabled:
+            self.replica_fetcher = ReplicaFetcher(core.replicas, ctx, self._submit_local)
         self.by_tag = {tag: sock for sock, tag, _ in self.sources}
         self.poller = zmq.Poller()
         for sock, _, _ in self.sources:
             self.poller.register(sock, zmq.POLLIN)
+        if link is not None and core.replicas.enabled:
+            self.poller.register(link.sock, zmq.POLLIN)   # replica roles from the supervisor
+        self._cluster_due = 0.0
         self.feed_polled: set = set()
         self.stopping = False
         self.dropped_replies = 0
@@ -121,6 +130,8 @@ class ShardServer:
             self.dead_letters.close()
         if self.router_feed is not None:
             self.router_feed.close()
+        if self.replica_fetcher is not None:
+            self.replica_fetcher.close()
         for sock, _, _ in self.sources:
             sock.close(0)
         if self.feed is not None:
@@ -182,8 +193,8 @@ class ShardServer:
         claims_ms = self.core.ms_until_claims()
         if claims_ms is not None:
             timeout = min(timeout, claims_ms)
-        if self.router_feed is not None:
-            feed_ms = self.router_feed.ms_until_due()
+        for feed in (self.router_feed, self.replica_fetcher):
+            feed_ms = feed.ms_until_due() if feed is not None else None
             if feed_ms is not None:
                 timeout = min(timeout, feed_ms)
         return timeout if poll_ms is None else min(timeout, poll_ms)
@@ -197,8 +208,10 @@ class ShardServer:
         if self.dead_letters is not None:
             self.dead_letters.pump()
         if self.router_feed is not None:
-            self._watch_feed_sockets()
+            self._watch_feed_sockets(self.router_feed.sockets())
             self.router_feed.pump()
+        if self.replica_fetcher is not None:
+            self._cluster_turn()
         self.core.submit_due_claims()
         if self.core.has_work():
             self._send(self.core.commit())
@@ -210,9 +223,29 @@ class ShardServer:
             self.core.audit_segments(AUDIT_SLICE_MS)
         self._beat()
 
-    def _watch_feed_sockets(self) -> None:
-        """Let a router read's answer end the poll (its sockets open on first use)."""
-        for sock in self.router_feed.sockets():
+    def _cluster_turn(self) -> None:
+        """Replication's shell work: roles in from the supervisor, fetches out and their
+        answers in, and (every CLUSTER_TICK_S) ISR changes and placements to write."""
+        for msg in self.link.receive():
+            if type(msg) is ReplicaRoles:
+                self._submit_local(msg)
+        self._watch_feed_sockets(self.replica_fetcher.sockets_list())
+        self.replica_fetcher.pump()
+        now = time.monotonic()
+        if now < self._cluster_due:
+            return
+        self._cluster_due = now + CLUSTER_TICK_S
+        replicas = self.core.replicas
+        for topic, epoch, version, isr in replicas.isr_proposals():
+            self.link.send(IsrChange("shard", self.core.options.shard, os.getpid(), topic,
+                                     epoch, version, isr))
+        for topic, config in replicas.placing.items():
+            self.link.send(PlaceTopic("shard", self.core.options.shard, os.getpid(), topic,
+                                      config))
+
+    def _watch_feed_sockets(self, sockets: list) -> None:
+        """Let a feed's answer end the poll (its sockets open on first use)."""
+        for sock in sockets:
             if sock not in self.feed_polled:
                 self.poller.register(sock, zmq.POLLIN)
                 self.feed_polled.add(sock)

@@ -223,6 +223,7 @@ _DECODERS = {
     FrameType.ROUTER_CURSOR:
         lambda r: RouterCursorBody(r.text(), r.u64(), r.u64(), r.u64(), r.u64()),
     FrameType.FILLER: lambda r: r.rest(),
+    FrameType.EPOCH: lambda r: r.u64(),
 }
 
 

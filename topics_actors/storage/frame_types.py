@@ -30,6 +30,7 @@ class FrameType(enum.IntEnum):
     IDEM_KEY = 12
     ROUTER_CURSOR = 13
     FILLER = 14      # a repaired frame's bytes: no meaning, keeps the offsets of the rest
+    EPOCH = 15       # a replicated topic's leader epoch starts at this frame's seq (body: u64)
 
 
 KNOWN_TYPES = frozenset(int(t) for t in FrameType)

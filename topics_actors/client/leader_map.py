@@ -1,0 +1,42 @@
+"""Where a client sends the requests of replicated topics (docs/CLUSTER.md): a node that
+does not lead a topic answers not_leader naming the leader's front, and the client sends
+that topic's requests there from then on, until another not_leader moves it again. Any
+node's address is enough to start with."""
+
+from __future__ import annotations
+
+import collections
+
+from topics_actors.errors import ErrorCode, TopicsError
+
+TOPICS_MAX = 10_000        # leaders remembered (least recently learned forgotten first)
+HOPS_MAX = 3               # redirects followed at once before the retry backoff applies
+
+
+class LeaderMap:
+    def __init__(self):
+        self._fronts: collections.OrderedDict[str, str] = collections.OrderedDict()
+
+    def front(self, topic: str | None) -> str | None:
+        return self._fronts.get(topic) if topic is not None else None
+
+    def learn(self, topic: str | None, error: TopicsError) -> bool:
+        """From an error of `topic`'s request: whether it named a leader to go to now.
+        A not_leader naming none (no leader elected yet) forgets the topic's leader; the
+        request is retried like any 503."""
+        if topic is None or error.code is not ErrorCode.NOT_LEADER:
+            return False
+        front = (error.detail or {}).get("leader_front")
+        if not front:
+            self._fronts.pop(topic, None)
+            return False
+        self._fronts[topic] = front
+        self._fronts.move_to_end(topic)
+        while len(self._fronts) > TOPICS_MAX:
+            self._fronts.popitem(last=False)
+        return True
+
+    def forget(self, topic: str | None) -> None:
+        """The leader's front went silent: ask the local node again."""
+        if topic is not None:
+            self._fronts.pop(topic, None)

@@ -1,0 +1,51 @@
+"""What a node's supervisor tells its shards about replicated topics: each topic's state as
+ZooKeeper holds it, with where its leader's shards, front and HTTP port are (from the
+leader's registration), and the ISR changes a leader may write itself."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from topics_actors.cluster.metadata_store import Versioned
+from topics_actors.cluster.replica_state import ReplicaState
+
+
+def roles(states: dict[str, Versioned], nodes: dict[str, dict]) -> list[dict]:
+    """One map per topic, as the shards' ReplicaRoles carries them (sorted by topic)."""
+    out = []
+    for topic in sorted(states):
+        state, version = states[topic]
+        leader = nodes.get(state.leader) if state.leader is not None else None
+        out.append({"topic": topic, "leader": state.leader,
+                    "leader_epoch": state.leader_epoch, "isr": list(state.isr),
+                    "replicas": list(state.replicas), "version": version,
+                    "config": state.config or {},
+                    "leader_shards": (leader or {}).get("shards") or [],
+                    "leader_front": _front(leader), "leader_http": _http(leader)})
+    return out
+
+
+def _front(info: dict | None) -> str | None:
+    if not info or "zmq_port" not in info:
+        return None
+    return f"tcp://{info.get('advertise', '127.0.0.1')}:{info['zmq_port']}"
+
+
+def _http(info: dict | None) -> str | None:
+    if not info or "http_port" not in info:
+        return None
+    return f"{info.get('advertise', '127.0.0.1')}:{info['http_port']}"
+
+
+def isr_changed(state: ReplicaState, node: str, leader_epoch: int,
+                isr: list[str]) -> ReplicaState | None:
+    """The state with a leader's new ISR, or None when the proposal is stale (another
+    leader or epoch now) or malformed (the leader left out, a node that is no replica)."""
+    if state.leader != node or state.leader_epoch != leader_epoch:
+        return None
+    if node not in isr or not set(isr) <= set(state.replicas):
+        return None
+    ordered = tuple(n for n in state.replicas if n in isr)
+    if ordered == state.isr:
+        return None
+    return dataclasses.replace(state, isr=ordered)

@@ -1,0 +1,532 @@
+"""A shard's part in replication (docs/CLUSTER.md): for each replicated topic it owns, this
+node leads it, follows it, or only knows where it is led.
+
+The supervisor sends the topics' replication states as ZooKeeper holds them (ReplicaRoles).
+A leader answers its followers' fetches and epoch queries, tracks their durable progress
+(cluster/isr_tracker.py), raises the high watermark, answers `acks: all` writes once the
+watermark covers them and proposes ISR changes (IsrChange, written by its supervisor with a
+compare-and-swap). A follower's fetches are made by the shell (shard/replica_fetcher.py)
+from the state machine of cluster/follower_fetch.py; what they bring is applied here, at the
+leader's seqs, through the shard's own WAL and group commit. Readers of a replicated topic
+never see a seq above its high watermark (TopicState.visible).
+
+A replica whose log diverged from the leader's below its own head (KIP-101: the leader it
+followed died with records nobody else had) drops its copy and fetches the topic again:
+the WAL has no record-level truncation, and such a copy is never in sync anyway.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import NamedTuple
+
+from topics_actors.cluster.epoch_cache import EpochCache, EpochEnd
+from topics_actors.cluster.follower_fetch import (
+    EpochQuery as EpochAsk, FetchAnswer, FetchRequest, FollowerFetch,
+)
+from topics_actors.cluster.isr_tracker import AckWaiters, IsrTracker
+from topics_actors.errors import ErrorCode, TopicsError, invalid
+from topics_actors.ledger.topic_state import TopicState
+from topics_actors.protocol.control import ReplicaRoles
+from topics_actors.protocol.messages import Append, EpochQuery, ReplicaFetch
+from topics_actors.record_envelope import payload_bytes
+from topics_actors.shard import retention, topic_admin
+from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op, write_op
+from topics_actors.shard.long_poll import Park
+from topics_actors.shard.record_reader import RecordReader
+from topics_actors.shard.topic_registry import TopicRegistry
+from topics_actors.storage import frame_body
+from topics_actors.storage.file_table import make_loc
+from topics_actors.storage.frame_types import FrameType
+from topics_actors.topic_config import parse_config
+from topics_actors.topic_identity import shard_of_name, topic_id
+
+log = logging.getLogger(__name__)
+
+LAG_TIME_MS = 10_000          # a follower not caught up this long leaves the ISR
+FETCH_WAIT_MS = 500           # how long a leader parks a caught-up fetch
+FETCH_BYTES_MAX = 1 << 20     # payload per fetch answer
+FETCH_RECORDS_MAX = 2_000
+ACK_WAITERS_MAX = 100_000     # `acks: all` writes waiting for the watermark, per topic
+ACKS = ("none", "leader", "all")
+FETCH_PREFIX = "\0r"          # parked fetches wait under this + topic (not a reader's wake)
+PLACE_PREFIX = "\0p"          # a put_topic waiting for the cluster to place its topic
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Role:
+    """One topic's replication state as the supervisor sent it."""
+    topic: str
+    leader: str | None
+    leader_epoch: int
+    isr: tuple[str, ...]
+    replicas: tuple[str, ...]
+    version: int
+    config: dict
+    leader_shard: str | None        # the leader's shard endpoint for this topic
+    leader_front: str | None
+    leader_http: str | None
+
+    @classmethod
+    def from_wire(cls, raw: dict) -> "Role":
+        shards = raw.get("leader_shards") or []
+        shard = shards[shard_of_name(raw["topic"], len(shards))] if shards else None
+        return cls(raw["topic"], raw.get("leader"), int(raw["leader_epoch"]),
+                   tuple(raw["isr"]), tuple(raw["replicas"]), int(raw.get("version", 0)),
+                   raw.get("config") or {}, shard, raw.get("leader_front"),
+                   raw.get("leader_http"))
+
+    def hint(self) -> dict:
+        return {"topic": self.topic, "leader": self.leader, "leader_epoch": self.leader_epoch,
+                "leader_front": self.leader_front, "leader_http": self.leader_http}
+
+
+class AwaitHw(NamedTuple):
+    """An `acks: all` reply held until the high watermark covers `last_seq`."""
+    topic: str
+    last_seq: int
+    body: dict
+
+
+class Released(NamedTuple):
+    peer: bytes
+    corr: int
+    t0_ns: int
+    body: dict | None
+    error: TopicsError | None
+
+
+class ReplicaBook:
+    def __init__(self, node_id: str | None, stager: BatchStager, registry: TopicRegistry,
+                 reader: RecordReader, drop_buffer, clock_ms=monotonic_ms):
+        self.node_id = node_id
+        self.stager, self.registry, self.reader = stager, registry, reader
+        self.drop_buffer = drop_buffer
+        self.clock_ms = clock_ms
+        self.roles: dict[str, Role] = {}
+        self.leading: dict[str, IsrTracker] = {}
+        self.following: dict[str, FollowerFetch] = {}
+        self.waiters: dict[str, AckWaiters] = {}
+        self.released: list[Released] = []     # answers for the shell to send
+        self.hw_moved: set[str] = set()        # topics whose readers may see more
+        self.proposals: dict[str, tuple] = {}  # topic -> ISR last proposed (not re-sent)
+        self.placing: dict[str, dict] = {}     # topics to create in the cluster (shell sends)
+        self.placed: set[str] = set()          # topics whose state arrived (wake put_topic)
+        self.leader_changes = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.node_id is not None
+
+    # --- roles from the supervisor -----------------------------------------------------------
+
+    def take_roles(self, msg: ReplicaRoles) -> Staged:
+        """Apply the replication states of the topics this shard owns: create missing local
+        copies, start or stop leading and following. A write (creations, epoch frames)."""
+        owned = [Role.from_wire(raw) for raw in msg.roles
+                 if self.registry.owns(topic_id(raw["topic"]))]
+        for role in owned:
+            self._take(role)
+        if msg.complete:
+            named = {role.topic for role in owned}
+            for gone in [t for t in self.roles if t not in named]:
+                self._stop_leading(gone)
+                self.following.pop(gone, None)
+                del self.roles[gone]
+        return write_op(lambda info: {"roles": len(owned)})
+
+    def _take(self, role: Role) -> None:
+        before = self.roles.get(role.topic)
+        if before is not None and before.version > role.version and (
+                before.leader_epoch >= role.leader_epoch):
+            return                                   # an older state arriving late
+        self.roles[role.topic] = role
+        if self.placing.pop(role.topic, None) is not None:
+            self.placed.add(role.topic)
+        if self.node_id not in role.replicas:
+            self._stop_leading(role.topic)
+            self.following.pop(role.topic, None)
+            return
+        topic = self._local_copy(role)
+        if role.leader == self.node_id:
+            self.following.pop(role.topic, None)
+            self._lead(role, topic)
+        else:
+            self._stop_leading(role.topic)
+            self._follow(role, topic)
+
+    def _local_copy(self, role: Role) -> TopicState:
+        topic = self.registry.get(role.topic)
+        if topic is None:
+            topic = topic_admin.stage_create(self.stager, self.registry, role.topic,
+                                             parse_config(role.config, role.topic))
+        if topic.epochs is None:
+            topic.epochs = EpochCache()
+        if topic.hw is None:
+            topic.hw = 0
+        return topic
+
+    def _lead(self, role: Role, topic: TopicState) -> None:
+        tracker = self.leading.get(role.topic)
+        now = self.clock_ms()
+        if tracker is None or self._epoch_of(role.topic) != role.leader_epoch:
+            start = topic.next_seq
+            if topic.epochs.latest != role.leader_epoch:
+                # The epoch's start is durable before the epoch's first record (same batch,
+                # earlier in it): a recovery rebuilds the cache from these frames.
+                self.stager.save_undo(topic.name, topic)
+                self.stager.frame(FrameType.EPOCH, topic,
+                                  frame_body.encode_u64(role.leader_epoch), seq=start)
+                topic.epochs.assign(role.leader_epoch, start)
+            tracker = IsrTracker(self.node_id, role.replicas, role.isr,
+                                 topic.config.min_isr, LAG_TIME_MS,
+                                 topic.epochs.entries()[-1][1], topic.head + 1,
+                                 (topic.hw or 0) + 1, now)
+            self.leading[role.topic] = tracker
+            self.waiters.setdefault(role.topic, AckWaiters(ACK_WAITERS_MAX))
+            self.leader_changes += 1
+            log.info("event=leading topic=%s leader_epoch=%d isr=%s leo=%d", role.topic,
+                     role.leader_epoch, ",".join(role.isr), topic.head + 1)
+            self._advance(topic, tracker.leader_committed(topic.head + 1))
+        else:
+            tracker.replicas = role.replicas
+            if tracker.isr != role.isr:
+                self._advance(topic, tracker.isr_written(role.isr))
+        tracker.leader_epoch = role.leader_epoch
+        self.proposals.pop(role.topic, None)
+
+    def _epoch_of(self, name: str) -> int | None:
+        tracker = self.leading.get(name)
+        return getattr(tracker, "leader_epoch", None)
+
+    def _follow(self, role: Role, topic: TopicState) -> None:
+        fetch = self.following.get(role.topic)
+        if role.leader is None:
+            self.following.pop(role.topic, None)     # offline: nobody to copy from
+            return
+        if fetch is None:
+            self.following[role.topic] = FollowerFetch(role.topic, role.leader_epoch,
+                                                       topic.epochs, topic.head + 1)
+        else:
+            fetch.new_leader_epoch(role.leader_epoch)
+
+    def _stop_leading(self, name: str) -> None:
+        if self.leading.pop(name, None) is None:
+            return
+        role = self.roles.get(name)
+        error = TopicsError(f"leadership of {name!r} moved before the write was on every "
+                            f"in-sync replica: it may or may not survive",
+                            ErrorCode.NOT_LEADER, role.hint() if role else {"topic": name})
+        for peer, corr, t0, _body in (self.waiters.pop(name, None) or AckWaiters(0)).drain():
+            self.released.append(Released(peer, corr, t0, None, error))
+
+    # --- the leader's side --------------------------------------------------------------------
+
+    def check_request(self, msg) -> None:
+        """Refuse a request for a replicated topic this node does not lead: not_leader with
+        where it is led (the gateway and the client follow it)."""
+        role = self.roles.get(msg.topic)
+        if role is None or msg.topic in self.leading:
+            return
+        raise TopicsError(f"topic {msg.topic!r} is led by node {role.leader!r}"
+                          if role.leader else f"topic {msg.topic!r} has no leader now",
+                          ErrorCode.NOT_LEADER, role.hint())
+
+    def check_append(self, msg: Append) -> bool:
+        """Whether the append waits for the watermark (`acks: all`); raises when it cannot
+        be taken here."""
+        if msg.acks is not None and msg.acks not in ACKS:
+            raise invalid("acks must be one of none, leader, all")
+        tracker = self.leading.get(msg.topic)
+        if tracker is None:
+            self.check_request(msg)
+            return False
+        if (msg.acks or "all") != "all":
+            return False
+        if not tracker.can_ack_all():
+            raise TopicsError(f"{len(tracker.isr)} of the {tracker.min_isr} in-sync replicas "
+                              f"that acks=all needs are in sync", ErrorCode.NOT_ENOUGH_REPLICAS,
+                              {"isr": list(tracker.isr), "min_isr": tracker.min_isr})
+        return True
+
+    def hold(self, peer: bytes, corr: int, t0_ns: int, held: AwaitHw) -> bool:
+        """Keep an `acks: all` reply until the watermark covers it; False: answer now."""
+        topic = self.registry.get(held.topic)
+        if topic is None or topic.visible >= held.last_seq:
+            return False
+        waiters = self.waiters.get(held.topic)
+        if waiters is None:
+            raise TopicsError(f"leadership of {held.topic!r} moved", ErrorCode.NOT_LEADER)
+        if not waiters.add(held.last_seq, (peer, corr, t0_ns, held.body)):
+            raise TopicsError("too many writes wait for replication; retry",
+                              ErrorCode.THROTTLED, {"retry_after_ms": 100})
+        return True
+
+    def committed(self, woken: set[str]) -> None:
+        """After a commit: the leader's own log end is durable for the topics it woke."""
+        for name in woken:
+            tracker = self.leading.get(name)
+            topic = self.registry.get(name)
+            if tracker is not None and topic is not None:
+                self._advance(topic, tracker.leader_committed(topic.head + 1))
+
+    def after_commit(self, woken: set[str]) -> set[str]:
+        """The wake-ups of a commit: a leader's records wake its followers' parked fetches,
+        and its readers only once the high watermark moves."""
+        self.committed(woken)
+        out = {FETCH_PREFIX + name if name in self.leading else name for name in woken}
+        out |= self.hw_moved
+        out |= {PLACE_PREFIX + name for name in self.placed}
+        self.hw_moved, self.placed = set(), set()
+        return out
+
+    def fetch(self, msg: ReplicaFetch) -> Staged:
+        tracker, topic = self._led(msg.topic, msg.leader_epoch)
+        if msg.fetch_leo > topic.head + 1:
+            raise TopicsError(f"fetch from {msg.fetch_leo} past the leader's log end "
+                              f"{topic.head + 1}", ErrorCode.INVALID_REQUEST,
+                              {"reason": "seq_out_of_range", "leo": topic.head + 1})
+        self._advance(topic, tracker.fetched(msg.node, msg.fetch_leo, self.clock_ms()))
+
+        def now() -> dict:
+            return self._records_from(msg, tracker)
+
+        def answer(_info: CommitInfo):
+            body = now()
+            if not body["records"] and body["end_leo"] == msg.fetch_leo and msg.wait_ms > 0:
+                return Park(FETCH_PREFIX + msg.topic, msg.wait_ms, now)
+            return body
+        return read_op(answer)
+
+    def _records_from(self, msg: ReplicaFetch, tracker: IsrTracker) -> dict:
+        topic = self.registry.get(msg.topic)
+        if topic is None or self.leading.get(msg.topic) is not tracker:
+            raise TopicsError(f"no longer the leader of {msg.topic!r}", ErrorCode.NOT_LEADER)
+        budget = min(msg.max_bytes or FETCH_BYTES_MAX, FETCH_BYTES_MAX)
+        seq = max(msg.fetch_leo, topic.earliest_seq())
+        records, used = [], 0
+        while seq <= topic.head and len(records) < FETCH_RECORDS_MAX:
+            rec = self.reader.read(topic, seq)
+            if rec is not None:
+                if records and used + len(rec.envelope) > budget:
+                    break
+                records.append([rec.seq, rec.ts, rec.envelope, rec.tag, rec.node, rec.flags])
+                used += len(rec.envelope)
+            seq += 1
+        return {"topic": topic.name, "leader_epoch": tracker.leader_epoch,
+                "first_seq": msg.fetch_leo, "end_leo": seq,
+                "records": records, "epochs": _epochs_in(topic.epochs, msg.fetch_leo, seq),
+                "hw": tracker.hw_seq, "earliest_seq": topic.earliest_seq()}
+
+    def epoch_end(self, msg: EpochQuery) -> Staged:
+        _tracker, topic = self._led(msg.topic, msg.leader_epoch)
+        end = topic.epochs.end_for(msg.epoch, topic.head + 1) if msg.epoch is not None else (
+            EpochEnd(topic.epochs.latest, topic.head + 1))
+        return read_op(lambda info: {"topic": topic.name, "leader_epoch": msg.leader_epoch,
+                                     "epoch": end.epoch, "end_leo": end.end_leo})
+
+    def _led(self, name: str, leader_epoch: int) -> tuple[IsrTracker, TopicState]:
+        tracker = self.leading.get(name)
+        topic = self.registry.get(name)
+        if tracker is None or topic is None:
+            role = self.roles.get(name)
+            raise TopicsError(f"not the leader of {name!r}", ErrorCode.NOT_LEADER,
+                              role.hint() if role else {"topic": name})
+        if leader_epoch != tracker.leader_epoch:
+            raise TopicsError(f"leader epoch {leader_epoch} is not the current "
+                              f"{tracker.leader_epoch} of {name!r}", ErrorCode.NOT_LEADER,
+                              self.roles[name].hint())
+        return tracker, topic
+
+    def _advance(self, topic: TopicState, moved: bool) -> None:
+        if not moved:
+            return
+        tracker = self.leading[topic.name]
+        topic.hw = tracker.hw_seq
+        self.hw_moved.add(topic.name)
+        waiters = self.waiters.get(topic.name)
+        if waiters is not None:
+            for peer, corr, t0, body in waiters.released(tracker.hw_seq):
+                self.released.append(Released(peer, corr, t0, body, None))
+
+    def isr_proposals(self) -> list[tuple[str, int, int, list[str]]]:
+        """(topic, leader_epoch, version, isr) for each ISR change to write now."""
+        out, now = [], self.clock_ms()
+        for name, tracker in self.leading.items():
+            wanted = tracker.proposal(now)
+            if wanted is None or self.proposals.get(name) == wanted:
+                continue
+            self.proposals[name] = wanted
+            role = self.roles[name]
+            out.append((name, role.leader_epoch, role.version, list(wanted)))
+        return out
+
+    # --- the follower's side ------------------------------------------------------------------
+
+    def requests(self) -> list[tuple[str, str, object]]:
+        """(topic, leader shard endpoint, request) for every followed topic ready to ask."""
+        out = []
+        for name, fetch in self.following.items():
+            role = self.roles.get(name)
+            if role is None or role.leader_shard is None:
+                continue
+            ask = fetch.next_request()
+            if isinstance(ask, EpochAsk):
+                out.append((name, role.leader_shard,
+                            EpochQuery(name, self.node_id, ask.leader_epoch, ask.asked_epoch)))
+            elif isinstance(ask, FetchRequest):
+                out.append((name, role.leader_shard,
+                            ReplicaFetch(name, self.node_id, ask.leader_epoch, ask.fetch_leo,
+                                         FETCH_WAIT_MS, FETCH_BYTES_MAX)))
+        return out
+
+    def apply(self, msg: "ReplicaAnswer") -> Staged:
+        """A leader's answer, handed in by the shell: an epoch answer may drop the local
+        copy; a fetch answer stages its records at the leader's seqs."""
+        fetch = self.following.get(msg.topic)
+        topic = self.registry.get(msg.topic)
+        if fetch is None or topic is None:
+            return read_op(lambda info: {"applied": 0})
+        body = msg.body
+        if msg.kind == "epoch_query":
+            cut = fetch.on_epoch_end(body["leader_epoch"],
+                                     EpochEnd(body["epoch"], body["end_leo"]))
+            if cut is not None:
+                return self._reset(topic, fetch)
+            return read_op(lambda info: {"applied": 0})
+        answer = FetchAnswer(body["leader_epoch"], body["first_seq"], body["records"],
+                             [tuple(e) for e in body["epochs"]], body["hw"])
+        latest = fetch.cache.latest
+        new_epochs = [(e, s) for e, s in answer.epochs if latest is None or e > latest]
+        if not fetch.on_fetch_range(answer, body["end_leo"]):
+            return read_op(lambda info: {"applied": 0})
+        return self._stage_copies(topic, fetch, answer, new_epochs, body["end_leo"])
+
+    def _reset(self, topic: TopicState, fetch: FollowerFetch) -> Staged:
+        """Drop the local copy, which diverged below its head, and start it again empty."""
+        log.warning("event=replica_reset topic=%s head=%d reason=diverged_from_leader",
+                    topic.name, topic.head)
+        self.stager.save_undo(topic.name, topic)
+        self.stager.frame(FrameType.TOPIC_DELETE, topic,
+                          frame_body.encode_topic(topic.name, b""))
+        self.registry.unregister(topic)
+        fresh = topic_admin.stage_create(self.stager, self.registry, topic.name, topic.config)
+        fresh.epochs, fresh.hw = EpochCache(), 0
+        role = self.roles[topic.name]
+        self.following[topic.name] = FollowerFetch(topic.name, role.leader_epoch,
+                                                   fresh.epochs, 1)
+
+        def publish(info: CommitInfo) -> dict:
+            if topic.ram_file:
+                self.drop_buffer(topic.ram_file)
+            info.woken.add(topic.name)
+            return {"reset": True}
+        return write_op(publish)
+
+    def _stage_copies(self, topic: TopicState, fetch: FollowerFetch, answer: FetchAnswer,
+                      new_epochs: list[tuple[int, int]], end_leo: int) -> Staged:
+        stager = self.stager
+        stager.throttle()
+        retention.stage(stager, self.reader, topic)
+        stager.save_undo(topic.name, topic)
+        sync = topic.config.durability.acks_after_fsync
+        for epoch, start in new_epochs:
+            stager.frame(FrameType.EPOCH, topic, frame_body.encode_u64(epoch), seq=start)
+        runs = _runs(answer.records)
+        staged = []
+        for first, ts, records in runs:
+            if first > topic.next_seq:       # holes: deleted or evicted at the leader
+                stager.frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(first - 1),
+                             seq=first - 1)
+            offsets = stager.appends(topic, first, ts, records, sync) if (
+                topic.config.logged) else []
+            topic.next_seq = first + len(records)
+            staged.append((first, ts, records, offsets))
+        if end_leo - 1 > topic.next_seq - 1:
+            stager.frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(end_leo - 1),
+                         seq=end_leo - 1)
+            topic.next_seq = end_leo
+        hw = answer.hw_seq
+
+        def publish(info: CommitInfo) -> dict:
+            for first, ts, records, offsets in staged:
+                topic.pad_to(first - 1)
+                base = make_loc(info.file_no, info.offset)
+                locs = [base + rel for rel in offsets]
+                topic.publish(first, locs, sum(r[4] for r in records), ts)
+            topic.pad_to(end_leo - 1)
+            topic.hw = max(topic.hw or 0, min(hw, topic.head))
+            fetch.committed(topic.head + 1)
+            info.woken.add(topic.name)
+            return {"applied": sum(len(r[2]) for r in staged)}
+        return write_op(publish)
+
+    def failed(self, name: str) -> None:
+        """The batch holding this topic's copies failed: fetch again from what is durable."""
+        fetch, topic = self.following.get(name), self.registry.get(name)
+        if fetch is not None and topic is not None:
+            fetch.committed(topic.head + 1)
+
+    # --- reporting ----------------------------------------------------------------------------
+
+    def view(self, name: str) -> dict | None:
+        """The `replication` member of a topic's state."""
+        role = self.roles.get(name)
+        if role is None:
+            return None
+        topic = self.registry.get(name)
+        view = {"leader": role.leader, "leader_epoch": role.leader_epoch,
+                "isr": list(role.isr), "replicas": list(role.replicas),
+                "hw": topic.visible if topic is not None else None}
+        tracker = self.leading.get(name)
+        if tracker is not None:
+            now = self.clock_ms()
+            view["followers"] = {
+                node: {"leo": p.leo, "lag": max(0, tracker.leader_leo - max(p.leo, 1)),
+                       "last_fetch_ms_ago": now - p.last_fetch_ms}
+                for node, p in tracker.followers.items()}
+        return view
+
+    def figures(self) -> dict:
+        return {"replicated_topics": len(self.roles), "leading": len(self.leading),
+                "following": len(self.following), "leader_changes": self.leader_changes,
+                "under_replicated": sum(1 for name, t in self.leading.items()
+                                        if len(t.isr) < len(t.replicas)),
+                "acks_waiting": sum(len(w) for w in self.waiters.values())}
+
+
+class ReplicaAnswer(NamedTuple):
+    """shell -> core: a leader's answer to this shard's epoch query or fetch."""
+    topic: str
+    kind: str          # "epoch_query" | "replica_fetch"
+    body: dict
+
+
+def _runs(records: list) -> list[tuple[int, int, list]]:
+    """Group fetched records into runs of contiguous seqs with one timestamp, each as
+    (first seq, ts, staged records) ready for the Append frame encoder."""
+    runs: list[tuple[int, int, list]] = []
+    for seq, ts, envelope, tag, node, flags in records:
+        staged = (envelope, (tag or "").encode(), (node or "").encode(), flags,
+                  payload_bytes(len(envelope), flags))
+        if runs and runs[-1][1] == ts and runs[-1][0] + len(runs[-1][2]) == seq:
+            runs[-1][2].append(staged)
+        else:
+            runs.append((seq, ts, [staged]))
+    return runs
+
+
+def _epochs_in(cache: EpochCache, first: int, end: int) -> list[list[int]]:
+    """The epoch of seq `first` and every epoch starting before `end` (a follower's cache
+    needs the epoch of each record it receives)."""
+    entries = cache.entries()
+    out = [[e, max(s, 1)] for e, s in entries if s < end]
+    covering = [e for e in out if e[1] <= first]
+    later = [e for e in out if e[1] > first]
+    return covering[-1:] + later

@@ -1,0 +1,121 @@
+"""A follower shard's fetches from the leaders of its topics: the shell's part of
+shard/replica_book.py.
+
+Once per loop turn, never blocking: answers that came in become ReplicaAnswer requests for
+the core, and each followed topic with nothing in flight gets its next request (an epoch
+query until the logs are reconciled, then a long-polling fetch from its durable log end),
+sent over a DEALER to the leader's shard for that topic (one socket per leader shard, so
+the requests of many topics share one connection). A request with no answer within
+FETCH_TIMEOUT_MS is forgotten and asked again; a late answer is dropped by the core's
+checks (leader epoch, start seq). Errors back off RETRY_MS.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import zmq
+
+from topics_actors.errors import TopicsError
+from topics_actors.protocol import decode_reply, encode
+from topics_actors.shard.replica_book import FETCH_WAIT_MS, ReplicaAnswer, ReplicaBook
+
+log = logging.getLogger(__name__)
+
+FETCH_TIMEOUT_MS = 3_000      # beyond the leader's park: the leader is gone or stuck
+RETRY_MS = 200
+HWM_MESSAGES = 1_000
+
+
+class ReplicaFetcher:
+    def __init__(self, book: ReplicaBook, ctx: zmq.Context, submit):
+        """`submit(msg)` hands a ReplicaAnswer to the core (staged in the current batch)."""
+        self.book = book
+        self.ctx = ctx
+        self.submit = submit
+        self.sockets: dict[str, zmq.Socket] = {}
+        self.in_flight: dict[int, tuple[str, str, float]] = {}   # corr -> topic, kind, sent
+        self.busy: set[str] = set()
+        self.not_before: dict[str, float] = {}
+        self.corr = 0
+        self.sent = self.failed = 0
+
+    def socket(self, endpoint: str) -> zmq.Socket:
+        sock = self.sockets.get(endpoint)
+        if sock is None:
+            sock = self.ctx.socket(zmq.DEALER)
+            for option, value in ((zmq.LINGER, 0), (zmq.SNDHWM, HWM_MESSAGES),
+                                  (zmq.RCVHWM, HWM_MESSAGES)):
+                sock.setsockopt(option, value)
+            sock.connect(endpoint)
+            self.sockets[endpoint] = sock
+        return sock
+
+    def pump(self) -> None:
+        if not self.book.following and not self.in_flight:
+            return
+        now = time.monotonic()
+        for corr, (name, _kind, sent_at) in list(self.in_flight.items()):
+            if now - sent_at > (FETCH_WAIT_MS + FETCH_TIMEOUT_MS) / 1000:
+                del self.in_flight[corr]
+                self.busy.discard(name)
+        self._receive(now)
+        for name, endpoint, msg in self.book.requests():
+            if name in self.busy or self.not_before.get(name, 0) > now:
+                continue
+            self._send(name, endpoint, msg, now)
+
+    def ms_until_due(self) -> float | None:
+        if not self.book.following:
+            return None
+        now = time.monotonic()
+        waits = [max(0.0, (self.not_before.get(n, 0) - now) * 1000)
+                 for n in self.book.following if n not in self.busy]
+        return min(waits) if waits else None
+
+    def _send(self, name: str, endpoint: str, msg, now: float) -> None:
+        self.corr += 1
+        try:
+            self.socket(endpoint).send(encode(msg, self.corr), zmq.NOBLOCK)
+        except zmq.Again:
+            self.not_before[name] = now + RETRY_MS / 1000
+            return
+        self.in_flight[self.corr] = (name, msg.KIND, now)
+        self.busy.add(name)
+        self.sent += 1
+
+    def _receive(self, now: float) -> None:
+        for sock in self.sockets.values():
+            while True:
+                try:
+                    frames = sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                for raw in frames:
+                    self._reply(raw, now)
+
+    def _reply(self, raw: bytes, now: float) -> None:
+        try:
+            (corr, reply), error = decode_reply(raw), None
+        except TopicsError as failure:
+            corr, reply, error = getattr(failure, "corr", None), None, failure
+        entry = self.in_flight.pop(corr, None)
+        if entry is None:
+            return                          # answered after its timeout
+        name, kind, _sent_at = entry
+        self.busy.discard(name)
+        if error is not None:
+            self.failed += 1
+            self.not_before[name] = now + RETRY_MS / 1000
+            log.debug("event=replica_fetch_failed topic=%s code=%s", name, error.code.wire)
+            return
+        self.submit(ReplicaAnswer(name, kind, reply))
+
+    def sockets_list(self) -> list[zmq.Socket]:
+        return list(self.sockets.values())
+
+    def close(self) -> None:
+        for sock in self.sockets.values():
+            sock.close(0)
+        self.sockets.clear()
