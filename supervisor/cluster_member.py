@@ -109,8 +109,9 @@ class ClusterMember:
             with self._lock:
                 info, self._info_dirty = self.info, False
             self.store.update_registration(info)
-        self.store.campaign()
-        nodes = self.store.nodes()
+        nodes = self._rejoin(self.store.nodes())
+        if self.store.campaign():
+            nodes = self.store.nodes()
         self._serve_requests(nodes)
         states = {topic: found for topic in self.store.topics()
                   if (found := self.store.read(topic)) is not None}
@@ -123,6 +124,23 @@ class ClusterMember:
                           "topics": {t: v.state.view() for t, v in states.items()}}
             if roles != self._roles:
                 self._roles, self._roles_serial = roles, self._roles_serial + 1
+
+    def _rejoin(self, nodes: dict[str, dict]) -> dict[str, dict]:
+        """After ZooKeeper ended our session (a pause past its timeout), kazoo opens a new
+        one: register again, and stop acting as a controller that was deposed meanwhile."""
+        store = self.store
+        if store.controller_epoch and store.controller() != store.node_id:
+            log.warning("event=controller_deposed node=%s", store.node_id)
+            store.controller_epoch = 0
+        if store.node_id in nodes:
+            return nodes
+        log.warning("event=session_renewed node=%s action=registering_again", store.node_id)
+        store.controller_epoch = 0
+        with self._lock:
+            info = self.info
+        store.register(info)
+        store.watch_nodes(lambda _names: self._changed.set())
+        return store.nodes()
 
     def _serve_requests(self, nodes: dict[str, dict]) -> None:
         while self._requests:

@@ -36,6 +36,7 @@ class RetryBudget:
         self.deadline = time.monotonic() + deadline_ms / 1000
         self.what = what
         self.backoff = BACKOFF_MIN_S
+        self.last: TopicsError | None = None
 
     def absorb(self, error: TopicsError) -> bool:
         """Re-raise a final error; for a retryable one, whether the map should be refreshed.
@@ -43,12 +44,15 @@ class RetryBudget:
         too: it frees up only when data goes, which retrying for seconds will not bring."""
         if not error.retryable or (error.detail or {}).get("limit"):
             raise error
+        self.last = error
         return error.code == ErrorCode.NOT_READY
 
     def next_delay_s(self) -> float:
         """The pause before the next attempt; raises once the deadline would pass."""
         delay = self.backoff
         if time.monotonic() + delay > self.deadline:
+            if self.last is not None and self.last.code is ErrorCode.NOT_ENOUGH_REPLICAS:
+                raise self.last     # the cause, not just the deadline: it needs the ISR
             raise unavailable(f"{self.what} (retried until the deadline)")
         self.backoff = min(BACKOFF_MAX_S, self.backoff * 2)
         return delay

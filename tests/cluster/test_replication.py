@@ -1,0 +1,180 @@
+"""Replicated topics on three nodes and a real ZooKeeper (docs/CLUSTER.md): placement,
+writes through any node, the high watermark, acks modes and min_isr, and failover under
+`acks: all` writes with an oracle of acknowledged records (spec/replication.md D8: 0 acked
+writes lost, no divergence between the copies once they converge)."""
+
+import os
+import signal
+import threading
+import time
+
+import orjson
+import pytest
+
+from tools.testing.node_harness import wait_for
+from tools.testing.replica_copy import topic_copy
+from topics_actors.cluster.metadata_store import MetadataStore
+from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
+from topics_actors.errors import TopicsError
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+SESSION_MS = "1000"
+SHARDS = 2
+
+
+def cluster_env(zk_connect: str, node_id: str, **extra) -> dict:
+    return {"TOPICS_ZK": zk_connect, "TOPICS_NODE_ID": node_id,
+            "TOPICS_ZK_SESSION_TIMEOUT_MS": SESSION_MS, "TOPICS_GATEWAY_WORKERS": "1",
+            **extra}
+
+
+@pytest.fixture
+def observer(zk_connect):
+    store = MetadataStore(ZooKeeperZnodes(zk_connect, 2000), "observer")
+    yield store
+    store.znodes.close()
+
+
+@pytest.fixture
+def cluster(make_node, zk_connect, observer):
+    nodes = {nid: make_node(shards=SHARDS, env=cluster_env(zk_connect, nid)) for nid in "abc"}
+    wait_for(lambda: len(observer.nodes()) == 3 and all(
+        info.get("shards") for info in observer.nodes().values()), 30, "three registrations")
+    return nodes
+
+
+def replication(node, topic: str) -> dict | None:
+    reply = node.http("GET", f"/v0/topics/{topic}")
+    return reply.json().get("replication") if reply.status == 200 else None
+
+
+def wait_isr(node, topic: str, size: int, timeout_s: float = 30) -> dict:
+    return wait_for(lambda: (r := replication(node, topic)) and len(r["isr"]) == size and r,
+                    timeout_s, f"an ISR of {size}")
+
+
+def copies(nodes: dict, topic: str) -> dict:
+    return {nid: topic_copy(node.data_dir, SHARDS, topic) for nid, node in nodes.items()}
+
+
+def test_a_replicated_topic_is_written_and_read_through_any_node(cluster, observer):
+    client = cluster["a"].client()
+    created = client.put_topic("orders", replication_factor=3, durability="fsync")
+    assert created["config"]["replication_factor"] == 3 and created["config"]["min_isr"] == 2
+    state = observer.read("orders").state
+    assert sorted(state.replicas) == ["a", "b", "c"] and state.leader_epoch == 1
+    view = wait_isr(cluster["c"], "orders", 3)
+    assert view["leader"] == state.leader and view["hw"] == 0
+    for nid, node in cluster.items():                       # HTTP through every node
+        reply = node.http("POST", "/v0/topics/orders", {"records": [{"data": {"via": nid}}]})
+        assert reply.status in (200, 201), reply.body
+    for i in range(20):                                     # ZeroMQ through a non-leader
+        follower = next(n for n in "abc" if n != state.leader)
+        cluster[follower].client().append("orders", [{"data": {"i": i}}], acks="all")
+    for nid, node in cluster.items():
+        view = replication(node, "orders")
+        assert view["hw"] == 23 and sorted(view["isr"]) == ["a", "b", "c"], (nid, view)
+    diff = cluster["b"].http("POST", "/v0/topics/orders/diff", {"from_seq": 0, "limit": 100})
+    assert [r["$seq"] for r in diff.json()["records"]] == list(range(1, 24))
+    bad = cluster["a"].http("POST", "/v0/topics/orders", {"records": [{"data": 1}],
+                                                          "acks": "some"})
+    assert bad.status == 400 and bad.json()["error"]["code"] == "invalid_request"
+    gone = cluster["a"].http("POST", "/v0/topics/orders/delete", {"before_seq": 5})
+    assert gone.status == 400 and "replicated" in gone.json()["error"]["message"]
+    assert cluster["a"].http("GET", "/v0/cluster").json()["topics"]["orders"]["leader"] == (
+        state.leader)
+    for node in cluster.values():
+        node.stop()
+    found = copies(cluster, "orders")
+    assert len(found["a"]) == 23 and found["a"] == found["b"] == found["c"]
+
+
+def test_min_isr_refuses_acks_all_and_the_watermark_hides_leader_acked_writes(
+        make_node, zk_connect, observer):
+    nodes = {nid: make_node(shards=SHARDS, env=cluster_env(zk_connect, nid)) for nid in "ab"}
+    wait_for(lambda: len(observer.nodes()) == 2, 30, "two registrations")
+    client = nodes["a"].client()
+    client.put_topic("pair", replication_factor=2, min_isr=2, durability="fsync")
+    wait_isr(nodes["a"], "pair", 2)
+    client.append("pair", [{"data": 1}], acks="all")
+    leader = observer.read("pair").state.leader
+    follower = "b" if leader == "a" else "a"
+    os.killpg(nodes[follower].proc.pid, signal.SIGSTOP)    # past the session timeout
+    try:
+        wait_isr(nodes[leader], "pair", 1)
+        with pytest.raises(TopicsError) as refused:
+            nodes[leader].client(retry_deadline_ms=500).append("pair", [{"data": 2}],
+                                                               acks="all")
+        assert refused.value.code.wire == "not_enough_replicas"
+        nodes[leader].client().append("pair", [{"data": 3}], acks="leader")
+        view = replication(nodes[leader], "pair")
+        assert view["hw"] == 1                              # written, not visible
+        page = nodes[leader].http("POST", "/v0/topics/pair/diff", {"from_seq": 0})
+        assert [r["$seq"] for r in page.json()["records"]] == [1]
+    finally:
+        os.killpg(nodes[follower].proc.pid, signal.SIGCONT)
+    # The stopped node's session ended: it registers again once it runs, and catches up.
+    wait_for(lambda: follower in observer.nodes(), 30, "the follower back")
+    view = wait_isr(nodes[leader], "pair", 2, timeout_s=60)
+    assert view["hw"] == 2
+    page = nodes[leader].http("POST", "/v0/topics/pair/diff", {"from_seq": 0})
+    assert [r["data"] for r in page.json()["records"]] == [1, 3]
+
+
+class Writer(threading.Thread):
+    """Appends numbered records with acks=all until stopped; remembers what was acked."""
+
+    def __init__(self, node, topic: str):
+        super().__init__(daemon=True)
+        self.client = node.client(request_timeout_ms=2000, retry_deadline_ms=20_000)
+        self.topic = topic
+        self.acked: dict[int, int] = {}       # seq -> payload number
+        self.failures = 0
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        number = 0
+        while not self.halt.is_set():
+            number += 1
+            try:
+                reply = self.client.append(self.topic, [{"data": {"n": number}}], acks="all")
+            except TopicsError:
+                self.failures += 1
+                continue
+            self.acked[reply["first_seq"]] = number
+
+
+def test_killing_the_leader_loses_no_acked_write_and_the_copies_converge(
+        cluster, observer, make_node, zk_connect):
+    cluster["a"].client().put_topic("ledger", replication_factor=3, durability="fsync")
+    wait_isr(cluster["a"], "ledger", 3)
+    leader = observer.read("ledger").state.leader
+    entry = next(n for n in "abc" if n != leader)
+    writer = Writer(cluster[entry], "ledger")
+    writer.start()
+    wait_for(lambda: len(writer.acked) >= 50, 60, "acked writes before the kill")
+    cluster[leader].kill_group()                          # kill -9 of the leader's node
+    state = wait_for(lambda: (s := observer.read("ledger").state).leader not in (None, leader)
+                     and s, 30, "a new leader")
+    assert state.leader_epoch == 2 and leader not in state.isr
+    before = len(writer.acked)
+    wait_for(lambda: len(writer.acked) >= before + 50, 60, "acked writes after the failover")
+    wait_for(lambda: leader not in observer.nodes(), 30, "the old session gone")
+    returned = make_node(shards=SHARDS, data_dir=cluster[leader].data_dir,
+                         env=cluster_env(zk_connect, leader))
+    nodes = {**cluster, leader: returned}
+    wait_isr(nodes[state.leader], "ledger", 3, timeout_s=60)
+    writer.halt.set()
+    writer.join(30)
+    head = replication(nodes[state.leader], "ledger")["hw"]
+    wait_for(lambda: all(replication(n, "ledger") is not None for n in nodes.values()), 10)
+    for node in nodes.values():
+        node.stop()
+    found = copies(nodes, "ledger")
+    assert found["a"] == found["b"] == found["c"], "the copies differ"
+    copy = found[state.leader]
+    assert max(copy) >= head
+    for seq, number in writer.acked.items():               # 0 acked writes lost
+        assert orjson.loads(copy[seq])["d"] == {"n": number}, seq
+    assert len(writer.acked) >= 100
