@@ -84,6 +84,12 @@ def test_a_replicated_topic_is_written_and_read_through_any_node(cluster, observ
     assert gone.status == 400 and "replicated" in gone.json()["error"]["message"]
     assert cluster["a"].http("GET", "/v0/cluster").json()["topics"]["orders"]["leader"] == (
         state.leader)
+    led = cluster[state.leader].http("GET", "/v0/cluster").json()["topics"]["orders"]
+    assert set(led["followers"]) == set("abc") - {state.leader}
+    metrics = cluster[state.leader].http("GET", "/v0/metrics").body.decode()
+    assert 'topics_topic_isr_size{topic="orders"} 3' in metrics
+    assert "topics_leader_topics 1" in metrics and "topics_under_replicated_topics 0" in metrics
+    assert metrics.count('topics_follower_lag_records{topic="orders"') == 2
     for node in cluster.values():
         node.stop()
     found = copies(cluster, "orders")

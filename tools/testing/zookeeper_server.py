@@ -123,3 +123,28 @@ class ZooKeeperServer:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
         self.proc = None
+
+
+def main() -> int:
+    """`python3 -m tools.testing.zookeeper_server --dir D [--port P]`: one ZooKeeper in the
+    foreground until Ctrl-C, for trying a cluster on one machine (docs/CLUSTER.md)."""
+    import argparse
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--dir", required=True, help="its data and log directory")
+    parser.add_argument("--port", type=int, default=2181, help="the client port")
+    args = parser.parse_args()
+    os.makedirs(args.dir, exist_ok=True)
+    server = ZooKeeperServer(args.dir, args.port).start()
+    print(f"ZooKeeper on {server.connect} (Ctrl-C stops it)", flush=True)
+    try:
+        while server.proc.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -19,7 +19,7 @@ from topics_actors import __version__
 from topics_actors.client.retry_budget import new_session
 from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError, invalid
 from topics_actors.client import router_admin
-from topics_actors.gateway import quarantine_api, queue_api, router_api
+from topics_actors.gateway import quarantine_api, queue_api, replication_report, router_api
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope, forbidden
 from topics_actors.gateway.append_body import parse_append
@@ -168,7 +168,9 @@ class GatewayCore:
         if cluster is None:
             raise TopicsError("this node is not in a cluster (TOPICS_ZK is unset)",
                               ErrorCode.NOT_FOUND)
-        return json_response(200, {**cluster, "performance": {"server_total_ms": _ms(t0)}})
+        found = replication_report.gather(await self.engine.shard_statuses())
+        return json_response(200, {**replication_report.with_lag(cluster, found),
+                                   "performance": {"server_total_ms": _ms(t0)}})
 
     async def _ready(self, route, request, key, t0) -> HttpResponse:
         if self.stopping:
@@ -200,7 +202,7 @@ class GatewayCore:
         body, content_type = render(
             MetricsInput(census, ready, 1.0 if ready else progress, self._uptime_ms(), wal,
                          streams, self.requests.figures(), self.requests.slot, routers,
-                         quarantine_api.survey(statuses)),
+                         quarantine_api.survey(statuses), replication_report.gather(statuses)),
             request.header("accept"))
         return HttpResponse(200, body, content_type)
 

@@ -15,6 +15,7 @@ import orjson
 
 from topics_actors.gateway.engine_link import Census
 from topics_actors.gateway.quarantine_api import Survey
+from topics_actors.gateway.replication_report import Replication
 from topics_actors.gateway.request_stats import BOUNDS_US, RouteFigures
 
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
@@ -34,6 +35,7 @@ class MetricsInput:
     gateway: int = 0         # the index of the gateway that answers
     routers: dict = dataclasses.field(default_factory=dict)   # routers, routers_forwarded
     quarantine: Survey = dataclasses.field(default_factory=Survey)   # recovery quarantine
+    replication: Replication = dataclasses.field(default_factory=Replication)   # clusters
 
 
 def _cumulative(figures: RouteFigures) -> list[int]:
@@ -68,6 +70,8 @@ def metrics_json(m: MetricsInput) -> dict:
             "recovery_quarantines_total": m.quarantine.total}
     if m.wal:
         body["wal"] = m.wal
+    if m.replication.enabled:
+        body["replication"] = {**m.replication.counts, "led": m.replication.led}
     body["http"] = http_json(m)
     return body
 
@@ -145,8 +149,31 @@ def metrics_text(m: MetricsInput) -> bytes:
         name = f"topics_wal_{key}_total"
         lines += [f"# HELP {name} shard {key} since each shard started",
                   f"# TYPE {name} counter", f"{name} {value}"]
+    if m.replication.enabled:
+        _replication_series(lines, m.replication)
     _http_series(lines, m.http)
     return ("\n".join(lines) + "\n").encode()
+
+
+def _replication_series(lines: list[str], r: Replication) -> None:
+    """A cluster node's replication (docs/CLUSTER.md): counts, and per topic it leads the
+    ISR size and each follower's lag in records."""
+    _gauge(lines, "topics_replicated_topics", r.counts["replicated_topics"],
+           "replicated topics whose shard is on this node")
+    _gauge(lines, "topics_leader_topics", r.counts["leading"], "replicated topics led here")
+    _gauge(lines, "topics_under_replicated_topics", r.counts["under_replicated"],
+           "topics led here with fewer in-sync replicas than replicas")
+    lines += ["# HELP topics_leader_changes_total times this node's shards took a topic's "
+              "leadership since they started", "# TYPE topics_leader_changes_total counter",
+              f"topics_leader_changes_total {r.counts['leader_changes']}"]
+    name = "topics_topic_isr_size"
+    lines += [f"# HELP {name} in-sync replicas per topic led here", f"# TYPE {name} gauge"]
+    lines += [f'{name}{{topic="{_label(t)}"}} {v["isr"]}' for t, v in sorted(r.led.items())]
+    name = "topics_follower_lag_records"
+    lines += [f"# HELP {name} records a follower lacks of the leader's log, per topic led "
+              "here", f"# TYPE {name} gauge"]
+    lines += [f'{name}{{topic="{_label(t)}",node="{_label(n)}"}} {lag}'
+              for t, v in sorted(r.led.items()) for n, lag in sorted(v["lag"].items())]
 
 
 def wants_json(accept: str | None) -> bool:

@@ -51,6 +51,7 @@ FETCH_BYTES_MAX = 1 << 20     # payload per fetch answer
 FETCH_RECORDS_MAX = 2_000
 ACK_WAITERS_MAX = 100_000     # `acks: all` writes waiting for the watermark, per topic
 ACKS = ("none", "leader", "all")
+SERIES_MAX = 1_000            # topics with per-topic figures in a shard's status
 FETCH_PREFIX = "\0r"          # parked fetches wait under this + topic (not a reader's wake)
 PLACE_PREFIX = "\0p"          # a put_topic waiting for the cluster to place its topic
 
@@ -494,11 +495,23 @@ class ReplicaBook:
         return view
 
     def figures(self) -> dict:
-        return {"replicated_topics": len(self.roles), "leading": len(self.leading),
-                "following": len(self.following), "leader_changes": self.leader_changes,
-                "under_replicated": sum(1 for name, t in self.leading.items()
-                                        if len(t.isr) < len(t.replicas)),
-                "acks_waiting": sum(len(w) for w in self.waiters.values())}
+        """The shard status's `replication` member (nothing on a single node): counts, and
+        per topic it leads its ISR size and each follower's lag in records (the first
+        SERIES_MAX topics by name)."""
+        if not self.enabled:
+            return {}
+        led = {}
+        for name in sorted(self.leading)[:SERIES_MAX]:
+            tracker = self.leading[name]
+            led[name] = {"isr": len(tracker.isr), "replicas": len(tracker.replicas),
+                         "lag": {node: max(0, tracker.leader_leo - max(p.leo, 1))
+                                 for node, p in tracker.followers.items()}}
+        return {"replication": {
+            "replicated_topics": len(self.roles), "leading": len(self.leading),
+            "following": len(self.following), "leader_changes": self.leader_changes,
+            "under_replicated": sum(1 for t in self.leading.values()
+                                    if len(t.isr) < len(t.replicas)),
+            "acks_waiting": sum(len(w) for w in self.waiters.values()), "led": led}}
 
 
 class ReplicaAnswer(NamedTuple):

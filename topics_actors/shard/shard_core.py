@@ -336,7 +336,8 @@ class ShardCore:
         return {"shard": self.options.shard, "shard_count": self.options.shard_count,
                 "ready": self.ready, "replay_progress": self.replay_progress,
                 "topics": len(self.registry), "long_polls": self.polls.count,
-                **self.routers.figures(), **self.replicas.figures(),
+                **self.routers.figures(),
+                **self.replicas.figures(),
                 "statistics": self.stats.as_dict(), "snapshot_id": self.wal.snapshot_id,
                 "wal_position": [writer.idx, writer.tail], **self.quarantine.status(),
                 **self.stream_leases.add_to(self.watch.census())}
