@@ -5,28 +5,21 @@ writes lost, no divergence between the copies once they converge)."""
 
 import os
 import signal
-import threading
-import time
 
 import orjson
 import pytest
 
+from tools.testing.cluster_harness import (
+    Writer, cluster_env, copies, replication, wait_caught_up, wait_isr,
+)
 from tools.testing.node_harness import wait_for
-from tools.testing.replica_copy import topic_copy
 from topics_actors.cluster.metadata_store import MetadataStore
 from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
 from topics_actors.errors import TopicsError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-SESSION_MS = "1000"
 SHARDS = 2
-
-
-def cluster_env(zk_connect: str, node_id: str, **extra) -> dict:
-    return {"TOPICS_ZK": zk_connect, "TOPICS_NODE_ID": node_id,
-            "TOPICS_ZK_SESSION_TIMEOUT_MS": SESSION_MS, "TOPICS_GATEWAY_WORKERS": "1",
-            **extra}
 
 
 @pytest.fixture
@@ -42,20 +35,6 @@ def cluster(make_node, zk_connect, observer):
     wait_for(lambda: len(observer.nodes()) == 3 and all(
         info.get("shards") for info in observer.nodes().values()), 30, "three registrations")
     return nodes
-
-
-def replication(node, topic: str) -> dict | None:
-    reply = node.http("GET", f"/v0/topics/{topic}")
-    return reply.json().get("replication") if reply.status == 200 else None
-
-
-def wait_isr(node, topic: str, size: int, timeout_s: float = 30) -> dict:
-    return wait_for(lambda: (r := replication(node, topic)) and len(r["isr"]) == size and r,
-                    timeout_s, f"an ISR of {size}")
-
-
-def copies(nodes: dict, topic: str) -> dict:
-    return {nid: topic_copy(node.data_dir, SHARDS, topic) for nid, node in nodes.items()}
 
 
 def test_a_replicated_topic_is_written_and_read_through_any_node(cluster, observer):
@@ -92,7 +71,7 @@ def test_a_replicated_topic_is_written_and_read_through_any_node(cluster, observ
     assert metrics.count('topics_follower_lag_records{topic="orders"') == 2
     for node in cluster.values():
         node.stop()
-    found = copies(cluster, "orders")
+    found = copies(cluster, SHARDS, "orders")
     assert len(found["a"]) == 23 and found["a"] == found["b"] == found["c"]
 
 
@@ -128,29 +107,6 @@ def test_min_isr_refuses_acks_all_and_the_watermark_hides_leader_acked_writes(
     assert [r["data"] for r in page.json()["records"]] == [1, 3]
 
 
-class Writer(threading.Thread):
-    """Appends numbered records with acks=all until stopped; remembers what was acked."""
-
-    def __init__(self, node, topic: str):
-        super().__init__(daemon=True)
-        self.client = node.client(request_timeout_ms=2000, retry_deadline_ms=20_000)
-        self.topic = topic
-        self.acked: dict[int, int] = {}       # seq -> payload number
-        self.failures = 0
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        number = 0
-        while not self.halt.is_set():
-            number += 1
-            try:
-                reply = self.client.append(self.topic, [{"data": {"n": number}}], acks="all")
-            except TopicsError:
-                self.failures += 1
-                continue
-            self.acked[reply["first_seq"]] = number
-
-
 def test_killing_the_leader_loses_no_acked_write_and_the_copies_converge(
         cluster, observer, make_node, zk_connect):
     cluster["a"].client().put_topic("ledger", replication_factor=3, durability="fsync")
@@ -171,13 +127,11 @@ def test_killing_the_leader_loses_no_acked_write_and_the_copies_converge(
                          env=cluster_env(zk_connect, leader))
     nodes = {**cluster, leader: returned}
     wait_isr(nodes[state.leader], "ledger", 3, timeout_s=60)
-    writer.halt.set()
-    writer.join(30)
-    head = replication(nodes[state.leader], "ledger")["hw"]
-    wait_for(lambda: all(replication(n, "ledger") is not None for n in nodes.values()), 10)
+    writer.stop()
+    head = wait_caught_up(nodes[state.leader], "ledger")["hw"]
     for node in nodes.values():
         node.stop()
-    found = copies(nodes, "ledger")
+    found = copies(nodes, SHARDS, "ledger")
     assert found["a"] == found["b"] == found["c"], "the copies differ"
     copy = found[state.leader]
     assert max(copy) >= head
