@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 RECHECK_MS = 300        # also re-read every topic's state this often: how soon a node learns
                         # a leader or ISR another node wrote (O(topics) reads a pass)
 REQUESTS_MAX = 4_096    # shards' ISR changes and placements waiting for the thread
+REFUSED_MAX = 256       # placements refused, kept for the shards to answer with
 
 
 class ClusterMember:
@@ -42,6 +43,8 @@ class ClusterMember:
         self._roles: list[dict] = []
         self._roles_serial = 0
         self._info_dirty = False
+        self._fenced = False
+        self._refused: dict[str, str] = {}     # topic -> why it could not be placed
 
     def join(self) -> None:
         """Register the node; from now on membership changes wake the thread."""
@@ -64,11 +67,18 @@ class ClusterMember:
         with self._lock:
             return dict(self._view)
 
-    def roles(self) -> tuple[int, list[dict]]:
-        """(serial, the replication state of every topic) for the shards; the serial
-        changes whenever the list does."""
+    def roles(self) -> tuple[int, list[dict], bool, dict[str, str]]:
+        """(serial, the replication state of every topic, fenced, refused placements) for
+        the shards; the serial changes whenever any of them does. Fenced: the session is
+        not connected (SUSPENDED or LOST), so no leader here may acknowledge `acks: all`."""
         with self._lock:
-            return self._roles_serial, self._roles
+            return self._roles_serial, self._roles, self._fenced, dict(self._refused)
+
+    def _fence(self, fenced: bool) -> None:
+        with self._lock:
+            if fenced != self._fenced:
+                self._fenced, self._roles_serial = fenced, self._roles_serial + 1
+                log.warning("event=leaders_fenced" if fenced else "event=leaders_unfenced")
 
     def submit(self, msg: IsrChange | PlaceTopic) -> None:
         """A shard's request (from the supervisor's loop): done by the thread."""
@@ -101,6 +111,7 @@ class ClusterMember:
         """One pass: campaign, reconcile as the controller, refresh the view. Each topic's
         state is read once a pass and serves both."""
         session = self.store.znodes.state()
+        self._fence(session != "connected")
         if session != "connected":
             with self._lock:
                 self._view = {**self._view, "session": session}
@@ -159,16 +170,26 @@ class ClusterMember:
                      after.leader_epoch, ",".join(after.isr))
 
     def _place(self, msg: PlaceTopic, nodes: dict[str, dict]) -> None:
-        """Create the topic's state unless it exists (the first creator wins)."""
-        if self.store.read(msg.topic) is not None:
+        """Create the topic's state unless it exists (the first creator wins); a topic
+        that cannot be placed is reported back to the shards as refused."""
+        if self.store.read(msg.topic) is not None or not msg.create:
             return
-        config = parse_config(msg.config, msg.topic)
         try:
+            config = parse_config(msg.config, msg.topic)
             state = new_topic(sorted(nodes), config.replication_factor, topic_id(msg.topic),
-                              self.store.controller_epoch, config.to_json())
+                              self.store.controller_epoch, config.to_json(),
+                              local=self.store.node_id)
         except TopicsError as error:
             log.warning("event=place_failed topic=%s error=%s", msg.topic, error.message)
+            with self._lock:
+                if self._refused.get(msg.topic) != error.message:
+                    self._refused[msg.topic] = error.message
+                    while len(self._refused) > REFUSED_MAX:
+                        self._refused.pop(next(iter(self._refused)))
+                    self._roles_serial += 1
             return
+        with self._lock:
+            self._refused.pop(msg.topic, None)
         if self.store.create(msg.topic, state):
             log.info("event=topic_placed topic=%s replicas=%s leader=%s", msg.topic,
                      ",".join(state.replicas), state.leader)

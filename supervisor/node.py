@@ -335,16 +335,16 @@ class Supervisor:
         if all(c.port for c in shards):
             host = self.config.advertised_host()
             self.cluster.set_shards([f"tcp://{host}:{c.port}" for c in shards])
-        serial, roles = self.cluster.roles()
-        now = time.monotonic()
+        serial, roles, fenced, refused = self.cluster.roles()
+        raw, now = None, time.monotonic()
         for child in shards:
             sent_serial, sent_at = child.roles_sent
             if child.state != "ready" or not child.peer or (
                     sent_serial == serial and now - sent_at < ROLES_RESEND_S):
                 continue
             try:
-                self.control.send_multipart([child.peer, encode(ReplicaRoles(roles, True), 0)],
-                                            zmq.NOBLOCK)
+                raw = raw or encode(ReplicaRoles(roles, True, fenced, refused), 0)
+                self.control.send_multipart([child.peer, raw], zmq.NOBLOCK)
                 child.roles_sent = (serial, now)
             except zmq.ZMQError:
                 pass             # the shard is gone or full: the next turn tries again

@@ -138,3 +138,94 @@ def test_killing_the_leader_loses_no_acked_write_and_the_copies_converge(
     for seq, number in writer.acked.items():               # 0 acked writes lost
         assert orjson.loads(copy[seq])["d"] == {"n": number}, seq
     assert len(writer.acked) >= 100
+
+
+def test_zookeeper_killed_and_restarted_within_the_session_changes_no_leader(
+        make_node, zk_connect, zookeeper, observer):
+    """D8 24: sessions resume, no leadership moves; `all` acks pause, then go on."""
+    nodes = {nid: make_node(shards=SHARDS, env=cluster_env(zk_connect, nid, session_ms=8000))
+             for nid in "abc"}
+    wait_for(lambda: len(observer.nodes()) == 3, 30, "three registrations")
+    nodes["a"].client().put_topic("calm", replication_factor=3, durability="fsync")
+    wait_isr(nodes["a"], "calm", 3)
+    before = observer.read("calm").state
+    writer = Writer(nodes["b"], "calm")
+    writer.start()
+    wait_for(lambda: len(writer.acked) >= 20, 60, "acked writes")
+    zookeeper.kill()
+    zookeeper.start()
+    acked = len(writer.acked)
+    wait_for(lambda: len(writer.acked) >= acked + 20, 60, "acked writes after the restart")
+    writer.stop()
+    after = wait_for(lambda: _quietly(observer.read, "calm"), 30, "the state readable").state
+    assert (after.leader, after.leader_epoch) == (before.leader, before.leader_epoch)
+    assert sorted(wait_isr(nodes["a"], "calm", 3)["isr"]) == ["a", "b", "c"]
+    wait_caught_up(nodes["a"], "calm")
+    for node in nodes.values():
+        node.stop()
+    found = copies(nodes, SHARDS, "calm")
+    assert found["a"] == found["b"] == found["c"]
+    for seq, number in writer.acked.items():
+        assert orjson.loads(found["a"][seq])["d"] == {"n": number}
+
+
+def test_every_node_killed_at_once_keeps_every_acked_write(cluster, observer, make_node,
+                                                           zk_connect):
+    """D8 13 (process level): kill -9 of all three nodes under `all` writes to an fsync
+    topic, then all come back: every acked write is there, on every copy."""
+    cluster["a"].client().put_topic("crash", replication_factor=3, durability="fsync")
+    wait_isr(cluster["a"], "crash", 3)
+    writer = Writer(cluster["c"], "crash", retry_deadline_ms=2000)
+    writer.start()
+    wait_for(lambda: len(writer.acked) >= 40, 60, "acked writes")
+    for node in cluster.values():
+        node.kill_group()
+    writer.stop()
+    wait_for(lambda: not observer.nodes(), 30, "every session gone")
+    nodes = {nid: make_node(shards=SHARDS, data_dir=cluster[nid].data_dir,
+                            env=cluster_env(zk_connect, nid)) for nid in "abc"}
+    state = wait_for(lambda: (s := observer.read("crash").state).leader and s, 30, "a leader")
+    wait_isr(nodes[state.leader], "crash", 3, timeout_s=60)
+    after = nodes["b"].client().append("crash", [{"data": "after"}], acks="all")
+    assert after["first_seq"] > max(writer.acked)
+    wait_caught_up(nodes[state.leader], "crash")
+    for node in nodes.values():
+        node.stop()
+    found = copies(nodes, SHARDS, "crash")
+    assert found["a"] == found["b"] == found["c"]
+    for seq, number in writer.acked.items():
+        assert orjson.loads(found["a"][seq])["d"] == {"n": number}, seq
+
+
+def test_a_killed_leader_shard_is_restarted_and_leads_again(cluster, observer):
+    """D8 26: kill -9 of the leader's shard process only: its supervisor restarts it, the
+    node keeps its session, so leadership stays; acked writes survive."""
+    cluster["a"].client().put_topic("shardy", replication_factor=3, durability="fsync")
+    wait_isr(cluster["a"], "shardy", 3)
+    state = observer.read("shardy").state
+    leader = cluster[state.leader]
+    writer = Writer(cluster[next(n for n in "abc" if n != state.leader)], "shardy")
+    writer.start()
+    wait_for(lambda: len(writer.acked) >= 20, 60, "acked writes")
+    from topics_actors.topic_identity import shard_of_name
+    os.kill(leader.shard_pid(shard_of_name("shardy", SHARDS)), signal.SIGKILL)
+    acked = len(writer.acked)
+    wait_for(lambda: len(writer.acked) >= acked + 20, 60, "acked writes after the restart")
+    writer.stop()
+    after = observer.read("shardy").state
+    assert (after.leader, after.leader_epoch) == (state.leader, state.leader_epoch)
+    wait_caught_up(leader, "shardy")
+    for node in cluster.values():
+        node.stop()
+    found = copies(cluster, SHARDS, "shardy")
+    assert found["a"] == found["b"] == found["c"]
+    for seq, number in writer.acked.items():
+        assert orjson.loads(found["a"][seq])["d"] == {"n": number}, seq
+
+
+def _quietly(read, *args):
+    """`read(*args)`, None while the observer's own session reconnects."""
+    try:
+        return read(*args)
+    except Exception:                      # kazoo's connection errors
+        return None

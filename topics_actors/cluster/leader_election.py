@@ -29,8 +29,14 @@ def place_replicas(live: list[str], factor: int, topic_id: int) -> tuple[str, ..
 
 
 def new_topic(live: list[str], factor: int, topic_id: int,
-              controller_epoch: int, config: dict | None = None) -> ReplicaState:
-    replicas = place_replicas(live, factor, topic_id)
+              controller_epoch: int, config: dict | None = None,
+              local: str | None = None) -> ReplicaState:
+    """A topic of one copy stays on the node that asked (`local`), as on a single node;
+    copies of a replicated one are spread by placement."""
+    if factor == 1 and local is not None and local in live:
+        replicas = (local,)
+    else:
+        replicas = place_replicas(live, factor, topic_id)
     return ReplicaState(replicas, replicas, replicas[0], 1, controller_epoch, config)
 
 

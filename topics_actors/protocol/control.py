@@ -41,10 +41,14 @@ class ReplicaRoles(Message):
     one map per topic: {topic, leader, leader_epoch, isr, replicas, version, config,
     leader_shards: [tcp endpoint], leader_front, leader_http}; each shard takes the topics
     it owns. `complete`: the list holds every replicated topic (topics absent from it are
-    no longer replicated here)."""
+    no longer replicated here). `fenced`: the node's ZooKeeper session is not connected,
+    so its leaders must not acknowledge `acks: all` writes (another node may lead now).
+    `refused`: {topic: reason} of recent placements that could not be made."""
     KIND = "replica_roles"
     roles: list
     complete: bool = False
+    fenced: bool = False
+    refused: dict | None = None
 
 
 @message
@@ -63,11 +67,12 @@ class IsrChange(Message):
 
 @message
 class PlaceTopic(Message):
-    """shard -> supervisor. Create replicated `topic` with `config` in the cluster (the
-    controller's placement), unless it exists."""
+    """shard -> supervisor. Create `topic` with `config` in the cluster unless it exists
+    (with `create` false: only look it up); the answer comes back in `replica_roles`."""
     KIND = "place_topic"
     role: str
     index: int
     pid: int
     topic: str
     config: dict
+    create: bool = True

@@ -117,9 +117,12 @@ class ReplicaBook:
         self.released: list[Released] = []     # answers for the shell to send
         self.hw_moved: set[str] = set()        # topics whose readers may see more
         self.proposals: dict[str, tuple] = {}  # topic -> ISR last proposed (not re-sent)
-        self.placing: dict[str, dict] = {}     # topics to create in the cluster (shell sends)
+        self.placing: dict[str, tuple[dict, bool]] = {}   # topic -> (config, create): to
+                                               # place or look up in the cluster (shell sends)
+        self.refusals: dict[str, str] = {}     # placements the cluster refused, and why
         self.placed: set[str] = set()          # topics whose state arrived (wake put_topic)
         self.leader_changes = 0
+        self.fenced = False                    # our ZooKeeper session is not connected
 
     @property
     def enabled(self) -> bool:
@@ -134,6 +137,11 @@ class ReplicaBook:
                  if self.registry.owns(topic_id(raw["topic"]))]
         for role in owned:
             self._take(role)
+        for name, reason in (msg.refused or {}).items():
+            if self.placing.pop(name, None) is not None:
+                self.refusals[name] = reason
+                self.placed.add(name)
+        self._set_fence(msg.fenced)
         if msg.complete:
             named = {role.topic for role in owned}
             for gone in [t for t in self.roles if t not in named]:
@@ -232,11 +240,14 @@ class ReplicaBook:
     def check_request(self, msg) -> None:
         """Refuse a request for a replicated topic this node does not lead: not_leader with
         where it is led (the gateway and the client follow it)."""
-        role = self.roles.get(msg.topic)
-        if role is None or msg.topic in self.leading:
+        self.check_request_named(msg.topic)
+
+    def check_request_named(self, name: str) -> None:
+        role = self.roles.get(name)
+        if role is None or name in self.leading:
             return
-        raise TopicsError(f"topic {msg.topic!r} is led by node {role.leader!r}"
-                          if role.leader else f"topic {msg.topic!r} has no leader now",
+        raise TopicsError(f"topic {name!r} is led by node {role.leader!r}"
+                          if role.leader else f"topic {name!r} has no leader now",
                           ErrorCode.NOT_LEADER, role.hint())
 
     def check_append(self, msg: Append) -> bool:
@@ -248,7 +259,7 @@ class ReplicaBook:
         if tracker is None:
             self.check_request(msg)
             return False
-        if (msg.acks or "all") != "all":
+        if (msg.acks or "all") != "all" or len(tracker.replicas) == 1:
             return False
         if not tracker.can_ack_all():
             raise TopicsError(f"{len(tracker.isr)} of the {tracker.min_isr} in-sync replicas "
@@ -345,8 +356,21 @@ class ReplicaBook:
                               self.roles[name].hint())
         return tracker, topic
 
+    def _set_fence(self, fenced: bool) -> None:
+        """While fenced, the high watermark and the `acks: all` answers wait; when the
+        session is back, they catch up with what the followers reported meanwhile."""
+        if fenced == self.fenced:
+            return
+        self.fenced = fenced
+        log.warning("event=leaders_fenced" if fenced else "event=leaders_unfenced")
+        if not fenced:
+            for name in list(self.leading):
+                topic = self.registry.get(name)
+                if topic is not None:
+                    self._advance(topic, True)
+
     def _advance(self, topic: TopicState, moved: bool) -> None:
-        if not moved:
+        if not moved or self.fenced:
             return
         tracker = self.leading[topic.name]
         topic.hw = tracker.hw_seq

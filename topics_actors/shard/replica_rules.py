@@ -1,17 +1,22 @@
-"""Which requests a shard takes for a replicated topic, and how a replicated topic is
-created (docs/CLUSTER.md).
+"""Which requests a shard takes for a topic of a cluster, and how topics are created there
+(docs/CLUSTER.md).
 
-Every request naming a replicated topic goes to its leader: elsewhere it is refused
-`not_leader` with where the topic is led, which the gateway and the client library follow.
-Operations whose effects are not replicated yet (record deletes, queue leases, routers into
+In a cluster every topic created is placed through ZooKeeper, so a name has one state for
+the whole cluster and no node can create a second, local topic of a name another node
+holds: a `put_topic`, or an append that would create its topic, asks the supervisor to
+place it (a topic of one copy stays on this node) and parks until the state arrives; the
+client then retries and is answered by the topic's leader. Every request naming a placed
+topic goes to its leader: elsewhere it is refused `not_leader` with where the topic is led,
+which the gateway and the client library follow. On a topic with several copies, the
+operations whose effects are not replicated yet (record deletes, queue leases, routers into
 the topic, topic deletion, config changes) are refused with a clear error rather than let
-the copies drift apart. A `put_topic` with replication_factor > 1 asks the supervisor to
-have the cluster place the topic and waits until its state arrives.
+the copies drift apart; deleting a topic of one copy is refused too (its state would bring
+it back). Topics a node held before it joined a cluster stay its own.
 """
 
 from __future__ import annotations
 
-from topics_actors.errors import ErrorCode, TopicsError, invalid
+from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
 from topics_actors.protocol.messages import (
     Ack, Append, Claim, DeleteRecords, DeleteTopic, EpochQuery, Extend, Held, Nack, PutRouter,
     PutTopic, ReplicaFetch,
@@ -20,11 +25,11 @@ from topics_actors.shard.batch_stager import Staged, read_op
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard.replica_book import PLACE_PREFIX, ReplicaAnswer, ReplicaBook
 from topics_actors.shard.topic_registry import TopicRegistry
-from topics_actors.topic_config import parse_config
+from topics_actors.topic_config import TopicConfig, parse_config
 
 PLACE_WAIT_MS = 5_000
-NOT_REPLICATED_YET = (DeleteRecords, Claim, Ack, Nack, Extend, Held, PutRouter, DeleteTopic)
-_OWN_CHECKS = (ReplicaFetch, EpochQuery, ReplicaAnswer, Append, PutTopic)
+NOT_REPLICATED_YET = (DeleteRecords, Claim, Ack, Nack, Extend, Held, PutRouter)
+_OWN_CHECKS = (ReplicaFetch, EpochQuery, ReplicaAnswer, Append)
 
 
 class ReplicaRules:
@@ -32,65 +37,94 @@ class ReplicaRules:
         self.book = book
         self.registry = registry
 
-    def _replicated(self, name: str) -> bool:
-        if name in self.book.roles:
-            return True
+    def _pending(self, name: str) -> bool:
+        """A topic created from a cluster state whose state this shard lost (a restart):
+        wait for the supervisor's next roles."""
         topic = self.registry.get(name)
-        return topic is not None and topic.config.replicated
+        return name not in self.book.roles and topic is not None and topic.config.replicated
 
     def check(self, msg) -> None:
-        """Raise unless this shard may take `msg` for its topic (enabled nodes only)."""
-        if type(msg) in _OWN_CHECKS and type(msg) is not PutTopic:
+        """Raise unless this shard may take `msg` for its topic (cluster nodes only)."""
+        if type(msg) in _OWN_CHECKS:
             return
-        if not self._replicated(msg.topic):
-            return
-        if msg.topic not in self.book.roles:
+        if self._pending(msg.topic):
             raise TopicsError(f"the replication state of {msg.topic!r} has not arrived yet",
                               ErrorCode.NOT_READY, {"reason": "replication_state"})
-        if type(msg) in NOT_REPLICATED_YET:
+        role = self.book.roles.get(msg.topic)
+        if role is None:
+            return
+        copies = len(role.replicas)
+        if type(msg) is DeleteTopic:
+            raise invalid("deleting a topic of a cluster is not supported yet "
+                          "(docs/CLUSTER.md)")
+        if copies > 1 and type(msg) in NOT_REPLICATED_YET:
             raise invalid(f"{msg.KIND} is not supported on replicated topics yet "
                           f"(docs/CLUSTER.md)")
         self.book.check_request(msg)
         if type(msg) is PutTopic:
             topic = self.registry.get(msg.topic)
-            if topic is not None and parse_config(msg.config, msg.topic) != topic.config:
+            config = parse_config(msg.config, msg.topic)
+            if topic is not None and config != topic.config and (
+                    copies > 1 or config.replication_factor != copies):
                 raise invalid("the config of a replicated topic cannot change yet")
 
+    # --- appends -----------------------------------------------------------------------------
+
+    def unplaced(self, name: str) -> bool:
+        """A topic this cluster node neither holds nor knows the state of."""
+        return (self.book.enabled and name not in self.book.roles
+                and self.registry.get(name) is None)
+
     def applies(self, msg: Append) -> bool:
-        """Whether an append goes by the replication rules."""
-        if not self.book.enabled:
-            return False
-        if self._replicated(msg.topic):
-            if msg.topic not in self.book.roles:
-                raise TopicsError(f"the replication state of {msg.topic!r} has not arrived "
-                                  f"yet", ErrorCode.NOT_READY, {"reason": "replication_state"})
-            return True
-        if msg.config is not None and self.registry.get(msg.topic) is None and (
-                parse_config(msg.config, msg.topic).replicated):
-            raise invalid("create a replicated topic with put_topic, not by an append")
-        return False
+        """Whether an append goes by the replication rules (its topic has a state)."""
+        if self._pending(msg.topic):
+            raise TopicsError(f"the replication state of {msg.topic!r} has not arrived yet",
+                              ErrorCode.NOT_READY, {"reason": "replication_state"})
+        return self.book.enabled and msg.topic in self.book.roles
+
+    def locate(self, msg: Append) -> Staged:
+        """An append to a topic this node does not know: have the cluster find it, or place
+        it when the append may create it, then let the client retry."""
+        config = parse_config(msg.config, msg.topic) if msg.config is not None else None
+        create = msg.create if msg.create is not None else (
+            config.auto_create if config is not None else True)
+        return self._place(msg.topic, config or TopicConfig(), create, retry=True)
+
+    # --- put_topic ---------------------------------------------------------------------------
 
     def places(self, msg: PutTopic) -> bool:
-        return (self.book.enabled and msg.topic not in self.book.roles
-                and self.registry.get(msg.topic) is None
-                and parse_config(msg.config, msg.topic).replicated)
+        return self.unplaced(msg.topic)
 
     def place(self, msg: PutTopic) -> Staged:
-        """Ask the cluster to place the topic; answer once its state is here."""
-        config = parse_config(msg.config, msg.topic)
-        self.book.placing[msg.topic] = config.to_json()
+        return self._place(msg.topic, parse_config(msg.config, msg.topic), True, retry=False)
+
+    def _place(self, name: str, config: TopicConfig, create: bool, retry: bool) -> Staged:
+        """Ask the supervisor for the topic's state (creating it if `create`); park until it
+        arrives. Then a retried append gets `not_ready` (the client sends it again and the
+        shard that leads the topic takes it); a put_topic is answered here."""
+        self.book.placing[name] = (config.to_json(), create)
+        self.book.refusals.pop(name, None)
 
         def now() -> dict:
-            if msg.topic not in self.book.roles:
-                raise TopicsError(f"the cluster has not placed {msg.topic!r} yet; retry",
+            refused = self.book.refusals.pop(name, None)
+            if refused is not None:
+                raise TopicsError(refused, ErrorCode.NOT_ENOUGH_REPLICAS, {"topic": name})
+            if name not in self.book.roles:
+                self.book.placing.pop(name, None)
+                if not create:
+                    raise topic_not_found(name)
+                raise TopicsError(f"the cluster has not placed {name!r} yet; retry",
                                   ErrorCode.NOT_READY, {"reason": "placing"})
-            self.book.check_request(msg)
-            topic = self.registry.get(msg.topic)
-            return {"topic": msg.topic, "created": True,
+            if retry:
+                raise TopicsError(f"{name!r} is placed; retry", ErrorCode.NOT_READY,
+                                  {"reason": "placed"})
+            self.book.check_request_named(name)
+            topic = self.registry.get(name)
+            return {"topic": name, "created": True,
                     "config": (topic.config if topic is not None else config).to_json()}
 
         def answer(_info):
-            if msg.topic in self.book.roles:
+            if name in self.book.roles or name in self.book.refusals:
                 return now()
-            return Park(PLACE_PREFIX + msg.topic, PLACE_WAIT_MS, now)
+            return Park(PLACE_PREFIX + name, PLACE_WAIT_MS, now)
         return read_op(answer)

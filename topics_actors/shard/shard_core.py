@@ -141,7 +141,10 @@ class ShardCore:
     # --- replicated topics (shard/replica_book.py) ------------------------------------------
 
     def _append(self, msg: Append) -> Staged:
-        if not self.replica_rules.applies(msg):
+        rules = self.replica_rules
+        if rules.unplaced(msg.topic):
+            return rules.locate(msg)
+        if not rules.applies(msg):
             return self.appends.stage(msg)
         waits = self.replicas.check_append(msg)
         is_write, fn = self.appends.stage(msg)

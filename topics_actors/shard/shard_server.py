@@ -239,9 +239,9 @@ class ShardServer:
         for topic, epoch, version, isr in replicas.isr_proposals():
             self.link.send(IsrChange("shard", self.core.options.shard, os.getpid(), topic,
                                      epoch, version, isr))
-        for topic, config in replicas.placing.items():
+        for topic, (config, create) in replicas.placing.items():
             self.link.send(PlaceTopic("shard", self.core.options.shard, os.getpid(), topic,
-                                      config))
+                                      config, create))
 
     def _watch_feed_sockets(self, sockets: list) -> None:
         """Let a feed's answer end the poll (its sockets open on first use)."""
