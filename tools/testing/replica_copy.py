@@ -15,8 +15,8 @@ from topics_actors.topic_identity import shard_of_name
 
 
 def topic_copy(data_dir: str, shards: int, topic: str) -> dict[int, bytes] | None:
-    """{seq: stored envelope} of `topic` as the node would recover it; None if it has no
-    copy."""
+    """{seq: stored envelope} of the live records of `topic` (above its floors, not
+    deleted) as the node would recover them; None if it has no copy."""
     scratch = tempfile.mkdtemp(prefix="replica-copy-")
     try:
         copy = os.path.join(scratch, "data")
@@ -28,7 +28,7 @@ def topic_copy(data_dir: str, shards: int, topic: str) -> dict[int, bytes] | Non
         state = core.registry.get(topic)
         found = None
         if state is not None:
-            found = {seq: rec.envelope for seq in range(1, state.head + 1)
+            found = {seq: rec.envelope for seq in range(state.earliest_seq(), state.head + 1)
                      if (rec := core.reader.read(state, seq)) is not None}
         core.wal.close()
         core.reader.close()

@@ -88,7 +88,7 @@ class FollowerFetch:
         end_leo = answer.first_seq + len(answer.records)
         if not answer.records or not self.on_fetch_range(answer, end_leo):
             self.hw_seq = max(self.hw_seq, min(answer.hw_seq, answer.first_seq - 1)) if (
-                self._current(answer)) else self.hw_seq
+                self.is_current(answer)) else self.hw_seq
             return None
         return Apply(answer.first_seq, answer.records, answer.epochs)
 
@@ -96,7 +96,7 @@ class FollowerFetch:
         """An answer covering seqs [first_seq, end_leo), where seqs without a record are
         holes (deleted or evicted at the leader): whether to apply it (True: its epochs are
         in the cache and `applied_leo` is `end_leo`)."""
-        if not self._current(answer):
+        if not self.is_current(answer):
             return False                   # stale, duplicated or out of order: dropped
         self.hw_seq = max(self.hw_seq, min(answer.hw_seq, end_leo - 1))
         if end_leo <= answer.first_seq:
@@ -106,7 +106,7 @@ class FollowerFetch:
         self.applied_leo = end_leo
         return True
 
-    def _current(self, answer: FetchAnswer) -> bool:
+    def is_current(self, answer: FetchAnswer) -> bool:
         return (answer.leader_epoch == self.leader_epoch and self.settled
                 and answer.first_seq == self.applied_leo
                 and self.applied_leo == self.durable_leo)

@@ -26,6 +26,7 @@ class FollowerProgress:
     last_fetch_ms: int = 0
     caught_up_ms: int = 0
     leader_leo_then: int = 1         # the leader's leo when its previous fetch was answered
+    ops_leo: int = 0                 # its durable op log end (ledger/op_log.py); 0: none yet
 
 
 class IsrTracker:
@@ -37,6 +38,7 @@ class IsrTracker:
         self.epoch_start_leo = epoch_start_leo
         self.leader_leo, self.hw_leo = leader_leo, hw_leo
         self.proposed: tuple[str, ...] | None = None
+        self.leader_ops_leo = self.ops_hw_leo = 1     # the op log's, as for records
         # A new leader gives every follower a full lag window before judging it.
         self.followers = {node: FollowerProgress(caught_up_ms=now_ms, last_fetch_ms=now_ms)
                           for node in replicas if node != leader}
@@ -67,6 +69,38 @@ class IsrTracker:
         progress.last_fetch_ms = now_ms
         progress.leader_leo_then = self.leader_leo
         return self._advance()
+
+    @property
+    def ops_hw(self) -> int:
+        """The highest op committed: every in-sync replica holds it durably."""
+        return self.ops_hw_leo - 1
+
+    def start_ops(self, leader_ops_leo: int, applied: int) -> None:
+        """The leader's own op log end and the ops already applied (committed before)."""
+        self.leader_ops_leo, self.ops_hw_leo = leader_ops_leo, applied + 1
+
+    def leader_ops_durable(self, ops_leo: int) -> bool:
+        """The leader's own op log is durable up to `ops_leo`; whether ops committed."""
+        self.leader_ops_leo = max(self.leader_ops_leo, ops_leo)
+        return self._advance_ops()
+
+    def ops_fetched(self, node: str, ops_leo: int) -> bool:
+        progress = self.followers.get(node)
+        if progress is None:
+            return False
+        progress.ops_leo = ops_leo
+        return self._advance_ops()
+
+    def _advance_ops(self) -> bool:
+        """Ops commit like records: on every counted in-sync replica, with min_isr in sync."""
+        if len(self.isr) < self.min_isr:
+            return False
+        candidate = min([self.leader_ops_leo] + [self.followers[n].ops_leo
+                                                 for n in self._counted() if n != self.leader])
+        if candidate <= self.ops_hw_leo:
+            return False
+        self.ops_hw_leo = candidate
+        return True
 
     def _counted(self) -> set[str]:
         return set(self.isr) | set(self.proposed or ())
@@ -106,6 +140,7 @@ class IsrTracker:
     def isr_written(self, isr: tuple[str, ...]) -> bool:
         """ZooKeeper took the ISR change; whether the HW moved."""
         self.isr, self.proposed = isr, None
+        self._advance_ops()
         return self._advance()
 
 

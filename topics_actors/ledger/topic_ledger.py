@@ -21,6 +21,7 @@ import xxhash
 
 from topics_actors.cluster.epoch_cache import EpochCache
 from topics_actors.ledger.dedupe_index import DedupeEntry
+from topics_actors.ledger.op_log import Op, OpLog
 from topics_actors.ledger.delete_rules import live_floor
 from topics_actors.ledger import router_state
 from topics_actors.ledger.queue_state import QueueState, queue_of
@@ -205,6 +206,28 @@ class TopicLedger:
                 topic.epochs = EpochCache()
             topic.epochs.assign(frame_body.decode_body(frame.type, frame.data), frame.seq)
 
+    def _ops_of(self, frame: Frame) -> OpLog | None:
+        topic = self._topic(frame, "op")
+        if topic is not None and topic.ops is None:
+            topic.ops = OpLog()
+        return None if topic is None else topic.ops
+
+    def _repl_op(self, frame: Frame, view) -> None:
+        ops = self._ops_of(frame)
+        if ops is not None and frame.seq == ops.leo:
+            epoch, body = frame_body.decode_body(frame.type, frame.data)
+            ops.append(Op(frame.seq, epoch, body))
+
+    def _ops_commit(self, frame: Frame, view) -> None:
+        ops = self._ops_of(frame)
+        if ops is not None:
+            ops.take_committed(frame.seq)
+
+    def _ops_drop(self, frame: Frame, view) -> None:
+        ops = self._ops_of(frame)
+        if ops is not None:
+            ops.drop_pending()
+
     def _router_create(self, frame: Frame, view) -> None:
         topic = self._topic(frame, "router")
         if topic is not None:
@@ -288,6 +311,8 @@ class TopicLedger:
             topic.routers = {r[0]: RouterState.from_entry(r) for r in entry["routers"]}
         if entry.get("epochs"):
             topic.epochs = EpochCache([tuple(e) for e in entry["epochs"]])
+        if entry.get("ops"):
+            topic.ops = OpLog.from_entry(entry["ops"])
         self.add_topic(topic)
         return topic
 
@@ -320,6 +345,8 @@ def snapshot_entry(topic: TopicState, seg_dir: str, segments: list[list[int]],
         entry["routers"] = [router.to_entry() for router in topic.routers.values()]
     if topic.epochs is not None and topic.epochs.latest is not None:
         entry["epochs"] = [list(e) for e in topic.epochs.entries()]
+    if topic.ops is not None:
+        entry["ops"] = topic.ops.to_entry()
     if topic.queue is not None:
         floor = live_floor(topic)
         entry["queue"] = topic.queue.to_entry(topic.config.leases_durable,
@@ -349,4 +376,7 @@ _HANDLERS = {
     FrameType.ROUTER_CURSOR: TopicLedger._router_cursor,
     FrameType.FILLER: lambda self, frame, view: None,
     FrameType.EPOCH: TopicLedger._epoch,
+    FrameType.REPL_OP: TopicLedger._repl_op,
+    FrameType.OPS_COMMIT: TopicLedger._ops_commit,
+    FrameType.OPS_DROP: TopicLedger._ops_drop,
 }

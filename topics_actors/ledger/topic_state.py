@@ -30,7 +30,7 @@ class TopicState:
                  "dedupe", "ram_file", "ram", "indexed", "absorbed", "seg_dir",
                  "seg_firsts", "seg_counts", "created_at", "ram_past", "gone_through",
                  "deleted", "deletions", "tags", "queue", "routers", "trims", "epochs",
-                 "hw")
+                 "hw", "ops")
 
     def __init__(self, name: str, config: TopicConfig, tid: int | None = None,
                  indexed: bool = True):
@@ -72,6 +72,7 @@ class TopicState:
         self.epochs = None            # EpochCache of a replicated topic (cluster/epoch_cache)
         self.hw: int | None = None    # a replicated topic's high watermark: readers see no
                                       # seq above it (None: not replicated, the head rules)
+        self.ops = None               # OpLog of a replicated topic's deletes (ledger/op_log)
 
     # --- publishing -------------------------------------------------------------------
 

@@ -387,8 +387,11 @@ class ReplicaFetch(Message):
     from `fetch_leo`, the follower's durable log end, which also reports its progress;
     parked up to wait_ms when there is nothing new. Refused not_leader when the receiver
     does not lead `topic` in `leader_epoch`.
+    ops_leo, ops_epoch, ops_applied: the follower's durable op log end (record deletes,
+    ledger/op_log.py), the epoch of its newest op not applied yet, and how many it applied.
     Reply: {topic, leader_epoch, first_seq, end_leo, records: [[seq, ts, envelope bin,
-    tag|nil, node|nil, flags]], epochs: [[epoch, first seq]], hw, earliest_seq}; seqs in
+    tag|nil, node|nil, flags]], epochs: [[epoch, first seq]], hw, earliest_seq, ops_applied,
+    and ops: [[no, epoch, op]] with ops_hw, or ops_drop (with ops_hw), or ops_reset}; seqs in
     [first_seq, end_leo) without a record are holes (deleted, evicted or never written)."""
     KIND = "replica_fetch"
     topic: str
@@ -397,6 +400,9 @@ class ReplicaFetch(Message):
     fetch_leo: int
     wait_ms: int = 0
     max_bytes: int = 0
+    ops_leo: int = 1
+    ops_epoch: int | None = None
+    ops_applied: int = 0
 
 
 @message

@@ -30,12 +30,13 @@ from topics_actors.cluster.isr_tracker import AckWaiters, IsrTracker
 from topics_actors.errors import ErrorCode, TopicsError, invalid
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.control import ReplicaRoles
-from topics_actors.protocol.messages import Append, EpochQuery, ReplicaFetch
-from topics_actors.record_envelope import payload_bytes
-from topics_actors.shard import retention, topic_admin
+from topics_actors.protocol.messages import Append, DeleteRecords, EpochQuery, ReplicaFetch
+from topics_actors.shard import topic_admin
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op, write_op
 from topics_actors.shard.long_poll import Park
+from topics_actors.shard import replica_records
 from topics_actors.shard.record_reader import RecordReader
+from topics_actors.shard.replica_ops import ReplicaOps, ops_of
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage import frame_body
 from topics_actors.storage.file_table import make_loc
@@ -123,6 +124,9 @@ class ReplicaBook:
         self.placed: set[str] = set()          # topics whose state arrived (wake put_topic)
         self.leader_changes = 0
         self.fenced = False                    # our ZooKeeper session is not connected
+        self.ops = ReplicaOps(stager, reader, lambda *answer: self.released.append(
+            Released(*answer)))
+        self.ops_durable: dict[str, int] = {}   # followed topic -> its durable op log end
 
     @property
     def enabled(self) -> bool:
@@ -197,6 +201,8 @@ class ReplicaBook:
                                  topic.config.min_isr, LAG_TIME_MS,
                                  topic.epochs.entries()[-1][1], topic.head + 1,
                                  (topic.hw or 0) + 1, now)
+            ops = ops_of(topic)
+            tracker.start_ops(ops.leo, ops.applied)
             self.leading[role.topic] = tracker
             self.waiters.setdefault(role.topic, AckWaiters(ACK_WAITERS_MAX))
             self.leader_changes += 1
@@ -209,6 +215,7 @@ class ReplicaBook:
                 self._advance(topic, tracker.isr_written(role.isr))
         tracker.leader_epoch = role.leader_epoch
         self.proposals.pop(role.topic, None)
+        self._ops_moved(topic)
 
     def _epoch_of(self, name: str) -> int | None:
         tracker = self.leading.get(name)
@@ -222,6 +229,7 @@ class ReplicaBook:
         if fetch is None:
             self.following[role.topic] = FollowerFetch(role.topic, role.leader_epoch,
                                                        topic.epochs, topic.head + 1)
+            self.ops_durable[role.topic] = ops_of(topic).leo
         else:
             fetch.new_leader_epoch(role.leader_epoch)
 
@@ -234,6 +242,7 @@ class ReplicaBook:
                             ErrorCode.NOT_LEADER, role.hint() if role else {"topic": name})
         for peer, corr, t0, _body in (self.waiters.pop(name, None) or AckWaiters(0)).drain():
             self.released.append(Released(peer, corr, t0, None, error))
+        self.ops.drop_waiters(name, error)
 
     # --- the leader's side --------------------------------------------------------------------
 
@@ -305,36 +314,57 @@ class ReplicaBook:
                               f"{topic.head + 1}", ErrorCode.INVALID_REQUEST,
                               {"reason": "seq_out_of_range", "leo": topic.head + 1})
         self._advance(topic, tracker.fetched(msg.node, msg.fetch_leo, self.clock_ms()))
+        if tracker.ops_fetched(msg.node, msg.ops_leo):
+            self._ops_moved(topic)
 
         def now() -> dict:
-            return self._records_from(msg, tracker)
+            body = self._records_from(msg, tracker)
+            body.update(self.ops.answer(topic, msg.ops_leo, msg.ops_epoch, tracker))
+            body["ops_applied"] = ops_of(topic).applied
+            return body
 
         def answer(_info: CommitInfo):
             body = now()
-            if not body["records"] and body["end_leo"] == msg.fetch_leo and msg.wait_ms > 0:
+            quiet = (not body["records"] and body["end_leo"] == msg.fetch_leo
+                     and not body.get("ops") and "ops_drop" not in body
+                     and "ops_reset" not in body and body["ops_hw"] <= msg.ops_applied)
+            if quiet and msg.wait_ms > 0:
                 return Park(FETCH_PREFIX + msg.topic, msg.wait_ms, now)
             return body
         return read_op(answer)
+
+    def delete(self, msg: DeleteRecords) -> Staged:
+        """A record delete on a replicated topic this node leads (replica_ops.py)."""
+        self.check_request(msg)
+        tracker = self.leading[msg.topic]
+        topic = self.registry.get(msg.topic)
+        return self.ops.request(msg, topic, tracker.leader_epoch, tracker,
+                                lambda: self._ops_durable(topic))
+
+    def _ops_durable(self, topic: TopicState) -> None:
+        """The leader's own ops are durable: wake its followers' fetches for them."""
+        tracker = self.leading.get(topic.name)
+        if tracker is None:
+            return
+        self.hw_moved.add(FETCH_PREFIX + topic.name)
+        if tracker.leader_ops_durable(ops_of(topic).leo):
+            self._ops_moved(topic)
+
+    def _ops_moved(self, topic: TopicState) -> None:
+        """Apply what is committed now; parked fetches learn the new commit point."""
+        tracker = self.leading.get(topic.name)
+        if tracker is not None and not self.fenced and tracker.ops_hw > ops_of(topic).applied:
+            self.ops.apply_committed(topic, tracker.ops_hw)
+            self.hw_moved.add(FETCH_PREFIX + topic.name)
 
     def _records_from(self, msg: ReplicaFetch, tracker: IsrTracker) -> dict:
         topic = self.registry.get(msg.topic)
         if topic is None or self.leading.get(msg.topic) is not tracker:
             raise TopicsError(f"no longer the leader of {msg.topic!r}", ErrorCode.NOT_LEADER)
-        budget = min(msg.max_bytes or FETCH_BYTES_MAX, FETCH_BYTES_MAX)
-        seq = max(msg.fetch_leo, topic.earliest_seq())
-        records, used = [], 0
-        while seq <= topic.head and len(records) < FETCH_RECORDS_MAX:
-            rec = self.reader.read(topic, seq)
-            if rec is not None:
-                if records and used + len(rec.envelope) > budget:
-                    break
-                records.append([rec.seq, rec.ts, rec.envelope, rec.tag, rec.node, rec.flags])
-                used += len(rec.envelope)
-            seq += 1
-        return {"topic": topic.name, "leader_epoch": tracker.leader_epoch,
-                "first_seq": msg.fetch_leo, "end_leo": seq,
-                "records": records, "epochs": _epochs_in(topic.epochs, msg.fetch_leo, seq),
-                "hw": tracker.hw_seq, "earliest_seq": topic.earliest_seq()}
+        body = replica_records.read_for(self.reader, topic, msg.fetch_leo,
+                                        min(msg.max_bytes or FETCH_BYTES_MAX, FETCH_BYTES_MAX))
+        body.update(leader_epoch=tracker.leader_epoch, hw=tracker.hw_seq)
+        return body
 
     def epoch_end(self, msg: EpochQuery) -> Staged:
         _tracker, topic = self._led(msg.topic, msg.leader_epoch)
@@ -368,6 +398,7 @@ class ReplicaBook:
                 topic = self.registry.get(name)
                 if topic is not None:
                     self._advance(topic, True)
+                    self._ops_moved(topic)
 
     def _advance(self, topic: TopicState, moved: bool) -> None:
         if not moved or self.fenced:
@@ -406,9 +437,12 @@ class ReplicaBook:
                 out.append((name, role.leader_shard,
                             EpochQuery(name, self.node_id, ask.leader_epoch, ask.asked_epoch)))
             elif isinstance(ask, FetchRequest):
+                ops = ops_of(self.registry.get(name))
+                ops_leo = self.ops_durable.get(name, ops.leo)
                 out.append((name, role.leader_shard,
                             ReplicaFetch(name, self.node_id, ask.leader_epoch, ask.fetch_leo,
-                                         FETCH_WAIT_MS, FETCH_BYTES_MAX)))
+                                         FETCH_WAIT_MS, FETCH_BYTES_MAX, ops_leo,
+                                         ops.pending_epoch, ops.applied)))
         return out
 
     def apply(self, msg: "ReplicaAnswer") -> Staged:
@@ -427,25 +461,36 @@ class ReplicaBook:
             return read_op(lambda info: {"applied": 0})
         answer = FetchAnswer(body["leader_epoch"], body["first_seq"], body["records"],
                              [tuple(e) for e in body["epochs"]], body["hw"])
+        if not fetch.is_current(answer):
+            return read_op(lambda info: {"applied": 0})
+        if body.get("ops_reset"):       # the leader no longer holds the ops we lack
+            return self._reset(topic, fetch, body.get("ops_applied", 0))
         latest = fetch.cache.latest
         new_epochs = [(e, s) for e, s in answer.epochs if latest is None or e > latest]
-        if not fetch.on_fetch_range(answer, body["end_leo"]):
-            return read_op(lambda info: {"applied": 0})
-        return self._stage_copies(topic, fetch, answer, new_epochs, body["end_leo"])
+        moved = fetch.on_fetch_range(answer, body["end_leo"])
+        return self._stage_copies(topic, fetch, answer, new_epochs if moved else [],
+                                  body["end_leo"] if moved else None, body)
 
-    def _reset(self, topic: TopicState, fetch: FollowerFetch) -> Staged:
-        """Drop the local copy, which diverged below its head, and start it again empty."""
-        log.warning("event=replica_reset topic=%s head=%d reason=diverged_from_leader",
-                    topic.name, topic.head)
+    def _reset(self, topic: TopicState, fetch: FollowerFetch, ops_applied: int = 0) -> Staged:
+        """Drop the local copy, which diverged below its head (or lacks ops the leader no
+        longer holds), and start it again empty; its ops start after `ops_applied`, the
+        leader's, whose effects the records it fetches from now on already show."""
+        log.warning("event=replica_reset topic=%s head=%d ops_applied=%d", topic.name,
+                    topic.head, ops_applied)
         self.stager.save_undo(topic.name, topic)
         self.stager.frame(FrameType.TOPIC_DELETE, topic,
                           frame_body.encode_topic(topic.name, b""))
         self.registry.unregister(topic)
         fresh = topic_admin.stage_create(self.stager, self.registry, topic.name, topic.config)
         fresh.epochs, fresh.hw = EpochCache(), 0
+        if ops_applied:
+            self.stager.frame(FrameType.OPS_COMMIT, fresh, frame_body.encode_u64(0),
+                              seq=ops_applied)
+            ops_of(fresh).take_committed(ops_applied)
         role = self.roles[topic.name]
         self.following[topic.name] = FollowerFetch(topic.name, role.leader_epoch,
                                                    fresh.epochs, 1)
+        self.ops_durable[topic.name] = ops_of(fresh).leo
 
         def publish(info: CommitInfo) -> dict:
             if topic.ram_file:
@@ -455,39 +500,31 @@ class ReplicaBook:
         return write_op(publish)
 
     def _stage_copies(self, topic: TopicState, fetch: FollowerFetch, answer: FetchAnswer,
-                      new_epochs: list[tuple[int, int]], end_leo: int) -> Staged:
+                      new_epochs: list[tuple[int, int]], end_leo: int | None,
+                      body: dict) -> Staged:
+        """Stage a fetch answer: its records (when `end_leo`: the answer moved the log
+        end) at the leader's seqs, then its ops (replica_ops.py)."""
         stager = self.stager
         stager.throttle()
-        retention.stage(stager, self.reader, topic)
         stager.save_undo(topic.name, topic)
-        sync = topic.config.durability.acks_after_fsync
-        for epoch, start in new_epochs:
-            stager.frame(FrameType.EPOCH, topic, frame_body.encode_u64(epoch), seq=start)
-        runs = _runs(answer.records)
-        staged = []
-        for first, ts, records in runs:
-            if first > topic.next_seq:       # holes: deleted or evicted at the leader
-                stager.frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(first - 1),
-                             seq=first - 1)
-            offsets = stager.appends(topic, first, ts, records, sync) if (
-                topic.config.logged) else []
-            topic.next_seq = first + len(records)
-            staged.append((first, ts, records, offsets))
-        if end_leo - 1 > topic.next_seq - 1:
-            stager.frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(end_leo - 1),
-                         seq=end_leo - 1)
-            topic.next_seq = end_leo
+        staged = replica_records.stage(stager, self.reader, topic, answer.records, new_epochs,
+                                       end_leo) if end_leo else []
+        ops_applied = self.ops.take(topic, body, end_leo or topic.head + 1)
         hw = answer.hw_seq
 
         def publish(info: CommitInfo) -> dict:
             for first, ts, records, offsets in staged:
                 topic.pad_to(first - 1)
                 base = make_loc(info.file_no, info.offset)
-                locs = [base + rel for rel in offsets]
-                topic.publish(first, locs, sum(r[4] for r in records), ts)
-            topic.pad_to(end_leo - 1)
+                topic.publish(first, [base + rel for rel in offsets],
+                              sum(r[4] for r in records), ts)
+            if end_leo:
+                topic.pad_to(end_leo - 1)
+                fetch.committed(topic.head + 1)
+            if ops_applied is not None:
+                ops_applied(info)
+            self.ops_durable[topic.name] = ops_of(topic).leo
             topic.hw = max(topic.hw or 0, min(hw, topic.head))
-            fetch.committed(topic.head + 1)
             info.woken.add(topic.name)
             return {"applied": sum(len(r[2]) for r in staged)}
         return write_op(publish)
@@ -535,7 +572,10 @@ class ReplicaBook:
             "following": len(self.following), "leader_changes": self.leader_changes,
             "under_replicated": sum(1 for t in self.leading.values()
                                     if len(t.isr) < len(t.replicas)),
-            "acks_waiting": sum(len(w) for w in self.waiters.values()), "led": led}}
+            "acks_waiting": sum(len(w) for w in self.waiters.values()),
+            "ops_pending": sum(len(t.ops.pending) for name in self.roles
+                               if (t := self.registry.get(name)) is not None and t.ops),
+            "led": led}}
 
 
 class ReplicaAnswer(NamedTuple):
@@ -543,27 +583,3 @@ class ReplicaAnswer(NamedTuple):
     topic: str
     kind: str          # "epoch_query" | "replica_fetch"
     body: dict
-
-
-def _runs(records: list) -> list[tuple[int, int, list]]:
-    """Group fetched records into runs of contiguous seqs with one timestamp, each as
-    (first seq, ts, staged records) ready for the Append frame encoder."""
-    runs: list[tuple[int, int, list]] = []
-    for seq, ts, envelope, tag, node, flags in records:
-        staged = (envelope, (tag or "").encode(), (node or "").encode(), flags,
-                  payload_bytes(len(envelope), flags))
-        if runs and runs[-1][1] == ts and runs[-1][0] + len(runs[-1][2]) == seq:
-            runs[-1][2].append(staged)
-        else:
-            runs.append((seq, ts, [staged]))
-    return runs
-
-
-def _epochs_in(cache: EpochCache, first: int, end: int) -> list[list[int]]:
-    """The epoch of seq `first` and every epoch starting before `end` (a follower's cache
-    needs the epoch of each record it receives)."""
-    entries = cache.entries()
-    out = [[e, max(s, 1)] for e, s in entries if s < end]
-    covering = [e for e in out if e[1] <= first]
-    later = [e for e in out if e[1] > first]
-    return covering[-1:] + later

@@ -46,6 +46,7 @@ from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replay import Replay
 from topics_actors.shard.replica_book import AwaitHw, ReplicaAnswer, ReplicaBook
+from topics_actors.shard.replica_ops import AwaitOp
 from topics_actors.shard.replica_rules import ReplicaRules
 from topics_actors.shard.router_book import RouterBook, RouterPass
 from topics_actors.shard.shard_stats import ShardStats
@@ -109,7 +110,7 @@ class ShardCore:
             ListTopics: lambda m: topic_admin.list_page(stager, registry, m),
             Diff: lambda m: diff_read.diff_request(stager, registry, reader, m),
             Scan: lambda m: range_scan.scan_request(stager, registry, reader, m),
-            DeleteRecords: lambda m: record_delete.request(stager, registry, reader, m),
+            DeleteRecords: self._delete_records,
             Retain: lambda m: retention.retain_request(stager, reader, registry),
             Checkpoint: self._barrier,
             Absorbed: lambda m: absorption.absorb_request(self.fs, data_dir, wal, registry,
@@ -155,6 +156,11 @@ class ShardCore:
             body = fn(info)
             return AwaitHw(msg.topic, body["last_seq"], body)
         return is_write, held
+
+    def _delete_records(self, msg: DeleteRecords) -> Staged:
+        if self.replica_rules.replicated_delete(msg):
+            return self.replicas.delete(msg)
+        return record_delete.request(self.stager, self.registry, self.reader, msg)
 
     def _put_topic(self, msg: PutTopic) -> Staged:
         if self.replica_rules.places(msg):
@@ -285,6 +291,11 @@ class ShardCore:
     def _reply(self, peer: bytes, corr: int, t0_ns: int, fn, info: CommitInfo) -> Reply | None:
         try:
             body = fn(info)
+            if type(body) is AwaitOp:
+                if self.replicas.ops.hold(peer, corr, t0_ns, body,
+                                          self.registry.get(body.topic).ops):
+                    return None   # answered once every in-sync replica applies it
+                body = {"topic": body.topic, "deleted": 0}
             if type(body) is AwaitHw:
                 if self.replicas.hold(peer, corr, t0_ns, body):
                     body.body["performance"] = {"wal_append_ms": info.wal_ms,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+import msgpack
+
 from topics_actors.storage.frame_types import FrameType
 
 _U8 = struct.Struct("<B")
@@ -176,6 +178,22 @@ def encode_idem_key(key: str, count: int) -> bytes:
     return _lp(key) + _U32.pack(count)
 
 
+def encode_op(epoch: int, op: list) -> bytes:
+    """A REPL_OP body: the leader epoch, then the op (ledger/op_log.py) as msgpack."""
+    return _U64.pack(epoch) + msgpack.packb(op)
+
+
+def _op(r: _Reader):
+    epoch = r.u64()
+    op = msgpack.unpackb(r.rest())
+    if (not isinstance(op, list) or len(op) != 4 or op[0] != "delete"
+            or not (op[1] is None or isinstance(op[1], int))
+            or not (op[2] is None or (isinstance(op[2], list) and len(op[2]) == 2))
+            or not isinstance(op[3], int)):
+        raise ValueError("unknown replicated op")
+    return epoch, op
+
+
 def _topic(r: _Reader):
     return TopicBody(r.text(), r.lp())
 
@@ -224,6 +242,9 @@ _DECODERS = {
         lambda r: RouterCursorBody(r.text(), r.u64(), r.u64(), r.u64(), r.u64()),
     FrameType.FILLER: lambda r: r.rest(),
     FrameType.EPOCH: lambda r: r.u64(),
+    FrameType.REPL_OP: _op,
+    FrameType.OPS_COMMIT: lambda r: r.u64(),
+    FrameType.OPS_DROP: lambda r: r.u64(),
 }
 
 

@@ -31,6 +31,9 @@ class FrameType(enum.IntEnum):
     ROUTER_CURSOR = 13
     FILLER = 14      # a repaired frame's bytes: no meaning, keeps the offsets of the rest
     EPOCH = 15       # a replicated topic's leader epoch starts at this frame's seq (body: u64)
+    REPL_OP = 16     # a replicated topic's op (a record delete) number seq, not applied yet
+    OPS_COMMIT = 17  # the topic's ops up to seq are applied (logged with their Delete frames)
+    OPS_DROP = 18    # the topic's ops not applied are dropped (a new leader never had them)
 
 
 KNOWN_TYPES = frozenset(int(t) for t in FrameType)

@@ -1,0 +1,172 @@
+"""Record deletes on replicated topics (ledger/op_log.py for the rules): the leader logs a
+delete as an op, its followers fetch and log it, and every replica applies it (the same
+Delete frame a single node logs, plus an OPS_COMMIT frame) only once every in-sync replica
+holds it. The leader answers the delete after applying it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from topics_actors.cluster.isr_tracker import IsrTracker
+from topics_actors.errors import ErrorCode, TopicsError, invalid
+from topics_actors.ledger import delete_rules
+from topics_actors.ledger.op_log import Op, OpLog
+from topics_actors.ledger.topic_state import TopicState
+from topics_actors.protocol.messages import DeleteRecords
+from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Op as StagedOp, write_op
+from topics_actors.shard.record_reader import RecordReader
+from topics_actors.storage import frame_body
+from topics_actors.storage.frame_types import FrameType
+
+OPS_PER_FETCH = 1_000
+
+
+class AwaitOp(NamedTuple):
+    """A delete's reply held until its op is applied."""
+    topic: str
+    no: int
+
+
+class ReplicaOps:
+    def __init__(self, stager: BatchStager, reader: RecordReader, release):
+        """`release(peer, corr, t0_ns, body, error)`: hand an answer to the shell."""
+        self.stager = stager
+        self.reader = reader
+        self.release = release
+        self.waiting: dict[tuple[str, int], tuple[bytes, int, int]] = {}
+
+    # --- the leader --------------------------------------------------------------------------
+
+    def request(self, msg: DeleteRecords, topic: TopicState, epoch: int,
+                tracker: IsrTracker, on_durable: Callable[[], None]):
+        """Log the delete as the topic's next op; its reply waits for the apply."""
+        if msg.before_seq is None and msg.match is None:
+            raise invalid("a delete needs before_seq and/or match")
+        if msg.before_seq is not None and msg.before_seq < 0:
+            raise invalid("before_seq must not be negative")
+        match = delete_rules.parse_match(msg.match)
+        if not tracker.can_ack_all():
+            raise TopicsError(f"{len(tracker.isr)} of the {tracker.min_isr} in-sync replicas "
+                              f"a replicated delete needs are in sync",
+                              ErrorCode.NOT_ENOUGH_REPLICAS,
+                              {"isr": list(tracker.isr), "min_isr": tracker.min_isr})
+        self.stager.throttle()
+        # Only records every in-sync replica holds: a failover never puts another record
+        # at a seq a delete named.
+        body = ["delete", msg.before_seq, list(match) if match else None, topic.visible + 1]
+        ops = ops_of(topic)
+        op = Op(ops.leo, epoch, body)
+        self.stager.save_undo(topic.name, topic)
+        self.stager.frame(FrameType.REPL_OP, topic, frame_body.encode_op(epoch, body),
+                          seq=op.no, sync=topic.config.durability.acks_after_fsync)
+        ops.append(op)
+        self.stager.batch.undo_fns.append(lambda: _unappend(ops, op))
+
+        def publish(_info: CommitInfo) -> AwaitOp:
+            on_durable()
+            return AwaitOp(topic.name, op.no)
+        return write_op(publish)
+
+    def hold(self, peer: bytes, corr: int, t0_ns: int, held: AwaitOp,
+             ops: OpLog | None) -> bool:
+        """Keep the delete's reply until its op is applied; False: answer now (applied)."""
+        if ops is not None and ops.applied >= held.no:
+            return False
+        self.waiting[(held.topic, held.no)] = (peer, corr, t0_ns)
+        return True
+
+    def apply_committed(self, topic: TopicState, upto: int) -> None:
+        """Stage the apply of the topic's ops committed up to `upto` as an operation of the
+        shard's own (committed with the next batch); their waiting replies go out then."""
+        ops = ops_of(topic).take_committed(upto)
+        if not ops:
+            return
+        applied = self._stage_apply(topic, ops)
+
+        def publish(info: CommitInfo) -> dict:
+            for op, gone in zip(ops, applied(info)):
+                waiter = self.waiting.pop((topic.name, op.no), None)
+                if waiter is not None:
+                    self.release(*waiter, _reply(topic, gone), None)
+            return {}
+        self.stager.add(StagedOp(b"", 0, 0, True, publish))
+
+    def drop_waiters(self, name: str, error: TopicsError) -> None:
+        """Leadership moved: the deletes waiting are in doubt."""
+        for key in [k for k in self.waiting if k[0] == name]:
+            self.release(*self.waiting.pop(key), None, error)
+
+    def answer(self, topic: TopicState, ops_leo: int, ops_epoch: int | None,
+               tracker: IsrTracker) -> dict:
+        """The op part of a fetch answer, for a follower whose op log ends at `ops_leo`
+        with an op of `ops_epoch`: ops to append, the commit point, or what to drop."""
+        ops = ops_of(topic)
+        if ops_epoch is not None and ops.epoch_of(ops_leo - 1) != ops_epoch:
+            return {"ops_drop": True, "ops_hw": tracker.ops_hw}
+        found = ops.since(ops_leo, OPS_PER_FETCH)
+        if found is None:
+            return {"ops_reset": True}
+        return {"ops": [[op.no, op.epoch, op.body] for op in found],
+                "ops_hw": tracker.ops_hw}
+
+    # --- a follower --------------------------------------------------------------------------
+
+    def take(self, topic: TopicState, body: dict, log_end: int) -> Callable | None:
+        """Stage the op part of a fetch answer: drop, append, and apply what is committed
+        and whose records this replica holds (`log_end`); the publish of the applies."""
+        ops = ops_of(topic)
+        sync = topic.config.durability.acks_after_fsync
+        if body.get("ops_drop") and ops.pending:
+            self.stager.frame(FrameType.OPS_DROP, topic, frame_body.encode_u64(ops.applied),
+                              seq=ops.applied, sync=sync)
+            ops.drop_pending()
+        for no, epoch, op_body in body.get("ops", ()):
+            if no == ops.leo:
+                self.stager.frame(FrameType.REPL_OP, topic,
+                                  frame_body.encode_op(epoch, op_body), seq=no, sync=sync)
+                ops.append(Op(no, epoch, list(op_body)))
+        upto = ops.applied
+        for op in ops.pending:
+            if op.no > body.get("ops_hw", 0) or op.body[3] > log_end:
+                break
+            upto = op.no
+        applied = ops.take_committed(upto)
+        return self._stage_apply(topic, applied) if applied else None
+
+    # --- both ---------------------------------------------------------------------------------
+
+    def _stage_apply(self, topic: TopicState, ops: list[Op]) -> Callable[[CommitInfo], list]:
+        sync = topic.config.durability.acks_after_fsync
+        for op in ops:
+            _, before, match, bound = op.body
+            self.stager.frame(FrameType.DELETE, topic, frame_body.encode_delete(
+                frame_body.DeleteBody(before, tuple(match) if match else None, (), bound)),
+                sync=sync)
+        self.stager.frame(FrameType.OPS_COMMIT, topic, frame_body.encode_u64(0),
+                          seq=ops[-1].no, sync=sync)
+
+        def applied(_info: CommitInfo) -> list[int]:
+            return [delete_rules.apply(topic, self.reader.read, op.body[1],
+                                       tuple(op.body[2]) if op.body[2] else None, op.body[3],
+                                       TopicState.delete_one, indexed=True)
+                    for op in ops]
+        return applied
+
+
+def ops_of(topic: TopicState) -> OpLog:
+    if topic.ops is None:
+        topic.ops = OpLog()
+    return topic.ops
+
+
+def _unappend(ops: OpLog, op: Op) -> None:
+    if ops.pending and ops.pending[-1] is op:
+        ops.pending.pop()
+
+
+def _reply(topic: TopicState, gone: int) -> dict:
+    return {"topic": topic.name, "deleted": gone, "earliest_seq": topic.earliest_seq(),
+            "head_seq": topic.visible, "count": topic.count, "bytes": topic.bytes,
+            "performance": {}}

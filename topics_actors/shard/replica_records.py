@@ -1,0 +1,80 @@
+"""Records between a replicated topic's leader and its followers: what a leader reads for
+a fetch, and how a follower stages what it fetched, at the leader's seqs, through its own
+WAL (shard/replica_book.py)."""
+
+from __future__ import annotations
+
+from topics_actors.cluster.epoch_cache import EpochCache
+from topics_actors.ledger.topic_state import TopicState
+from topics_actors.record_envelope import payload_bytes
+from topics_actors.shard import retention
+from topics_actors.shard.batch_stager import BatchStager
+from topics_actors.shard.record_reader import RecordReader
+from topics_actors.storage import frame_body
+from topics_actors.storage.frame_types import FrameType
+
+RECORDS_MAX = 2_000           # records per fetch answer
+
+
+def read_for(reader: RecordReader, topic: TopicState, fetch_leo: int, budget: int) -> dict:
+    """The records of a fetch answer from `fetch_leo` (seqs without a record are holes)."""
+    seq = max(fetch_leo, topic.earliest_seq())
+    records, used = [], 0
+    while seq <= topic.head and len(records) < RECORDS_MAX:
+        rec = reader.read(topic, seq)
+        if rec is not None:
+            if records and used + len(rec.envelope) > budget:
+                break
+            records.append([rec.seq, rec.ts, rec.envelope, rec.tag, rec.node, rec.flags])
+            used += len(rec.envelope)
+        seq += 1
+    return {"topic": topic.name, "first_seq": fetch_leo, "end_leo": seq, "records": records,
+            "epochs": epochs_in(topic.epochs, fetch_leo, seq),
+            "earliest_seq": topic.earliest_seq()}
+
+
+def stage(stager: BatchStager, reader: RecordReader, topic: TopicState, records: list,
+          new_epochs: list[tuple[int, int]], end_leo: int) -> list[tuple]:
+    """Stage fetched records (and the epochs that start among them) up to `end_leo`: head
+    marks for the holes, Append frames for each run of one timestamp. Returns (first seq,
+    ts, staged records, frame offsets) per run, for the publish."""
+    retention.stage(stager, reader, topic)
+    sync = topic.config.durability.acks_after_fsync
+    for epoch, start in new_epochs:
+        stager.frame(FrameType.EPOCH, topic, frame_body.encode_u64(epoch), seq=start)
+    staged = []
+    for first, ts, run in _runs(records):
+        if first > topic.next_seq:       # holes: deleted or evicted at the leader
+            stager.frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(first - 1),
+                         seq=first - 1)
+        offsets = stager.appends(topic, first, ts, run, sync) if topic.config.logged else []
+        topic.next_seq = first + len(run)
+        staged.append((first, ts, run, offsets))
+    if end_leo - 1 > topic.next_seq - 1:
+        stager.frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(end_leo - 1),
+                     seq=end_leo - 1)
+        topic.next_seq = end_leo
+    return staged
+
+
+def _runs(records: list) -> list[tuple[int, int, list]]:
+    """Group fetched records into runs of contiguous seqs with one timestamp, each as
+    (first seq, ts, staged records) ready for the Append frame encoder."""
+    runs: list[tuple[int, int, list]] = []
+    for seq, ts, envelope, tag, node, flags in records:
+        staged = (envelope, (tag or "").encode(), (node or "").encode(), flags,
+                  payload_bytes(len(envelope), flags))
+        if runs and runs[-1][1] == ts and runs[-1][0] + len(runs[-1][2]) == seq:
+            runs[-1][2].append(staged)
+        else:
+            runs.append((seq, ts, [staged]))
+    return runs
+
+
+def epochs_in(cache: EpochCache, first: int, end: int) -> list[list[int]]:
+    """The epoch of seq `first` and every epoch starting before `end` (a follower's cache
+    needs the epoch of each record it receives)."""
+    out = [[e, max(s, 1)] for e, s in cache.entries() if s < end]
+    covering = [e for e in out if e[1] <= first]
+    later = [e for e in out if e[1] > first]
+    return covering[-1:] + later
