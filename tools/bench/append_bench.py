@@ -37,17 +37,22 @@ REDIS_MODES = ("always", "everysec")
 REDIS_TIMEOUT_S = 120.0
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_load_arguments(p: argparse.ArgumentParser, seconds: float, warmup: float) -> None:
+    """The options of the two load shapes and of the runs (also replication_bench's)."""
     p.add_argument("--runs", type=int, default=3, help="repetitions of every measurement")
-    p.add_argument("--seconds", type=float, default=4.0, help="measured window per case")
-    p.add_argument("--warmup", type=float, default=0.75, help="unmeasured lead-in per case")
-    p.add_argument("--shards", type=int, default=1, help="WAL shards of the node under test")
+    p.add_argument("--seconds", type=float, default=seconds, help="measured window per case")
+    p.add_argument("--warmup", type=float, default=warmup, help="unmeasured lead-in per case")
+    p.add_argument("--shards", type=int, default=1, help="WAL shards of every node")
     p.add_argument("--client-procs", type=int, default=2, help="client processes")
     p.add_argument("--producers", type=int, default=50, help="single-record producers")
     p.add_argument("--batch", type=int, default=64, help="records per append, batch shape")
     p.add_argument("--batch-window", type=int, default=16,
                    help="batched appends in flight per client process")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_load_arguments(p, seconds=4.0, warmup=0.75)
     p.add_argument("--classes", default=",".join(CLASSES), help="durability classes")
     p.add_argument("--install-redis", action="store_true",
                    help="apt-get install redis-server if redis is missing")

@@ -4,11 +4,17 @@ A `WorkerPool` keeps N spawned processes for the whole benchmark. Each job names
 window [start, end) on the system-wide monotonic clock: producers begin at once (warm-up),
 and only acks that arrive inside the window are counted; latencies are those of requests
 both sent and acked inside it.
+
+A job drives the node of the pool's endpoint, or the one named by its `endpoint`, with
+`append_options` given to every append (`acks` for replicated topics); a job with a
+`redis_port` drives Redis instead: each request is `batch` pipelined XADDs, then
+`WAIT <redis_wait_replicas> <redis_wait_ms>` when replicas are asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import multiprocessing as mp
 import signal
 import time
@@ -26,15 +32,16 @@ def make_record(index: int) -> dict:
     return {"data": data}
 
 
-async def _producer(client, topic: str, records: list[dict], job: dict, sink: dict) -> None:
+async def _producer(send, count: int, job: dict, sink: dict) -> None:
+    """Call `send()` (one request of `count` records) until the window ends."""
     start, end = job["start"], job["end"]
-    latencies, count = sink["latencies"], len(records)
+    latencies = sink["latencies"]
     while True:
         t0 = time.monotonic()
         if t0 >= end:
             return
         try:
-            reply = await client.append(topic, records)
+            reply = await send()
         except Exception as error:  # noqa: BLE001 - counted and reported, never fatal here
             sink["errors"] += 1
             sink["last_error"] = repr(error)[:300]
@@ -47,7 +54,7 @@ async def _producer(client, topic: str, records: list[dict], job: dict, sink: di
             sink["requests"] += 1
             if t0 >= start:
                 latencies.append(t1 - t0)
-                perf = reply.get("performance") or {}
+                perf = (reply or {}).get("performance") or {}
                 sink["server_ms"].append(perf.get("server_total_ms", 0.0))
                 sink["fsync_ms"].append(perf.get("fsync_ms", 0.0))
 
@@ -59,28 +66,69 @@ async def _cpu_probe(job: dict, sink: dict) -> None:
     sink["cpu_s"] = time.process_time() - cpu0
 
 
+def _new_sink() -> dict:
+    return {"records": 0, "requests": 0, "errors": 0, "latencies": [], "server_ms": [],
+            "fsync_ms": [], "cpu_s": 0.0, "last_error": "", "last_ack": 0.0, "max_gap_s": 0.0}
+
+
+def _producer_topics(job: dict) -> list[str]:
+    topics = job["topics"]
+    first = job["first_producer"]
+    return [topics[p % len(topics)] for p in range(first, first + job["producers"])]
+
+
+async def _drive(sends: list, count: int, job: dict, sink: dict) -> dict:
+    """Run one producer per `send` and the CPU probe; producers still busy DRAIN_GRACE_S
+    after the window are cancelled and counted as stuck."""
+    tasks = [asyncio.create_task(_producer(send, count, job, sink)) for send in sends]
+    probe = asyncio.create_task(_cpu_probe(job, sink))
+    limit = job["end"] - time.monotonic() + DRAIN_GRACE_S
+    done, pending = await asyncio.wait([*tasks, probe], timeout=max(0.1, limit))
+    for task in pending:
+        task.cancel()
+    sink["stuck_producers"] = len(pending)
+    tail_gap = job["end"] - max(sink["last_ack"], job["start"])
+    sink["max_gap_s"] = max(sink["max_gap_s"], tail_gap)
+    await asyncio.gather(*pending, return_exceptions=True)
+    return sink
+
+
 async def run_job(endpoint: str, job: dict) -> dict:
     from topics_actors.client import AsyncClient
 
-    sink = {"records": 0, "requests": 0, "errors": 0, "latencies": [], "server_ms": [],
-            "fsync_ms": [], "cpu_s": 0.0, "last_error": "",
-            "last_ack": 0.0, "max_gap_s": 0.0}
+    if job.get("redis_port"):
+        return await run_redis_job(job)
     records = [make_record(i) for i in range(job["batch"])]
-    topics = job["topics"]
-    async with AsyncClient(endpoint, max_in_flight=job["max_in_flight"]) as client:
-        tasks = [asyncio.create_task(_producer(client, topics[p % len(topics)], records,
-                                               job, sink))
-                 for p in range(job["first_producer"], job["first_producer"] + job["producers"])]
-        probe = asyncio.create_task(_cpu_probe(job, sink))
-        limit = job["end"] - time.monotonic() + DRAIN_GRACE_S
-        done, pending = await asyncio.wait([*tasks, probe], timeout=max(0.1, limit))
-        for task in pending:
-            task.cancel()
-        sink["stuck_producers"] = len(pending)
-        tail_gap = job["end"] - max(sink["last_ack"], job["start"])
-        sink["max_gap_s"] = max(sink["max_gap_s"], tail_gap)
-        await asyncio.gather(*pending, return_exceptions=True)
-    return sink
+    options = job.get("append_options") or {}
+    async with AsyncClient(job.get("endpoint") or endpoint,
+                           max_in_flight=job["max_in_flight"]) as client:
+        sends = [functools.partial(client.append, topic, records, **options)
+                 for topic in _producer_topics(job)]
+        return await _drive(sends, len(records), job, _new_sink())
+
+
+async def _redis_send(conn, commands: list[tuple], wait: tuple | None) -> dict:
+    replies = await conn.pipeline(commands + ([wait] if wait else []))
+    if wait and replies[-1] < wait[1]:
+        raise TimeoutError(f"WAIT: {replies[-1]} of {wait[1]} replicas in {wait[2]} ms")
+    return {}
+
+
+async def run_redis_job(job: dict) -> dict:
+    from resp_client import RespConnection   # a sibling module (tools/bench)
+
+    value = orjson.dumps(make_record(0)["data"])
+    wait = (("WAIT", job["redis_wait_replicas"], job["redis_wait_ms"])
+            if job.get("redis_wait_replicas") else None)
+    conns = [await RespConnection.open(job["redis_port"]) for _ in range(job["producers"])]
+    try:
+        sends = [functools.partial(_redis_send, conn,
+                                   [("XADD", topic, "*", "d", value)] * job["batch"], wait)
+                 for conn, topic in zip(conns, _producer_topics(job))]
+        return await _drive(sends, job["batch"], job, _new_sink())
+    finally:
+        for conn in conns:
+            await conn.close()
 
 
 def worker_main(conn, endpoint: str) -> None:

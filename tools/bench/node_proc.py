@@ -44,8 +44,10 @@ def wait_port_file(path: str, deadline: float, check_alive, poll_s: float) -> di
 class NodeProcess:
     """A node started with `start()` and stopped with `stop()` (also as a context manager)."""
 
-    def __init__(self, shards: int, base_dir: str | None = None):
+    def __init__(self, shards: int, base_dir: str | None = None, env: dict | None = None):
+        """`env`: extra settings for the node (TOPICS_ZK, TOPICS_NODE_ID for a cluster)."""
         self.shards = shards
+        self.extra_env = dict(env or {})
         self.base_dir = base_dir or tempfile.gettempdir()
         self.tmp = ""
         self.proc: subprocess.Popen | None = None
@@ -72,6 +74,7 @@ class NodeProcess:
                    TOPICS_PORT="0", TOPICS_PORT_FILE=os.path.join(self.tmp, "ports.json"),
                    TOPICS_WAL_SHARDS=str(self.shards),
                    TOPICS_STOP_GRACE_MS=str(int(STOP_GRACE_S * 1000 / 2)))
+        env.update(self.extra_env)
         return env
 
     def start(self) -> None:

@@ -65,8 +65,11 @@ def _ping(port: int) -> bool:
 class RedisServer:
     """redis-server with `appendonly yes --appendfsync <mode>`, RDB and AOF rewrite off."""
 
-    def __init__(self, fsync_mode: str, base_dir: str | None = None):
+    def __init__(self, fsync_mode: str, base_dir: str | None = None,
+                 extra_args: list[str] | None = None):
+        """`extra_args`: more redis-server options (`--replicaof 127.0.0.1 <port>`)."""
         self.fsync_mode = fsync_mode
+        self.extra_args = list(extra_args or [])
         self.base_dir = base_dir or tempfile.gettempdir()
         self.proc: subprocess.Popen | None = None
         self.tmp = ""
@@ -87,7 +90,8 @@ class RedisServer:
         return ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port),
                 "--dir", self.tmp, "--daemonize", "no", "--appendonly", "yes",
                 "--appendfsync", self.fsync_mode, "--save", "",
-                "--auto-aof-rewrite-percentage", "0", "--logfile", "redis.log"]
+                "--auto-aof-rewrite-percentage", "0", "--logfile", "redis.log",
+                *self.extra_args]
 
     def _start(self) -> None:
         self.tmp = tempfile.mkdtemp(prefix="redis-bench-", dir=self.base_dir)

@@ -17,7 +17,7 @@ def _fmt_x(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.2f}×"
 
 
-def _fmt_n(value: float) -> str:
+def fmt_n(value: float) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{value:.1f}"
 
 
@@ -49,7 +49,7 @@ def describe_setup(args, redis_note: str, elapsed_s: float) -> dict:
             "elapsed_s": round(elapsed_s, 1), "argv": " ".join(sys.argv)}
 
 
-def _series(runs: list[dict], key: str, field: str) -> list[float]:
+def series(runs: list[dict], key: str, field: str) -> list[float]:
     return [r[key].get(field, math.nan) if key in r else math.nan for r in runs]
 
 
@@ -58,14 +58,14 @@ def _redis_series(runs: list[dict], case: str, field: str) -> list[float]:
             for r in runs]
 
 
-def _row(name: str, rate: list, p50: list, p99: list, extra: list[str]) -> str:
+def row(name: str, rate: list, p50: list, p99: list, extra: list[str]) -> str:
     cells = [name, fmt_spread(spread(rate)), fmt_spread(spread(p50), fmt_ms),
              fmt_spread(spread(p99), fmt_ms), *extra]
     return "| " + " | ".join(cells) + " |"
 
 
-def _cores(runs: list[dict], key: str) -> str:
-    parts = [spread(_series(runs, key, f))["median"]
+def cores(runs: list[dict], key: str) -> str:
+    parts = [spread(series(runs, key, f))["median"]
              for f in ("server_cpu", "client_cpu", "other_cpu")]
     return " / ".join("n/a" if math.isnan(p) else f"{p:.2f}" for p in parts)
 
@@ -77,29 +77,29 @@ def topics_rows(args, runs: list[dict]) -> list[str]:
                                    f"{args.batch_window * args.client_procs} in flight")):
         for cls in args.classes:
             key = f"{cls}/{shape}"
-            extra = [fmt_ms(spread(_series(runs, key, "server_p50_ms"))["median"]),
-                     fmt_spread(spread(_series(runs, key, "records_per_sync")), _fmt_n),
-                     _cores(runs, key),
+            extra = [fmt_ms(spread(series(runs, key, "server_p50_ms"))["median"]),
+                     fmt_spread(spread(series(runs, key, "records_per_sync")), fmt_n),
+                     cores(runs, key),
                      str(sum(int(r[key]["errors"]) for r in runs if key in r))]
-            rows.append(_row(f"topics `{cls}`, {label}", _series(runs, key, "records_per_s"),
-                             _series(runs, key, "p50_ms"), _series(runs, key, "p99_ms"),
-                             extra))
+            rows.append(row(f"topics `{cls}`, {label}", series(runs, key, "records_per_s"),
+                            series(runs, key, "p50_ms"), series(runs, key, "p99_ms"),
+                            extra))
     return rows
 
 
 def peer_rows(runs: list[dict]) -> list[str]:
-    rows = [_row("fdatasync floor, 4 KiB pwrite on a pre-zeroed file (ops/s)",
-                 _series(runs, "floor", "ops_per_s"), _series(runs, "floor", "p50_ms"),
-                 _series(runs, "floor", "p99_ms"), ["", "", "", ""])]
+    rows = [row("fdatasync floor, 4 KiB pwrite on a pre-zeroed file (ops/s)",
+                series(runs, "floor", "ops_per_s"), series(runs, "floor", "p50_ms"),
+                series(runs, "floor", "p99_ms"), ["", "", "", ""])]
     if not any("redis" in r for r in runs):
         return rows
     for mode in ("always", "everysec"):
         for pipeline in (1, 64):
             case = f"{mode}_P{pipeline}"
-            rows.append(_row(f"Redis XADD, `appendfsync {mode}`, -c 50 -P {pipeline} (ops/s)",
-                             _redis_series(runs, case, "ops_per_s"),
-                             _redis_series(runs, case, "p50_ms"),
-                             _redis_series(runs, case, "p99_ms"), ["", "", "", ""]))
+            rows.append(row(f"Redis XADD, `appendfsync {mode}`, -c 50 -P {pipeline} (ops/s)",
+                            _redis_series(runs, case, "ops_per_s"),
+                            _redis_series(runs, case, "p50_ms"),
+                            _redis_series(runs, case, "p99_ms"), ["", "", "", ""]))
     return rows
 
 
@@ -110,7 +110,7 @@ def table(args, runs: list[dict]) -> str:
     return "\n".join(head + topics_rows(args, runs) + peer_rows(runs))
 
 
-def _ratio_line(label: str, num: list[float], den: list[float]) -> str:
+def ratio_line(label: str, num: list[float], den: list[float]) -> str:
     med = ratio(spread(num)["median"], spread(den)["median"])
     per_run = spread(paired_ratios(num, den))
     return (f"- {label}: **{_fmt_x(med)}** (ratio of medians; same-run ratios "
@@ -120,22 +120,22 @@ def _ratio_line(label: str, num: list[float], den: list[float]) -> str:
 def ratios(args, runs: list[dict]) -> str:
     lines = []
     if "fsync" in args.classes:
-        batch = _series(runs, "fsync/batch", "records_per_s")
-        lines.append(_ratio_line("topics `fsync` batched appends, records/s ÷ Redis "
-                                 "`appendfsync always` -P 64 XADD ops/s", batch,
-                                 _redis_series(runs, "always_P64", "ops_per_s")))
-        single = _series(runs, "fsync/single", "records_per_s")
-        lines.append(_ratio_line("topics `fsync` single-record acks/s ÷ Redis "
-                                 "`appendfsync always` -P 1 XADD ops/s", single,
-                                 _redis_series(runs, "always_P1", "ops_per_s")))
-        lines.append(_ratio_line("topics `fsync` single-record ack p50 ÷ fdatasync floor p50",
-                                 _series(runs, "fsync/single", "p50_ms"),
-                                 _series(runs, "floor", "p50_ms")))
-        wpf = spread(_series(runs, "fsync/single", "records_per_sync"))
+        batch = series(runs, "fsync/batch", "records_per_s")
+        lines.append(ratio_line("topics `fsync` batched appends, records/s ÷ Redis "
+                                "`appendfsync always` -P 64 XADD ops/s", batch,
+                                _redis_series(runs, "always_P64", "ops_per_s")))
+        single = series(runs, "fsync/single", "records_per_s")
+        lines.append(ratio_line("topics `fsync` single-record acks/s ÷ Redis "
+                                "`appendfsync always` -P 1 XADD ops/s", single,
+                                _redis_series(runs, "always_P1", "ops_per_s")))
+        lines.append(ratio_line("topics `fsync` single-record ack p50 ÷ fdatasync floor p50",
+                                series(runs, "fsync/single", "p50_ms"),
+                                series(runs, "floor", "p50_ms")))
+        wpf = spread(series(runs, "fsync/single", "records_per_sync"))
         lines.append(f"- writes per fsync, `fsync` class, {args.producers} single-record "
-                     f"producers: **{fmt_spread(wpf, _fmt_n)}**")
-        bpf = spread(_series(runs, "fsync/batch", "records_per_sync"))
-        lines.append(f"- records per fsync, `fsync` class, batched: {fmt_spread(bpf, _fmt_n)}")
+                     f"producers: **{fmt_spread(wpf, fmt_n)}**")
+        bpf = spread(series(runs, "fsync/batch", "records_per_sync"))
+        lines.append(f"- records per fsync, `fsync` class, batched: {fmt_spread(bpf, fmt_n)}")
     return "\n".join(lines)
 
 

@@ -1,7 +1,7 @@
 """A minimal asyncio client of the Redis protocol (RESP2), enough for the streams peer of
-the queue and watch benches: one connection, commands sent one at a time, replies parsed
-into bytes, ints, lists and None. redis-py is not a dependency of this repository, and a
-bench needs only a few commands."""
+the queue, watch and replication benches: one connection, commands sent one at a time (or
+a few pipelined in one write), replies parsed into bytes, ints, lists and None. redis-py
+is not a dependency of this repository, and a bench needs only a few commands."""
 
 from __future__ import annotations
 
@@ -33,6 +33,21 @@ class RespConnection:
         self.writer.write(encode(args))
         return await self.read_reply()
 
+    async def pipeline(self, commands: list) -> list:
+        """Send several commands in one write, then read their replies in order; an error
+        reply is raised once every reply is read (the connection stays in step)."""
+        self.writer.write(b"".join(encode(args) for args in commands))
+        replies, failed = [], None
+        for _ in commands:
+            try:
+                replies.append(await self.read_reply())
+            except RespError as error:
+                failed = failed or error
+                replies.append(None)
+        if failed is not None:
+            raise failed
+        return replies
+
     async def read_reply(self):
         line = await self.reader.readuntil(b"\r\n")
         kind, rest = line[:1], line[1:-2]
@@ -60,3 +75,12 @@ class RespConnection:
             await self.writer.wait_closed()
         except OSError:
             pass
+
+
+async def call_once(port: int, *args):
+    """One command on a connection of its own (set-up and clean-up of a bench)."""
+    conn = await RespConnection.open(port)
+    try:
+        return await conn.call(*args)
+    finally:
+        await conn.close()
