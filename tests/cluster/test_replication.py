@@ -13,6 +13,7 @@ from tools.testing.cluster_harness import (
     Writer, cluster_env, copies, replication, wait_caught_up, wait_isr,
 )
 from tools.testing.node_harness import wait_for
+from tools.testing.sse_reader import SseReader
 from topics_actors.cluster.metadata_store import MetadataStore
 from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
 from topics_actors.errors import TopicsError
@@ -73,6 +74,24 @@ def test_a_replicated_topic_is_written_and_read_through_any_node(cluster, observ
         node.stop()
     found = copies(cluster, SHARDS, "orders")
     assert len(found["a"]) == 23 and found["a"] == found["b"] == found["c"]
+
+
+def test_a_watch_through_a_follower_node_wakes_when_its_copy_moves(cluster, observer):
+    """A node holding a copy learns of new records by replicating them, so its watch
+    streams wake at replication speed, not at their heartbeat."""
+    cluster["a"].client().put_topic("feed", replication_factor=3, durability="fsync")
+    wait_isr(cluster["a"], "feed", 3)
+    leader = observer.read("feed").state.leader
+    follower = cluster[next(n for n in "abc" if n != leader)]
+    session = follower.http("POST", "/v0/watch", {"topics": {"feed": {}},
+                                                    "heartbeat_ms": 60_000}).json()
+    with SseReader(follower.http_port, session["stream_url"]) as reader:
+        assert reader.next().retry == 2000
+        assert reader.next().event == "caught-up"
+        cluster[leader].client().append("feed", [{"data": "news"}], acks="all")
+        event = reader.next(timeout_s=10)
+        assert event.event == "record", event
+        assert [r["data"] for r in event.json()["records"]] == ["news"]
 
 
 def test_min_isr_refuses_acks_all_and_the_watermark_hides_leader_acked_writes(
