@@ -191,6 +191,10 @@ def parse_config(body: Any, topic: str | None = None) -> TopicConfig:
     )
     if config.replicated and not config.logged:
         raise invalid("an ephemeral topic has one copy: replication_factor must be 1")
+    if config.replicated and config.type == "queue" and (
+            config.leases_durable or config.dead_letter is not None):
+        raise invalid("a replicated queue keeps its leases on its leader, in memory: "
+                      "leases_durable and dead_letter need replication_factor 1")
     return config
 
 

@@ -12,7 +12,8 @@ are idempotent, so replicas that applied the same set of ops hold the same recor
 
 An op is ["delete", before_seq | None, [match op, value] | None, bound]: the delete of
 spec/api.md 5.7 over the seqs below `bound`, which never passes the leader's high
-watermark (a record a failover may still replace is never named by a delete).
+watermark (a record a failover may still replace is never named by a delete); or
+["seqs", [seq, ...]]: a queue's acked jobs, deleted by seq.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ class Op(NamedTuple):
     no: int
     epoch: int
     body: list
+
+
+def bound_of(body: list) -> int:
+    """The log end a replica needs before it can apply the op."""
+    return body[3] if body[0] == "delete" else max(body[1]) + 1
 
 
 class OpLog:

@@ -174,8 +174,13 @@ class TopicLedger:
 
     def _delete(self, frame: Frame, view) -> None:
         topic = self._topic(frame, "delete_records")
-        if topic is not None:
-            self.delete_records(topic, frame_body.decode_body(frame.type, frame.data))
+        if topic is None:
+            return
+        body = frame_body.decode_body(frame.type, frame.data)
+        if body.seqs:     # named seqs (a replicated queue's acked jobs): those alone
+            self.delete_jobs(topic, list(body.seqs))
+        else:
+            self.delete_records(topic, body)
 
     def _evict_watermark(self, frame: Frame, view) -> None:
         topic = self._topic(frame, "evict")

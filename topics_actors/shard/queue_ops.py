@@ -146,7 +146,7 @@ class QueueOps:
         claimed, moving, turn = [], [], 0
         left = sum(m.want for m in members)
         mover = self._dead_letter(topic)
-        for seq in state.candidates(topic.head, live_jobs(topic, self.reader.read)):
+        for seq in state.candidates(topic.visible, live_jobs(topic, self.reader.read)):
             if mover is not None and state.deliveries.get(seq, 0) >= config.max_deliveries:
                 moving.append(seq)
                 continue
@@ -181,14 +181,16 @@ class QueueOps:
 
     # --- holders ----------------------------------------------------------------------------
 
-    def _held(self, msg, topic: TopicState, state: QueueState, event: int, change):
+    def _held(self, msg, topic: TopicState, state: QueueState, event: int, change,
+              logged: bool = True):
         """Apply `change(seq, lease)` to every seq `msg.node` holds (fenced); stage its
-        Lease frame when `event` is logged; an undo entry restores the leases. Returns
-        (seqs done, seqs skipped, whether frames were staged)."""
+        Lease frame when `event` is logged (never when not `logged`); an undo entry
+        restores the leases. Returns (seqs done, seqs skipped, whether frames were
+        staged)."""
         node, seqs, fences = holder_args(msg.node, msg.seqs, msg.lease_ids)
         done, skipped, undo = [], [], []
         config = topic.config
-        log = config.logged and (event == ACKED or config.leases_durable)
+        log = logged and config.logged and (event == ACKED or config.leases_durable)
         for seq, fence in zip(seqs, fences):
             lease = state.held(seq, node, fence)
             if lease is None:
@@ -216,6 +218,25 @@ class QueueOps:
             return {"topic": topic.name, "acked": acked, "skipped": skipped,
                     **_ready_in_flight(self._counters(topic))}
         return writes, answer
+
+    def ack_replicated(self, msg: Ack, log_op) -> Staged:
+        """An ack on a replicated queue (its leader): the leases go here and now; the jobs'
+        records are deleted by an op of the topic's op log (shard/replica_ops.py), on every
+        replica once all in-sync ones hold it, and the reply waits for that.
+        `log_op(topic, op, reply)` stages the op."""
+        self.stager.throttle()
+        holder_args(msg.node, msg.seqs, msg.lease_ids)
+        topic, state = self._queue(msg.topic)
+        acked, skipped, _ = self._held(msg, topic, state, ACKED,
+                                       lambda seq, lease: state.leave(seq) or lease,
+                                       logged=False)
+
+        def reply(_gone: int = 0) -> dict:
+            return {"topic": topic.name, "acked": acked, "skipped": skipped,
+                    **_ready_in_flight(self._counters(topic))}
+        if not acked:
+            return read_op(lambda info: reply())
+        return log_op(topic, ["seqs", acked], reply)
 
     def nack(self, msg: Nack) -> Staged:
         self.stager.throttle()

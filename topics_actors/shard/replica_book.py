@@ -36,7 +36,7 @@ from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, re
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard import replica_records
 from topics_actors.shard.record_reader import RecordReader
-from topics_actors.shard.replica_ops import ReplicaOps, ops_of
+from topics_actors.shard.replica_ops import AwaitOp, ReplicaOps, ops_of
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage import frame_body
 from topics_actors.storage.file_table import make_loc
@@ -203,6 +203,8 @@ class ReplicaBook:
                                  (topic.hw or 0) + 1, now)
             ops = ops_of(topic)
             tracker.start_ops(ops.leo, ops.applied)
+            topic.queue = None      # leases are a leader's alone: a new leader starts with
+                                    # every job ready (a held job may be delivered again)
             self.leading[role.topic] = tracker
             self.waiters.setdefault(role.topic, AckWaiters(ACK_WAITERS_MAX))
             self.leader_changes += 1
@@ -332,6 +334,19 @@ class ReplicaBook:
                 return Park(FETCH_PREFIX + msg.topic, msg.wait_ms, now)
             return body
         return read_op(answer)
+
+    def log_acked(self, topic: TopicState, body: list, reply) -> Staged:
+        """A replicated queue's ack (queue_ops.ack_replicated): its op, answered by
+        `reply(deleted)` once applied."""
+        tracker = self.leading[topic.name]
+        if not tracker.can_ack_all():
+            raise TopicsError(f"{len(tracker.isr)} of the {tracker.min_isr} in-sync replicas "
+                              f"a replicated ack needs are in sync",
+                              ErrorCode.NOT_ENOUGH_REPLICAS,
+                              {"isr": list(tracker.isr), "min_isr": tracker.min_isr})
+        return self.ops.log(topic, tracker.leader_epoch, body,
+                            lambda: self._ops_durable(topic),
+                            lambda no: AwaitOp(topic.name, no, reply))
 
     def delete(self, msg: DeleteRecords) -> Staged:
         """A record delete on a replicated topic this node leads (replica_ops.py)."""

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from topics_actors.cluster.isr_tracker import IsrTracker
 from topics_actors.errors import ErrorCode, TopicsError, invalid
 from topics_actors.ledger import delete_rules
-from topics_actors.ledger.op_log import Op, OpLog
+from topics_actors.ledger.op_log import Op, OpLog, bound_of
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.messages import DeleteRecords
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Op as StagedOp, write_op
@@ -24,9 +24,11 @@ OPS_PER_FETCH = 1_000
 
 
 class AwaitOp(NamedTuple):
-    """A delete's reply held until its op is applied."""
+    """A delete's (or an ack's) reply held until its op is applied; `reply(deleted)` makes
+    it (None: the delete's own)."""
     topic: str
     no: int
+    reply: Callable[[int], dict] | None = None
 
 
 class ReplicaOps:
@@ -56,6 +58,12 @@ class ReplicaOps:
         # Only records every in-sync replica holds: a failover never puts another record
         # at a seq a delete named.
         body = ["delete", msg.before_seq, list(match) if match else None, topic.visible + 1]
+        return self.log(topic, epoch, body, on_durable, lambda no: AwaitOp(topic.name, no))
+
+    def log(self, topic: TopicState, epoch: int, body: list, on_durable: Callable[[], None],
+            held: Callable[[int], object]):
+        """Stage `body` as the topic's next op; after the commit `held(op number)` is the
+        request's answer (an AwaitOp, or one carrying more)."""
         ops = ops_of(topic)
         op = Op(ops.leo, epoch, body)
         self.stager.save_undo(topic.name, topic)
@@ -64,17 +72,17 @@ class ReplicaOps:
         ops.append(op)
         self.stager.batch.undo_fns.append(lambda: _unappend(ops, op))
 
-        def publish(_info: CommitInfo) -> AwaitOp:
+        def publish(_info: CommitInfo):
             on_durable()
-            return AwaitOp(topic.name, op.no)
+            return held(op.no)
         return write_op(publish)
 
     def hold(self, peer: bytes, corr: int, t0_ns: int, held: AwaitOp,
              ops: OpLog | None) -> bool:
-        """Keep the delete's reply until its op is applied; False: answer now (applied)."""
+        """Keep the reply until its op is applied; False: answer now (applied)."""
         if ops is not None and ops.applied >= held.no:
             return False
-        self.waiting[(held.topic, held.no)] = (peer, corr, t0_ns)
+        self.waiting[(held.topic, held.no)] = (peer, corr, t0_ns, held.reply)
         return True
 
     def apply_committed(self, topic: TopicState, upto: int) -> None:
@@ -89,14 +97,17 @@ class ReplicaOps:
             for op, gone in zip(ops, applied(info)):
                 waiter = self.waiting.pop((topic.name, op.no), None)
                 if waiter is not None:
-                    self.release(*waiter, _reply(topic, gone), None)
+                    peer, corr, t0_ns, reply = waiter
+                    body = reply(gone) if reply is not None else _reply(topic, gone)
+                    self.release(peer, corr, t0_ns, {**body, "performance": {}}, None)
             return {}
         self.stager.add(StagedOp(b"", 0, 0, True, publish))
 
     def drop_waiters(self, name: str, error: TopicsError) -> None:
         """Leadership moved: the deletes waiting are in doubt."""
         for key in [k for k in self.waiting if k[0] == name]:
-            self.release(*self.waiting.pop(key), None, error)
+            peer, corr, t0_ns, _reply_fn = self.waiting.pop(key)
+            self.release(peer, corr, t0_ns, None, error)
 
     def answer(self, topic: TopicState, ops_leo: int, ops_epoch: int | None,
                tracker: IsrTracker) -> dict:
@@ -129,7 +140,7 @@ class ReplicaOps:
                 ops.append(Op(no, epoch, list(op_body)))
         upto = ops.applied
         for op in ops.pending:
-            if op.no > body.get("ops_hw", 0) or op.body[3] > log_end:
+            if op.no > body.get("ops_hw", 0) or bound_of(op.body) > log_end:
                 break
             upto = op.no
         applied = ops.take_committed(upto)
@@ -140,19 +151,34 @@ class ReplicaOps:
     def _stage_apply(self, topic: TopicState, ops: list[Op]) -> Callable[[CommitInfo], list]:
         sync = topic.config.durability.acks_after_fsync
         for op in ops:
-            _, before, match, bound = op.body
             self.stager.frame(FrameType.DELETE, topic, frame_body.encode_delete(
-                frame_body.DeleteBody(before, tuple(match) if match else None, (), bound)),
-                sync=sync)
+                _delete_body(op.body)), sync=sync)
         self.stager.frame(FrameType.OPS_COMMIT, topic, frame_body.encode_u64(0),
                           seq=ops[-1].no, sync=sync)
 
         def applied(_info: CommitInfo) -> list[int]:
-            return [delete_rules.apply(topic, self.reader.read, op.body[1],
-                                       tuple(op.body[2]) if op.body[2] else None, op.body[3],
-                                       TopicState.delete_one, indexed=True)
-                    for op in ops]
+            return [self._apply(topic, op.body) for op in ops]
         return applied
+
+    def _apply(self, topic: TopicState, body: list) -> int:
+        if body[0] == "seqs":
+            gone = delete_rules.delete_seqs(topic, self.reader.read, body[1],
+                                            TopicState.delete_one)
+            if topic.queue is not None:
+                topic.queue.left(body[1])
+            return gone
+        _, before, match, bound = body
+        return delete_rules.apply(topic, self.reader.read, before,
+                                  tuple(match) if match else None, bound,
+                                  TopicState.delete_one, indexed=True)
+
+
+def _delete_body(body: list) -> frame_body.DeleteBody:
+    """The Delete frame that applies an op (a single node's frame for the same delete)."""
+    if body[0] == "seqs":
+        return frame_body.DeleteBody(None, None, tuple(body[1]), None)
+    _, before, match, bound = body
+    return frame_body.DeleteBody(before, tuple(match) if match else None, (), bound)
 
 
 def ops_of(topic: TopicState) -> OpLog:

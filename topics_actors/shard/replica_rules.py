@@ -8,8 +8,8 @@ place it (a topic of one copy stays on this node) and parks until the state arri
 client then retries and is answered by the topic's leader. Every request naming a placed
 topic goes to its leader: elsewhere it is refused `not_leader` with where the topic is led,
 which the gateway and the client library follow. On a topic with several copies, the
-operations whose effects are not replicated yet (queue leases, routers into the topic,
-topic deletion, config changes) are refused with a clear error rather than let
+operations whose effects are not replicated yet (routers into the topic, topic deletion,
+config changes) are refused with a clear error rather than let
 the copies drift apart; deleting a topic of one copy is refused too (its state would bring
 it back). Topics a node held before it joined a cluster stay its own.
 """
@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
 from topics_actors.protocol.messages import (
-    Ack, Append, Claim, DeleteRecords, DeleteTopic, EpochQuery, Extend, Held, Nack, PutRouter,
-    PutTopic, ReplicaFetch,
+    Append, DeleteRecords, DeleteTopic, EpochQuery, PutRouter, PutTopic, ReplicaFetch,
 )
 from topics_actors.shard.batch_stager import Staged, read_op
 from topics_actors.shard.long_poll import Park
@@ -28,7 +27,7 @@ from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.topic_config import TopicConfig, parse_config
 
 PLACE_WAIT_MS = 5_000
-NOT_REPLICATED_YET = (Claim, Ack, Nack, Extend, Held, PutRouter)
+NOT_REPLICATED_YET = (PutRouter,)
 _OWN_CHECKS = (ReplicaFetch, EpochQuery, ReplicaAnswer, Append)
 
 
@@ -68,8 +67,9 @@ class ReplicaRules:
                     copies > 1 or config.replication_factor != copies):
                 raise invalid("the config of a replicated topic cannot change yet")
 
-    def replicated_delete(self, msg: DeleteRecords) -> bool:
-        """Whether a record delete goes through the topic's op log (several copies)."""
+    def replicated_delete(self, msg) -> bool:
+        """Whether a record delete (or a queue's ack) goes through the topic's op log:
+        the topic has several copies."""
         role = self.book.roles.get(msg.topic)
         return role is not None and len(role.replicas) > 1
 

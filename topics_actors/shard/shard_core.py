@@ -121,7 +121,7 @@ class ShardCore:
             WatchCursor: lambda m: read_op(lambda info: self.watch.cursor(m)),
             StreamLease: lambda m: read_op(lambda info: self.stream_leases.renew(m)),
             Claim: queues.claim,
-            Ack: queues.ack,
+            Ack: self._ack,
             Nack: queues.nack,
             Extend: queues.extend,
             Held: queues.held,
@@ -161,6 +161,11 @@ class ShardCore:
         if self.replica_rules.replicated_delete(msg):
             return self.replicas.delete(msg)
         return record_delete.request(self.stager, self.registry, self.reader, msg)
+
+    def _ack(self, msg: Ack) -> Staged:
+        if self.replica_rules.replicated_delete(msg):
+            return self.queues.ack_replicated(msg, self.replicas.log_acked)
+        return self.queues.ack(msg)
 
     def _put_topic(self, msg: PutTopic) -> Staged:
         if self.replica_rules.places(msg):
@@ -292,10 +297,10 @@ class ShardCore:
         try:
             body = fn(info)
             if type(body) is AwaitOp:
-                if self.replicas.ops.hold(peer, corr, t0_ns, body,
-                                          self.registry.get(body.topic).ops):
+                topic = self.registry.get(body.topic)
+                if self.replicas.ops.hold(peer, corr, t0_ns, body, topic and topic.ops):
                     return None   # answered once every in-sync replica applies it
-                body = {"topic": body.topic, "deleted": 0}
+                body = (body.reply or (lambda _gone: {"topic": body.topic, "deleted": 0}))(0)
             if type(body) is AwaitHw:
                 if self.replicas.hold(peer, corr, t0_ns, body):
                     body.body["performance"] = {"wal_append_ms": info.wal_ms,

@@ -186,12 +186,24 @@ def encode_op(epoch: int, op: list) -> bytes:
 def _op(r: _Reader):
     epoch = r.u64()
     op = msgpack.unpackb(r.rest())
-    if (not isinstance(op, list) or len(op) != 4 or op[0] != "delete"
-            or not (op[1] is None or isinstance(op[1], int))
-            or not (op[2] is None or (isinstance(op[2], list) and len(op[2]) == 2))
-            or not isinstance(op[3], int)):
+    if not (_delete_op(op) or _seqs_op(op)):
         raise ValueError("unknown replicated op")
     return epoch, op
+
+
+def _delete_op(op) -> bool:
+    """["delete", before_seq | None, [match op, value] | None, bound]"""
+    return (isinstance(op, list) and len(op) == 4 and op[0] == "delete"
+            and (op[1] is None or isinstance(op[1], int))
+            and (op[2] is None or (isinstance(op[2], list) and len(op[2]) == 2))
+            and isinstance(op[3], int))
+
+
+def _seqs_op(op) -> bool:
+    """["seqs", [seq, ...]]: a queue's acked jobs"""
+    return (isinstance(op, list) and len(op) == 2 and op[0] == "seqs"
+            and isinstance(op[1], list) and bool(op[1])
+            and all(isinstance(s, int) and s > 0 for s in op[1]))
 
 
 def _topic(r: _Reader):
