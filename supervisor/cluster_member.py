@@ -87,10 +87,18 @@ class ClusterMember:
 
     def set_shards(self, endpoints: list[str]) -> None:
         """This node's shard endpoints, which followers fetch from: registered once known."""
+        self._register("shards", endpoints)
+
+    def set_quarantined(self, topics: list[str]) -> None:
+        """Topics recovery quarantined here: registered, so the controller never makes
+        this node their leader (the promotion gate) and moves their leadership away."""
+        self._register("quarantined", topics)
+
+    def _register(self, key: str, value: list) -> None:
         with self._lock:
-            if endpoints == self.info.get("shards"):
+            if value == self.info.get(key):
                 return
-            self.info = {**self.info, "shards": endpoints}
+            self.info = {**self.info, key: value}
             self._info_dirty = True
         self._changed.set()
 

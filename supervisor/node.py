@@ -335,6 +335,7 @@ class Supervisor:
         if all(c.port for c in shards):
             host = self.config.advertised_host()
             self.cluster.set_shards([f"tcp://{host}:{c.port}" for c in shards])
+        self.cluster.set_quarantined(sorted({t for c in shards for t in c.quarantined}))
         serial, roles, fenced, refused = self.cluster.roles()
         raw, now = None, time.monotonic()
         for child in shards:
@@ -429,6 +430,7 @@ class Supervisor:
                 self.cluster.submit(msg)
         elif isinstance(msg, Heartbeat):
             child.progress = msg.replay_progress
+            child.quarantined = tuple(msg.quarantined or ())
             if child.state != "stopping":   # once told to stop, only its exit counts
                 self.table.set_state(child, msg.state, pid=child.pid)
 

@@ -39,6 +39,7 @@ class Child:
     restart_at_ns: int = 0
     pass_fds: tuple[int, ...] = ()      # descriptors the child inherits (the HTTP socket)
     peer: bytes = b""                   # its control socket identity (to send it roles)
+    quarantined: tuple = ()             # a shard's quarantined topics, as it last said
     roles_sent: tuple[int, float] = (0, 0.0)   # (serial, monotonic s) of the last roles sent
 
     @property

@@ -46,6 +46,7 @@ class SupervisorLink:
         self._next_beat_ns = 0
         self.state = "starting"
         self.progress = 0.0
+        self.quarantined: list = []
 
     def parent_alive(self) -> bool:
         return os.getppid() == self.parent_pid
@@ -77,14 +78,18 @@ class SupervisorLink:
         self._send(Hello(self.role, self.index, os.getpid(), endpoint, ipc))
 
     def beat(self, state: str | None = None, progress: float | None = None,
-             force: bool = False) -> None:
-        changed = (state is not None and state != self.state)
+             force: bool = False, quarantined: list | None = None) -> None:
+        changed = (state is not None and state != self.state) or (
+            quarantined is not None and quarantined != self.quarantined)
         self.state = state or self.state
+        if quarantined is not None:
+            self.quarantined = quarantined
         self.progress = self.progress if progress is None else progress
         now = time.monotonic_ns()
         if force or changed or now >= self._next_beat_ns:
             self._next_beat_ns = now + self.interval_ns
-            self._send(Heartbeat(self.role, self.index, os.getpid(), self.state, self.progress))
+            self._send(Heartbeat(self.role, self.index, os.getpid(), self.state, self.progress,
+                                 self.quarantined))
 
     def keep_alive(self, state: str | None = None, force: bool = False) -> bool:
         """Beat (progress 1.0); False once the supervisor is gone."""

@@ -53,6 +53,17 @@ def test_out_of_sync_and_quarantined_replicas_are_never_promoted():
     assert (offline.leader, offline.isr, offline.leader_epoch) == (None, ("a", "c"), 5)
 
 
+def test_a_quarantined_leader_is_replaced_by_a_clean_isr_member():
+    after = reelect(state("a", "abc"), {"a", "b", "c"}, {"a"}, 2)
+    assert (after.leader, after.leader_epoch) == ("b", 5)
+    assert reelect(state("b", "abc"), {"a", "b", "c"}, {"a"}, 2) is None   # a follows
+
+
+def test_a_small_topic_stays_on_the_node_that_created_it():
+    assert new_topic(["a", "b", "c"], 1, 7, 1, local="c").replicas == ("c",)
+    assert len(new_topic(["a", "b", "c"], 3, 7, 1, local="c").replicas) == 3
+
+
 def test_offline_waits_for_an_isr_member_and_not_for_any_replica():
     offline = state(None, "a", epoch=5)
     assert reelect(offline, {"b", "c"}, set(), 2) is None     # unclean election is off

@@ -3,7 +3,8 @@ topic, and who leads after nodes leave or return.
 
 Rules (Kafka's, with unclean election off):
 - a new leader comes only from the in-sync replicas that are live and not quarantined
-  (a partial or damaged copy is never promoted);
+  (a partial or damaged copy is never promoted), and a leader whose copy is quarantined
+  is replaced;
 - every leader change bumps the leader epoch, including a change to "no leader";
 - with no eligible replica the topic goes offline (leader None) and keeps its last ISR, so
   the first of those replicas to come back leads again and nothing acked is lost;
@@ -42,8 +43,9 @@ def new_topic(live: list[str], factor: int, topic_id: int,
 
 def reelect(state: ReplicaState, live: set[str], quarantined: set[str],
             controller_epoch: int) -> ReplicaState | None:
-    """The state after a membership change, None if nothing changes."""
-    if state.leader is not None and state.leader in live:
+    """The state after a membership change, None if nothing changes. A leader whose copy
+    was quarantined (recovery found it damaged) is replaced like a dead one."""
+    if state.leader is not None and state.leader in live and state.leader not in quarantined:
         isr = tuple(node for node in state.isr if node in live)
         if isr == state.isr:
             return None

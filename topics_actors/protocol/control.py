@@ -26,13 +26,15 @@ class Hello(Message):
 @message
 class Heartbeat(Message):
     """child -> supervisor. state: "replaying" | "ready" | "stopping"; replay_progress in
-    [0, 1], monotone while replaying."""
+    [0, 1], monotone while replaying; quarantined: a shard's quarantined topics (a cluster
+    never makes this node their leader)."""
     KIND = "heartbeat"
     role: str
     index: int
     pid: int
     state: str
     replay_progress: float = 0.0
+    quarantined: list | None = None
 
 
 @message
