@@ -1,7 +1,7 @@
-"""DEALER sockets from a shard to the ipc sockets of the node's shards (itself included),
-opened on first use: the shell's way to send requests of its own making to another shard
-(dead-letter moves, router feeds). Sends and receives never block; high-water marks bound
-what waits in either direction.
+"""DEALER sockets from a shard to other shards, opened on first use: the shell's way to send
+requests of its own making to another shard, over ipc to the node's shards (dead-letter
+moves, router feeds, itself included) or over TCP to other nodes' (replica fetches). Sends
+and receives never block; high-water marks bound what waits in either direction.
 """
 
 from __future__ import annotations
@@ -11,24 +11,33 @@ from collections.abc import Callable
 
 import zmq
 
+from topics_actors.errors import TopicsError
+from topics_actors.protocol import decode_reply
+
 HWM_MESSAGES = 1_000
 
 
 class PeerSockets:
-    def __init__(self, ctx: zmq.Context, own_ipc_path: str):
+    def __init__(self, ctx: zmq.Context, own_ipc_path: str | None = None):
         self.ctx = ctx
-        self.run_dir = os.path.dirname(own_ipc_path)
-        self.sockets: dict[int, zmq.Socket] = {}
+        self.run_dir = os.path.dirname(own_ipc_path) if own_ipc_path else ""
+        self.sockets: dict[int | str, zmq.Socket] = {}
 
     def socket(self, shard: int) -> zmq.Socket:
-        sock = self.sockets.get(shard)
+        """A shard of this node, over its ipc socket."""
+        return self.socket_at(
+            f"ipc://{os.path.join(self.run_dir, f'shard-{shard:02d}.sock')}", shard)
+
+    def socket_at(self, endpoint: str, key: int | str | None = None) -> zmq.Socket:
+        key = endpoint if key is None else key
+        sock = self.sockets.get(key)
         if sock is None:
             sock = self.ctx.socket(zmq.DEALER)
             for option, value in ((zmq.LINGER, 0), (zmq.SNDHWM, HWM_MESSAGES),
                                   (zmq.RCVHWM, HWM_MESSAGES)):
                 sock.setsockopt(option, value)
-            sock.connect(f"ipc://{os.path.join(self.run_dir, f'shard-{shard:02d}.sock')}")
-            self.sockets[shard] = sock
+            sock.connect(endpoint)
+            self.sockets[key] = sock
         return sock
 
     def receive(self, on_reply: Callable[[bytes], None]) -> None:
@@ -42,7 +51,19 @@ class PeerSockets:
                 for raw in frames:
                     on_reply(raw)
 
+    def list(self) -> list[zmq.Socket]:
+        return list(self.sockets.values())
+
     def close(self) -> None:
         for sock in self.sockets.values():
             sock.close(0)
         self.sockets.clear()
+
+
+def decode_answer(raw: bytes) -> tuple[int | None, dict | None, TopicsError | None]:
+    """(corr, reply, error) of an answer to a request of the shard's own making."""
+    try:
+        corr, reply = decode_reply(raw)
+        return corr, reply, None
+    except TopicsError as failure:
+        return getattr(failure, "corr", None), None, failure

@@ -17,8 +17,8 @@ import time
 
 import zmq
 
-from topics_actors.errors import TopicsError
-from topics_actors.protocol import decode_reply, encode
+from topics_actors.protocol import encode
+from topics_actors.shard.peer_sockets import PeerSockets, decode_answer
 from topics_actors.shard.replica_book import FETCH_WAIT_MS, ReplicaAnswer, ReplicaBook
 
 log = logging.getLogger(__name__)
@@ -34,23 +34,12 @@ class ReplicaFetcher:
         self.book = book
         self.ctx = ctx
         self.submit = submit
-        self.sockets: dict[str, zmq.Socket] = {}
+        self.peers = PeerSockets(ctx)
         self.in_flight: dict[int, tuple[str, str, float]] = {}   # corr -> topic, kind, sent
         self.busy: set[str] = set()
         self.not_before: dict[str, float] = {}
         self.corr = 0
         self.sent = self.failed = 0
-
-    def socket(self, endpoint: str) -> zmq.Socket:
-        sock = self.sockets.get(endpoint)
-        if sock is None:
-            sock = self.ctx.socket(zmq.DEALER)
-            for option, value in ((zmq.LINGER, 0), (zmq.SNDHWM, HWM_MESSAGES),
-                                  (zmq.RCVHWM, HWM_MESSAGES)):
-                sock.setsockopt(option, value)
-            sock.connect(endpoint)
-            self.sockets[endpoint] = sock
-        return sock
 
     def pump(self) -> None:
         if not self.book.following and not self.in_flight:
@@ -77,7 +66,7 @@ class ReplicaFetcher:
     def _send(self, name: str, endpoint: str, msg, now: float) -> None:
         self.corr += 1
         try:
-            self.socket(endpoint).send(encode(msg, self.corr), zmq.NOBLOCK)
+            self.peers.socket_at(endpoint).send(encode(msg, self.corr), zmq.NOBLOCK)
         except zmq.Again:
             self.not_before[name] = now + RETRY_MS / 1000
             return
@@ -86,20 +75,10 @@ class ReplicaFetcher:
         self.sent += 1
 
     def _receive(self, now: float) -> None:
-        for sock in self.sockets.values():
-            while True:
-                try:
-                    frames = sock.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                for raw in frames:
-                    self._reply(raw, now)
+        self.peers.receive(lambda raw: self._reply(raw, now))
 
     def _reply(self, raw: bytes, now: float) -> None:
-        try:
-            (corr, reply), error = decode_reply(raw), None
-        except TopicsError as failure:
-            corr, reply, error = getattr(failure, "corr", None), None, failure
+        corr, reply, error = decode_answer(raw)
         entry = self.in_flight.pop(corr, None)
         if entry is None:
             return                          # answered after its timeout
@@ -113,9 +92,7 @@ class ReplicaFetcher:
         self.submit(ReplicaAnswer(name, kind, reply))
 
     def sockets_list(self) -> list[zmq.Socket]:
-        return list(self.sockets.values())
+        return self.peers.list()
 
     def close(self) -> None:
-        for sock in self.sockets.values():
-            sock.close(0)
-        self.sockets.clear()
+        self.peers.close()

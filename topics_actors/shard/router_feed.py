@@ -17,10 +17,9 @@ import time
 
 import zmq
 
-from topics_actors.errors import TopicsError
-from topics_actors.protocol import decode_reply, encode
+from topics_actors.protocol import encode
 from topics_actors.protocol.messages import Diff
-from topics_actors.shard.peer_sockets import PeerSockets
+from topics_actors.shard.peer_sockets import PeerSockets, decode_answer
 from topics_actors.shard.router_book import RouterBook, RouterPass
 from topics_actors.topic_identity import shard_of_name
 
@@ -82,7 +81,7 @@ class RouterFeed:
         return due
 
     def sockets(self) -> list[zmq.Socket]:
-        return list(self.peers.sockets.values())
+        return self.peers.list()
 
     def _send(self, name: str, source: str, cursor: int, now: float) -> None:
         self.corr += 1
@@ -99,10 +98,7 @@ class RouterFeed:
         self.sent += 1
 
     def _reply(self, raw: bytes, now: float) -> None:
-        try:
-            (corr, reply), error = decode_reply(raw), None
-        except TopicsError as failure:
-            corr, reply, error = getattr(failure, "corr", None), None, failure
+        corr, reply, error = decode_answer(raw)
         entry = self.in_flight.pop(corr, None)
         if entry is None:
             return    # answered after its timeout: a newer read decides
