@@ -347,3 +347,41 @@ def test_a_replicated_queue_never_redelivers_an_acked_job_across_a_failover(
     queue = wait_for(lambda: (t := cluster[new.leader].http("GET", "/v0/topics/jobs"))
                      .status == 200 and t.json(), 10, "the queue's state")
     assert queue["count"] == 0 and queue["queue"]["ready"] == 0
+
+
+def test_a_stalled_follower_shard_leaves_the_isr_on_lag_and_rejoins(make_node, zk_connect,
+                                                                     observer):
+    """D8 6 and 28: a follower whose shard stops fetching (its node's session lives on, so
+    the controller sees nothing) is dropped from the ISR by the leader after the lag time;
+    `all` writes stall only until then; once it runs again it catches up and rejoins. (The
+    supervisors wait a minute for a silent shard here, so the stalled one is not restarted.)"""
+    cluster = {nid: make_node(shards=SHARDS, env=cluster_env(
+        zk_connect, nid, TOPICS_HEARTBEAT_TIMEOUT_MS="60000")) for nid in "abc"}
+    wait_for(lambda: len(observer.nodes()) == 3 and all(
+        info.get("shards") for info in observer.nodes().values()), 30, "three registrations")
+    cluster["a"].client().put_topic("laggy", replication_factor=3, durability="fsync")
+    wait_isr(cluster["a"], "laggy", 3)
+    state = observer.read("laggy").state
+    slow = next(n for n in state.replicas if n != state.leader)
+    from topics_actors.topic_identity import shard_of_name
+    pid = cluster[slow].shard_pid(shard_of_name("laggy", SHARDS))
+    writer = Writer(cluster[state.leader], "laggy")
+    writer.start()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        shrunk = wait_for(lambda: slow not in observer.read("laggy").state.isr
+                          and observer.read("laggy").state, 40, "the ISR shrink")
+        assert shrunk.leader == state.leader and shrunk.leader_epoch == state.leader_epoch
+        acked = len(writer.acked)
+        wait_for(lambda: len(writer.acked) >= acked + 20, 30, "acked writes without it")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_for(lambda: slow in observer.read("laggy").state.isr, 60, "the ISR expand")
+    writer.stop()
+    wait_caught_up(cluster[state.leader], "laggy")
+    for node in cluster.values():
+        node.stop()
+    found = copies(cluster, SHARDS, "laggy")
+    assert found["a"] == found["b"] == found["c"]
+    for seq, number in writer.acked.items():
+        assert orjson.loads(found["a"][seq])["d"] == {"n": number}, seq
