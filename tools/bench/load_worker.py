@@ -67,7 +67,8 @@ async def run_job(endpoint: str, job: dict) -> dict:
             "last_ack": 0.0, "max_gap_s": 0.0}
     records = [make_record(i) for i in range(job["batch"])]
     topics = job["topics"]
-    async with AsyncClient(endpoint, max_in_flight=job["max_in_flight"]) as client:
+    async with AsyncClient(endpoint, max_in_flight=job["max_in_flight"],
+                           linger_ms=job.get("linger_ms", 0)) as client:
         tasks = [asyncio.create_task(_producer(client, topics[p % len(topics)], records,
                                                job, sink))
                  for p in range(job["first_producer"], job["first_producer"] + job["producers"])]
