@@ -42,6 +42,9 @@ from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 ROUTES_MAX = 4_096      # topics whose shard connection a client remembers
 
 
+EXPIRY_TICK_S = 0.05   # how often a busy connection looks for requests past their timeout
+
+
 def _expire(future: asyncio.Future) -> None:
     if not future.done():
         future.set_result(None)
@@ -88,8 +91,32 @@ class _Connection:
         self.watch = HandshakeWatch(self.sock) if watch else None
         self.sock.connect(endpoint)
         self.pending: dict[int, asyncio.Future] = {}
+        self.deadlines: dict[int, float] = {}     # corr -> loop time its wait ends
         self.window = asyncio.Semaphore(max_in_flight)
-        self.reader = asyncio.get_running_loop().create_task(self._read())
+        self.loop = asyncio.get_running_loop()
+        self.reader = self.loop.create_task(self._read())
+        self._sweep: asyncio.TimerHandle | None = None
+
+    def expect(self, corr: int, timeout_s: float) -> asyncio.Future:
+        """The future of request `corr`'s reply: None once `timeout_s` has passed (within
+        EXPIRY_TICK_S after; one sweep per tick while requests wait, instead of a timer
+        per request)."""
+        future = self.pending[corr] = self.loop.create_future()
+        self.deadlines[corr] = self.loop.time() + timeout_s
+        if self._sweep is None:
+            self._sweep = self.loop.call_later(EXPIRY_TICK_S, self._expire)
+        return future
+
+    def forget(self, corr: int) -> None:
+        self.pending.pop(corr, None)
+        self.deadlines.pop(corr, None)
+
+    def _expire(self) -> None:
+        now = self.loop.time()
+        for corr in [c for c, deadline in self.deadlines.items() if deadline <= now]:
+            _expire(self.pending[corr])
+        self._sweep = (self.loop.call_later(EXPIRY_TICK_S, self._expire) if self.deadlines
+                       else None)
 
     async def _read(self) -> None:
         while True:
@@ -107,6 +134,8 @@ class _Connection:
 
     def close(self) -> None:
         self.reader.cancel()
+        if self._sweep is not None:
+            self._sweep.cancel()
         if self.watch is not None:
             self.watch.close()
         self.sock.close(0)
@@ -184,19 +213,20 @@ class AsyncClient:
         came up within `connect_ms`)."""
         async with conn.window:
             corr = next(self._corr)
-            loop = asyncio.get_running_loop()
-            future = conn.pending[corr] = loop.create_future()
-            timeout_s = (self.request_timeout_ms + wait_ms) / 1000
-            expiry = loop.call_later(timeout_s, _expire, future)
+            future = conn.expect(corr, (self.request_timeout_ms + wait_ms) / 1000)
             try:
-                if not await _send(conn.sock, encode(msg, corr),
-                                   min(self.request_timeout_ms,
-                                       connect_ms or self.request_timeout_ms), conn.watch):
-                    return None
+                raw = encode(msg, corr)
+                try:
+                    await conn.sock.send(raw, flags=zmq.NOBLOCK)
+                except zmq.Again:    # not connected (yet): wait for that, within limits
+                    if not await _send(conn.sock, raw,
+                                       min(self.request_timeout_ms,
+                                           connect_ms or self.request_timeout_ms),
+                                       conn.watch):
+                        return None
                 return await future
             finally:
-                expiry.cancel()
-                conn.pending.pop(corr, None)
+                conn.forget(corr)
 
     async def status(self) -> dict:
         first, t0 = not self._reached, time.monotonic()
