@@ -3,7 +3,8 @@ with route=False, sent to the front, which forwards it (one address is all it ne
 
 Not thread-safe (ZeroMQ sockets are not): use one Client per thread. The exception is
 `append` on a client with `linger_ms` > 0: any number of threads may call it at once, since
-a sender thread of its own, with its own sockets, sends every append (linger_sender.py).
+a sender thread of its own, with its own sockets, sends every append (linger_sender.py);
+the other methods still want one thread at a time.
 
 Retries: `not_ready` and `throttled` replies, and silence (a shard that died), are retried
 until `retry_deadline_ms`, refreshing the shard map so a restarted shard is found again.
