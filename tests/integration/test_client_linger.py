@@ -222,3 +222,17 @@ def test_closing_an_async_client_sends_the_waiting_appends(node):
         return [task.result() for task in tasks]
     replies = asyncio.run(run())
     assert sorted(r["first_seq"] for r in replies) == list(range(1, 9))
+
+
+def test_a_refusal_of_the_whole_topic_is_every_callers_error_without_a_split(node):
+    async def run():
+        async with AsyncClient(node.endpoint, linger_ms=LONG_LINGER_MS,
+                               linger_batch_records_max=5) as client:
+            out = await asyncio.gather(*(client.append("lh-missing", [{"data": i}],
+                                                       create=False)
+                                         for i in range(5)), return_exceptions=True)
+            return out, client.statistics()
+    out, stats = asyncio.run(run())
+    assert all(isinstance(r, TopicsError) and r.code is ErrorCode.TOPIC_NOT_FOUND
+               for r in out), out
+    assert (stats.linger_requests, stats.linger_split_batches) == (1, 0)
