@@ -40,9 +40,7 @@ from topics_actors.limits import CLAIM_WAIT_MS_MAX
 from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 
 ROUTES_MAX = 4_096      # topics whose shard connection a client remembers
-
-
-EXPIRY_TICK_S = 0.05   # how often a busy connection looks for requests past their timeout
+EXPIRY_TICK_S = 0.05    # how often a busy connection looks for requests past their timeout
 
 
 def _expire(future: asyncio.Future) -> None:

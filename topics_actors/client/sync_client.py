@@ -23,7 +23,7 @@ from topics_actors.client import request_shapes as shapes
 from topics_actors.client import router_admin
 from topics_actors.client.append_linger import (
     BATCH_BYTES_MAX_DEFAULT, BATCH_RECORDS_MAX_DEFAULT, WAITING_MAX_DEFAULT,
-    ClientStatistics, LingerOptions, batch_key, pending_of,
+    ClientStatistics, LingerOptions,
 )
 from topics_actors.client.blocking_watch import blocking_watch
 from topics_actors.client.curve_credentials import (
