@@ -24,6 +24,7 @@ Rules (docs/CLIENT.md "Linger"):
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 from topics_actors.client.request_shapes import wire_record
@@ -196,3 +197,13 @@ def splits_on(batch: OpenBatch, error: TopicsError) -> bool:
         return False
     return error.code in SPLIT_CODES or (
         error.code is ErrorCode.THROTTLED and bool((error.detail or {}).get("limit")))
+
+
+def own_error(error: BaseException) -> BaseException:
+    """A caller's own copy of its batch's error: each caller raises it in its own thread or
+    task, and one exception object raised in many places would pile their tracebacks onto
+    one another."""
+    try:
+        return copy.copy(error)
+    except Exception:  # noqa: BLE001 - an exception that cannot be copied is shared
+        return error

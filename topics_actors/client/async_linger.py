@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 
 from topics_actors.client.append_linger import (
-    ClientStatistics, LingerOptions, OpenBatch, Pending, batch_key, pending_of, splits_on,
+    ClientStatistics, LingerOptions, OpenBatch, Pending, batch_key, own_error, pending_of,
+    splits_on,
 )
 from topics_actors.client.linger_sender import closed_error
 from topics_actors.errors import TopicsError
@@ -26,7 +27,7 @@ def _answer(pending: Pending, reply: dict | None, error: BaseException | None) -
     if future.done():            # its caller was cancelled
         return
     if error is not None:
-        future.set_exception(error)
+        future.set_exception(own_error(error))
     else:
         future.set_result(reply)
 

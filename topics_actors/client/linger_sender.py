@@ -20,7 +20,8 @@ import threading
 import time
 
 from topics_actors.client.append_linger import (
-    ClientStatistics, LingerOptions, OpenBatch, Pending, batch_key, pending_of, splits_on,
+    ClientStatistics, LingerOptions, OpenBatch, Pending, batch_key, own_error, pending_of,
+    splits_on,
 )
 from topics_actors.client.retry_budget import unavailable
 from topics_actors.errors import ErrorCode, TopicsError
@@ -46,7 +47,7 @@ class _Slot:
 
 def _answer(pending: Pending, reply: dict | None, error: BaseException | None) -> None:
     slot = pending.slot
-    slot.reply, slot.error = reply, error
+    slot.reply, slot.error = reply, None if error is None else own_error(error)
     slot.done.set()
 
 
