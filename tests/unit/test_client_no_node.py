@@ -55,3 +55,25 @@ def test_a_peer_that_never_answers_fails_within_the_request_timeout():
     finally:
         silent.close(0)
         ctx.term()
+
+
+@pytest.mark.timeout(30)
+def test_an_async_request_nobody_answers_ends_at_its_timeout():
+    """The AsyncClient's timeouts come from one sweep per connection (EXPIRY_TICK_S), not
+    a timer per request: a request still ends about `request_timeout_ms` after it went."""
+    ctx = zmq.Context()
+    silent = ctx.socket(zmq.ROUTER)
+    silent.setsockopt(zmq.LINGER, 0)
+    port = silent.bind_to_random_port("tcp://127.0.0.1")
+    endpoint = f"tcp://127.0.0.1:{port}"
+
+    async def main():
+        async with AsyncClient(endpoint, request_timeout_ms=400) as client:
+            await client.put_topic("t")
+    try:
+        t0 = time.monotonic()
+        _expect_no_node(lambda: asyncio.run(main()), endpoint, within_s=3.0)
+        assert time.monotonic() - t0 >= 0.4
+    finally:
+        silent.close(0)
+        ctx.term()

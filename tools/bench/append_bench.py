@@ -1,10 +1,12 @@
 """Append throughput and ack latency of topics-actors, side by side with its peers.
 
     python tools/bench/append_bench.py [--runs N] [--seconds S] [--shards K] [--install-redis]
+        [--linger-ms 0,2] [--shapes single,batch] [--classes fsync] [--no-redis]
 
 One run = the fdatasync floor of the data dir, then every durability class in two shapes
 (single-record appends from 50 producers; 64-record batches with a window of requests in
-flight), then Redis streams (`appendfsync always` and `everysec`, XADD at -P 1 and -P 64) if
+flight; the single shape once per `--linger-ms` value, the client's linger, 0 = off), then
+Redis streams (`appendfsync always` and `everysec`, XADD at -P 1 and -P 64) if
 redis-server and redis-benchmark are installed. Runs repeat `--runs` times; the report gives
 medians with min-max, as a markdown table, and the ratios that matter (see docs/BENCHMARKS.md).
 """
@@ -54,14 +56,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_load_arguments(p, seconds=4.0, warmup=0.75)
     p.add_argument("--classes", default=",".join(CLASSES), help="durability classes")
+    p.add_argument("--shapes", default=",".join(SHAPES), help="append shapes")
+    p.add_argument("--linger-ms", default="0",
+                   help="client linger_ms values of the single shape, e.g. 0,2 (0 = off)")
     p.add_argument("--install-redis", action="store_true",
                    help="apt-get install redis-server if redis is missing")
     p.add_argument("--no-redis", action="store_true", help="skip the Redis peer")
     p.add_argument("--json", help="also write the raw per-run results here")
     args = p.parse_args(argv)
     args.classes = [c for c in args.classes.split(",") if c]
-    if any(c not in CLASSES for c in args.classes) or args.runs < 1 or args.seconds <= 0:
-        p.error("bad --classes, --runs or --seconds")
+    args.shapes = [s for s in args.shapes.split(",") if s]
+    try:
+        args.linger_ms = [float(v) for v in args.linger_ms.split(",") if v]
+    except ValueError:
+        p.error("bad --linger-ms")
+    if (any(c not in CLASSES for c in args.classes) or args.runs < 1 or args.seconds <= 0
+            or any(s not in SHAPES for s in args.shapes) or not args.linger_ms
+            or any(not 0 <= v <= 1000 for v in args.linger_ms)):
+        p.error("bad --classes, --shapes, --linger-ms, --runs or --seconds")
     return args
 
 
@@ -74,7 +86,8 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def shape_jobs(args, shape: str, topics: list[str], start: float, end: float) -> list[dict]:
+def shape_jobs(args, shape: str, topics: list[str], start: float, end: float,
+               linger_ms: float = 0) -> list[dict]:
     """Per-process jobs: 50 single-record producers, or a window of batched appends."""
     procs = args.client_procs
     total = args.producers if shape == "single" else args.batch_window * procs
@@ -83,19 +96,19 @@ def shape_jobs(args, shape: str, topics: list[str], start: float, end: float) ->
     for count in _split(total, procs):
         jobs.append({"topics": topics, "batch": batch, "producers": count,
                      "first_producer": first, "start": start, "end": end,
-                     "max_in_flight": max(256, count)})
+                     "max_in_flight": max(256, count), "linger_ms": linger_ms})
         first += count
     return jobs
 
 
 def measure_append(node: NodeProcess, pool: WorkerPool, args, cls: str, shape: str,
-                   run: int) -> dict:
-    topics = node.topic_names(f"bench-{cls}-{shape}-r{run}")
+                   run: int, linger_ms: float = 0) -> dict:
+    topics = node.topic_names(f"bench-{cls}-{shape}-l{linger_ms:g}-r{run}")
     for topic in topics:
         node.client.put_topic(topic, durability=cls)
     start = time.monotonic() + args.warmup
     end = start + args.seconds
-    pool.submit(shape_jobs(args, shape, topics, start, end))
+    pool.submit(shape_jobs(args, shape, topics, start, end, linger_ms))
     _sleep_until(start)
     before = node.snapshot()
     _sleep_until(end)
@@ -185,10 +198,10 @@ def run_once(run: int, args, node: NodeProcess, pool: WorkerPool, with_redis: bo
     floor = result["floor"]
     log.info("run %d fdatasync floor: p50 %.3f ms p99 %.3f ms %.0f ops/s", run,
              floor["p50_ms"], floor["p99_ms"], floor["ops_per_s"])
-    for shape in SHAPES:
+    for shape, linger_ms, suffix in report.cases(args):
         for cls in args.classes:
-            key = f"{cls}/{shape}"
-            res = result[key] = measure_append(node, pool, args, cls, shape, run)
+            key = f"{cls}/{shape}{suffix}"
+            res = result[key] = measure_append(node, pool, args, cls, shape, run, linger_ms)
             _log_case(run, key, res)
     if with_redis:
         result["redis"] = measure_redis(args, run)

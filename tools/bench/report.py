@@ -39,6 +39,16 @@ def engine_commit() -> str:
     return (head or "unknown") + ("+dirty" if dirty else "")
 
 
+def cases(args) -> list[tuple[str, float, str]]:
+    """(shape, client linger_ms, key suffix) of each measured case: the single shape once
+    per --linger-ms value (suffix "" for 0, "+linger<L>ms" otherwise), the batch shape once."""
+    out = []
+    for shape in args.shapes:
+        for linger_ms in (args.linger_ms if shape == "single" else [0]):
+            out.append((shape, linger_ms, f"+linger{linger_ms:g}ms" if linger_ms else ""))
+    return out
+
+
 def describe_setup(args, redis_note: str, elapsed_s: float) -> dict:
     return {"python": sys.version.split()[0], "platform": platform.platform(),
             "engine_commit": engine_commit(),
@@ -46,6 +56,7 @@ def describe_setup(args, redis_note: str, elapsed_s: float) -> dict:
             "producers": args.producers, "batch": args.batch,
             "batch_in_flight": args.batch_window * args.client_procs, "runs": args.runs,
             "seconds": args.seconds, "warmup": args.warmup, "redis": redis_note,
+            "linger_ms": args.linger_ms,
             "elapsed_s": round(elapsed_s, 1), "argv": " ".join(sys.argv)}
 
 
@@ -72,11 +83,13 @@ def cores(runs: list[dict], key: str) -> str:
 
 def topics_rows(args, runs: list[dict]) -> list[str]:
     rows = []
-    for shape, label in (("single", f"1 rec/append, {args.producers} producers"),
-                         ("batch", f"{args.batch} rec/append, "
-                                   f"{args.batch_window * args.client_procs} in flight")):
+    labels = {"single": f"1 rec/append, {args.producers} producers",
+              "batch": f"{args.batch} rec/append, {args.batch_window * args.client_procs} "
+                       f"in flight"}
+    for shape, linger_ms, suffix in cases(args):
+        label = labels[shape] + (f", client linger {linger_ms:g} ms" if linger_ms else "")
         for cls in args.classes:
-            key = f"{cls}/{shape}"
+            key = f"{cls}/{shape}{suffix}"
             extra = [fmt_ms(spread(series(runs, key, "server_p50_ms"))["median"]),
                      fmt_spread(spread(series(runs, key, "records_per_sync")), fmt_n),
                      cores(runs, key),
@@ -136,6 +149,12 @@ def ratios(args, runs: list[dict]) -> str:
                      f"producers: **{fmt_spread(wpf, fmt_n)}**")
         bpf = spread(series(runs, "fsync/batch", "records_per_sync"))
         lines.append(f"- records per fsync, `fsync` class, batched: {fmt_spread(bpf, fmt_n)}")
+        for _, linger_ms, suffix in cases(args):
+            if linger_ms:
+                lines.append(ratio_line(f"topics `fsync` single-record acks/s, client linger "
+                                        f"{linger_ms:g} ms ÷ linger off",
+                                        series(runs, f"fsync/single{suffix}", "records_per_s"),
+                                        single))
     return "\n".join(lines)
 
 

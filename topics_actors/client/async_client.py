@@ -2,7 +2,8 @@
 
 Same API, retries and idempotency as the blocking Client; every method is a coroutine.
 At most `max_in_flight` requests per shard are outstanding (a bounded window, which also
-keeps a session's retries inside the shard's dedupe ring).
+keeps a session's retries inside the shard's dedupe ring). With `linger_ms` > 0, concurrent
+appends to one topic travel together in one request (async_linger.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ import zmq.asyncio
 
 from topics_actors.client import request_shapes as shapes
 from topics_actors.client import router_admin
+from topics_actors.client.append_linger import (
+    BATCH_BYTES_MAX_DEFAULT, BATCH_RECORDS_MAX_DEFAULT, WAITING_MAX_DEFAULT,
+    ClientStatistics, LingerOptions,
+)
+from topics_actors.client.async_linger import AsyncLinger
 from topics_actors.client.curve_credentials import (
     CurveCredentials, HandshakeWatch, wait_slices,
 )
@@ -33,6 +39,9 @@ from topics_actors.protocol.messages import (
 )
 from topics_actors.limits import CLAIM_WAIT_MS_MAX
 from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
+
+ROUTES_MAX = 4_096      # topics whose shard connection a client remembers
+EXPIRY_TICK_S = 0.05    # how often a busy connection looks for requests past their timeout
 
 
 def _expire(future: asyncio.Future) -> None:
@@ -81,8 +90,32 @@ class _Connection:
         self.watch = HandshakeWatch(self.sock) if watch else None
         self.sock.connect(endpoint)
         self.pending: dict[int, asyncio.Future] = {}
+        self.deadlines: dict[int, float] = {}     # corr -> loop time its wait ends
         self.window = asyncio.Semaphore(max_in_flight)
-        self.reader = asyncio.get_running_loop().create_task(self._read())
+        self.loop = asyncio.get_running_loop()
+        self.reader = self.loop.create_task(self._read())
+        self._sweep: asyncio.TimerHandle | None = None
+
+    def expect(self, corr: int, timeout_s: float) -> asyncio.Future:
+        """The future of request `corr`'s reply: None once `timeout_s` has passed (within
+        EXPIRY_TICK_S after; one sweep per tick while requests wait, instead of a timer
+        per request)."""
+        future = self.pending[corr] = self.loop.create_future()
+        self.deadlines[corr] = self.loop.time() + timeout_s
+        if self._sweep is None:
+            self._sweep = self.loop.call_later(EXPIRY_TICK_S, self._expire)
+        return future
+
+    def forget(self, corr: int) -> None:
+        self.pending.pop(corr, None)
+        self.deadlines.pop(corr, None)
+
+    def _expire(self) -> None:
+        now = self.loop.time()
+        for corr in [c for c, deadline in self.deadlines.items() if deadline <= now]:
+            _expire(self.pending[corr])
+        self._sweep = (self.loop.call_later(EXPIRY_TICK_S, self._expire) if self.deadlines
+                       else None)
 
     async def _read(self) -> None:
         while True:
@@ -100,20 +133,29 @@ class _Connection:
 
     def close(self) -> None:
         self.reader.cancel()
+        if self._sweep is not None:
+            self._sweep.cancel()
         if self.watch is not None:
             self.watch.close()
         self.sock.close(0)
 
 
 class AsyncClient:
-    """`endpoint` and `route` as for Client; an HTTP URL is resolved here, with a blocking
-    request of at most `request_timeout_ms` (build the client before the loop is busy)."""
+    """`endpoint`, `route` and the linger options as for Client; an HTTP URL is resolved
+    here, with a blocking request of at most `request_timeout_ms` (build the client before
+    the loop is busy)."""
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, max_in_flight: int = 256,
                  connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
                  ctx: zmq.asyncio.Context | None = None, route: bool = True,
-                 curve_server_key=None, curve_public_key=None, curve_secret_key=None):
+                 curve_server_key=None, curve_public_key=None, curve_secret_key=None,
+                 linger_ms: float = 0,
+                 linger_batch_records_max: int = BATCH_RECORDS_MAX_DEFAULT,
+                 linger_batch_bytes_max: int = BATCH_BYTES_MAX_DEFAULT,
+                 linger_waiting_max: int = WAITING_MAX_DEFAULT):
+        linger = LingerOptions.of(linger_ms, linger_batch_records_max, linger_batch_bytes_max,
+                                  linger_waiting_max)
         self.endpoint = front_endpoint(endpoint, request_timeout_ms)
         self.route = route
         self._curve = CurveCredentials.of(curve_server_key, curve_public_key, curve_secret_key)
@@ -129,8 +171,23 @@ class AsyncClient:
         self._corr = itertools.count(1)
         self._session = new_session()
         self._appends = itertools.count(1)
+        self._routes: dict[str, _Connection] = {}   # topic -> its shard's connection
+        self._linger = None if linger is None else AsyncLinger(self, linger)
+
+    def _session_key(self) -> str:
+        """The next key of this client's session (what makes an append's retry safe)."""
+        return f"{self._session}:{next(self._appends)}"
+
+    def statistics(self) -> ClientStatistics:
+        """The client's linger counters (zero without linger)."""
+        return ClientStatistics() if self._linger is None else self._linger.statistics()
 
     async def close(self) -> None:
+        """Close the connections; with linger, first send the waiting appends and wait for
+        their answers."""
+        if self._linger is not None:
+            await self._linger.close()
+        self._routes.clear()
         for conn in self._conns.values():
             conn.close()
         self._conns.clear()
@@ -156,19 +213,20 @@ class AsyncClient:
         came up within `connect_ms`)."""
         async with conn.window:
             corr = next(self._corr)
-            loop = asyncio.get_running_loop()
-            future = conn.pending[corr] = loop.create_future()
-            timeout_s = (self.request_timeout_ms + wait_ms) / 1000
-            expiry = loop.call_later(timeout_s, _expire, future)
+            future = conn.expect(corr, (self.request_timeout_ms + wait_ms) / 1000)
             try:
-                if not await _send(conn.sock, encode(msg, corr),
-                                   min(self.request_timeout_ms,
-                                       connect_ms or self.request_timeout_ms), conn.watch):
-                    return None
+                raw = encode(msg, corr)
+                try:
+                    await conn.sock.send(raw, flags=zmq.NOBLOCK)
+                except zmq.Again:    # not connected (yet): wait for that, within limits
+                    if not await _send(conn.sock, raw,
+                                       min(self.request_timeout_ms,
+                                           connect_ms or self.request_timeout_ms),
+                                       conn.watch):
+                        return None
                 return await future
             finally:
-                expiry.cancel()
-                conn.pending.pop(corr, None)
+                conn.forget(corr)
 
     async def status(self) -> dict:
         first, t0 = not self._reached, time.monotonic()
@@ -184,37 +242,59 @@ class AsyncClient:
             raise unavailable(f"the node at {self.endpoint}")
         self._reached = True
         self._map = ShardMap.from_status(reply)
+        self._routes.clear()
         return reply
 
     async def _request(self, topic: str | None, msg, shard: int | None = None,
                        wait_ms: int = 0) -> dict:
-        budget = RetryBudget(self.retry_deadline_ms, f"the shard owning {topic!r}")
-        hops = 0
+        started_s, budget, hops = time.monotonic(), None, 0
         while True:
             try:
-                if self._map is None:
-                    await self.status()
-                leader = self._leaders.front(topic)
-                target = self._map.target(self.route, topic, shard)
-                reply = None
-                if leader is not None:
-                    reply = await self._call(self._conn(leader, leader), msg, wait_ms)
-                elif target is not None:
-                    reply = await self._call(self._conn(target, self._endpoint(target)), msg,
-                                             wait_ms)
+                conn = self._routes.get(topic) if shard is None else None
+                if conn is None:
+                    conn = await self._route(topic, shard)
+                reply = None if conn is None else await self._call(conn, msg, wait_ms)
                 if reply is not None:
                     return reply
-                self._map = None
+                self._forget_map()
                 self._leaders.forget(topic)
             except TopicsError as error:
                 if not self._reached:
                     raise
-                if self._leaders.learn(topic, error) and hops < HOPS_MAX:
+                if shard is None and self._leaders.learn(topic, error) and hops < HOPS_MAX:
                     hops += 1
+                    self._routes.pop(topic, None)
                     continue               # to the node that leads the topic, at once
+                budget = budget or RetryBudget(self.retry_deadline_ms,
+                                               f"the shard owning {topic!r}", started_s)
                 if budget.absorb(error):
-                    self._map = None
+                    self._forget_map()
+            budget = budget or RetryBudget(self.retry_deadline_ms,
+                                           f"the shard owning {topic!r}", started_s)
             await asyncio.sleep(budget.next_delay_s())
+
+    async def _route(self, topic: str | None, shard: int | None) -> _Connection | None:
+        """The connection to the shard owning `topic` (or to `shard`), remembered per topic
+        until the shard map changes; None while that shard is not serving."""
+        if self._map is None:
+            await self.status()
+        leader = self._leaders.front(topic) if shard is None else None
+        target = self._map.target(self.route, topic, shard)
+        if leader is not None:
+            conn = self._conn(leader, leader)      # the node leading a replicated topic
+        elif target is None:
+            return None
+        else:
+            conn = self._conn(target, self._endpoint(target))
+        if shard is None and topic is not None:
+            if len(self._routes) >= ROUTES_MAX:
+                self._routes.clear()
+            self._routes[topic] = conn
+        return conn
+
+    def _forget_map(self) -> None:
+        self._map = None
+        self._routes.clear()
 
     def _endpoint(self, shard: int) -> str:
         return self.endpoint if shard == FRONT else self._map.endpoints[shard]
@@ -294,8 +374,10 @@ class AsyncClient:
         return shapes.merge_pages(list(pages), size)
 
     async def append(self, name: str, records: list[dict], **options) -> dict:
-        key = f"{self._session}:{next(self._appends)}"
-        return await self._request(name, shapes.append_request(name, records, key, **options))
+        if self._linger is not None:
+            return await self._linger.append(name, records, options)
+        return await self._request(name, shapes.append_request(name, records,
+                                                               self._session_key(), **options))
 
     async def diff(self, name: str, from_seq: int = 0, limit: int = 0, *, node=None,
                    include_tags: bool = False, include_meta: bool = True, wait_ms: int = 0,

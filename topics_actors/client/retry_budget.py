@@ -32,8 +32,11 @@ def new_session() -> str:
 
 
 class RetryBudget:
-    def __init__(self, deadline_ms: int, what: str):
-        self.deadline = time.monotonic() + deadline_ms / 1000
+    def __init__(self, deadline_ms: int, what: str, started_s: float | None = None):
+        """`started_s`: when the request began (monotonic), if before now: a client makes
+        its budget only once a first attempt has failed."""
+        self.deadline = (time.monotonic() if started_s is None else started_s) \
+            + deadline_ms / 1000
         self.what = what
         self.backoff = BACKOFF_MIN_S
         self.last: TopicsError | None = None

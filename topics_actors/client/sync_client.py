@@ -1,7 +1,10 @@
 """The blocking client: one request in flight, routed straight to the owning shard, or,
 with route=False, sent to the front, which forwards it (one address is all it needs).
 
-Not thread-safe (ZeroMQ sockets are not): use one Client per thread.
+Not thread-safe (ZeroMQ sockets are not): use one Client per thread. The exception is
+`append` on a client with `linger_ms` > 0: any number of threads may call it at once, since
+a sender thread of its own, with its own sockets, sends every append (linger_sender.py);
+the other methods still want one thread at a time.
 
 Retries: `not_ready` and `throttled` replies, and silence (a shard that died), are retried
 until `retry_deadline_ms`, refreshing the shard map so a restarted shard is found again.
@@ -19,11 +22,16 @@ import zmq
 from topics_actors.client.leader_map import HOPS_MAX, LeaderMap
 from topics_actors.client import request_shapes as shapes
 from topics_actors.client import router_admin
+from topics_actors.client.append_linger import (
+    BATCH_BYTES_MAX_DEFAULT, BATCH_RECORDS_MAX_DEFAULT, WAITING_MAX_DEFAULT,
+    ClientStatistics, LingerOptions,
+)
 from topics_actors.client.blocking_watch import blocking_watch
 from topics_actors.client.curve_credentials import (
     CurveCredentials, HandshakeWatch, wait_slices,
 )
 from topics_actors.client.front_discovery import front_endpoint
+from topics_actors.client.linger_sender import LingerSender, closed_error
 from topics_actors.client.retry_budget import (
     CONNECT_TIMEOUT_MS, RetryBudget, new_session, no_node, unavailable,
 )
@@ -36,6 +44,8 @@ from topics_actors.protocol.messages import (
 from topics_actors.limits import CLAIM_WAIT_MS_MAX
 from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 
+ROUTES_MAX = 4_096      # topics whose shard socket a client remembers
+
 
 class Client:
     """`endpoint`: the node's front (tcp://host:port), or its HTTP URL (http://host:port),
@@ -43,13 +53,21 @@ class Client:
     each request to the shard owning its topic (fastest; the client must reach every
     shard's endpoint), or, when False, to the front, which forwards it. `curve_server_key`
     (Z85, or a file holding it), `curve_public_key`, `curve_secret_key`: for a node that
-    requires CURVE client keys (curve_credentials)."""
+    requires CURVE client keys (curve_credentials). `linger_ms` > 0: appends from
+    concurrent threads to one topic wait up to that long to be sent together as one request
+    (docs/CLIENT.md "Linger"; `linger_batch_records_max`, `linger_batch_bytes_max` bound a
+    batch, `linger_waiting_max` the appends waiting)."""
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
                  ctx: zmq.Context | None = None, route: bool = True,
                  node_local: bool = False, curve_server_key=None, curve_public_key=None,
-                 curve_secret_key=None):
+                 curve_secret_key=None, linger_ms: float = 0,
+                 linger_batch_records_max: int = BATCH_RECORDS_MAX_DEFAULT,
+                 linger_batch_bytes_max: int = BATCH_BYTES_MAX_DEFAULT,
+                 linger_waiting_max: int = WAITING_MAX_DEFAULT):
+        linger = LingerOptions.of(linger_ms, linger_batch_records_max, linger_batch_bytes_max,
+                                  linger_waiting_max)
         self.endpoint = front_endpoint(endpoint, request_timeout_ms)
         self.route = route
         self.node_local = node_local       # a process of the node: shards' ipc sockets
@@ -71,6 +89,20 @@ class Client:
         self._corr = itertools.count(1)
         self._session = new_session()
         self._appends = itertools.count(1)
+        self._routes: dict[str, zmq.Socket] = {}   # topic -> its shard's socket, this map
+        self._closed = False
+        self._linger = None if linger is None else LingerSender(self._sibling(), linger)
+
+    def _sibling(self) -> "Client":
+        """A Client like this one without linger: the linger sender thread's own."""
+        return Client(self.endpoint, request_timeout_ms=self.request_timeout_ms,
+                      retry_deadline_ms=self.retry_deadline_ms,
+                      connect_timeout_ms=self.connect_timeout_ms, ctx=self._ctx,
+                      route=self.route, node_local=self.node_local, **self._curve_keys)
+
+    def _session_key(self) -> str:
+        """The next key of this client's session (what makes an append's retry safe)."""
+        return f"{self._session}:{next(self._appends)}"
 
     def _dealer(self, endpoint: str) -> zmq.Socket:
         sock = self._ctx.socket(zmq.DEALER)
@@ -82,6 +114,12 @@ class Client:
         return sock
 
     def close(self) -> None:
+        """Close the sockets; with linger, first send the appends that wait (and answer
+        them) and stop the sender thread."""
+        self._closed = True
+        if self._linger is not None:
+            self._linger.close()
+        self._routes.clear()
         for _, sock in self._shards.values():
             sock.close(0)
         self._shards.clear()
@@ -159,6 +197,7 @@ class Client:
             raise unavailable(f"the node at {self.endpoint}")
         self._reached = True
         self._map = ShardMap.from_status(reply)
+        self._routes.clear()
         return reply
 
     def _shard_socket(self, shard: int | None) -> zmq.Socket | None:
@@ -176,36 +215,59 @@ class Client:
 
     def _request(self, topic: str | None, msg, shard: int | None = None,
                  wait_ms: int = 0) -> dict:
-        what = f"shard {shard}" if shard is not None else f"the shard owning {topic!r}"
-        budget, hops = RetryBudget(self.retry_deadline_ms, what), 0
+        started_s, budget, hops = time.monotonic(), None, 0
         while True:
             try:
-                if self._map is None:
-                    self.status()
-                leader = self._leaders.front(topic)
-                sock = (self._leader_socket(leader) if leader else
-                        self._shard_socket(self._map.target(self.route, topic, shard)))
+                sock = self._routes.get(topic) if shard is None else None
+                if sock is None:
+                    sock = self._route(topic, shard)
                 timeout_ms = self.request_timeout_ms + wait_ms
                 reply = None if sock is None else self._call(sock, msg, timeout_ms)
                 if reply is not None:
                     return reply
-                self._map = None           # silence: look the shard up again
+                self._forget_map()         # silence: look the shard up again
                 self._leaders.forget(topic)
             except TopicsError as error:
                 if not self._reached:
                     raise
-                if self._leaders.learn(topic, error) and hops < HOPS_MAX:
+                if shard is None and self._leaders.learn(topic, error) and hops < HOPS_MAX:
                     hops += 1
+                    self._routes.pop(topic, None)
                     continue               # to the node that leads the topic, at once
+                budget = budget or self._budget(topic, shard, started_s)
                 if budget.absorb(error):
-                    self._map = None
+                    self._forget_map()
+            budget = budget or self._budget(topic, shard, started_s)
             time.sleep(budget.next_delay_s())
+
+    def _budget(self, topic: str | None, shard: int | None, started_s: float) -> RetryBudget:
+        what = f"shard {shard}" if shard is not None else f"the shard owning {topic!r}"
+        return RetryBudget(self.retry_deadline_ms, what, started_s)
+
+    def _route(self, topic: str | None, shard: int | None) -> zmq.Socket | None:
+        """The socket of the shard owning `topic` (or of `shard`), or of the node that
+        leads a replicated topic, remembered per topic until the shard map changes; None
+        while that shard is not serving."""
+        if self._map is None:
+            self.status()
+        leader = self._leaders.front(topic) if shard is None else None
+        sock = (self._leader_socket(leader) if leader else
+                self._shard_socket(self._map.target(self.route, topic, shard)))
+        if sock is not None and shard is None and topic is not None:
+            if len(self._routes) >= ROUTES_MAX:
+                self._routes.clear()
+            self._routes[topic] = sock
+        return sock
 
     def _leader_socket(self, endpoint: str) -> zmq.Socket:
         sock = self._leader_socks.get(endpoint)
         if sock is None:
             sock = self._leader_socks[endpoint] = self._dealer(endpoint)
         return sock
+
+    def _forget_map(self) -> None:
+        self._map = None
+        self._routes.clear()
 
     def _all_shards(self, msg) -> list[dict]:
         if self._map is None:
@@ -250,9 +312,18 @@ class Client:
 
     def append(self, name: str, records: list[dict], **options) -> dict:
         """Append records ({"data", "tag"?, "node"?, "meta"?}) as one all-or-nothing batch.
-        Options: node, idempotency_key, create, config, return_seqs."""
-        key = f"{self._session}:{next(self._appends)}"
-        return self._request(name, shapes.append_request(name, records, key, **options))
+        Options: node, idempotency_key, create, config, return_seqs. With linger_ms > 0,
+        concurrent appends to `name` may travel in one request (docs/CLIENT.md "Linger")."""
+        if self._linger is not None:
+            if self._closed:
+                raise closed_error()
+            return self._linger.append(name, records, options)
+        return self._request(name, shapes.append_request(name, records, self._session_key(),
+                                                         **options))
+
+    def statistics(self) -> ClientStatistics:
+        """The client's linger counters (zero without linger)."""
+        return ClientStatistics() if self._linger is None else self._linger.statistics()
 
     def append_encoded(self, name: str, records: list[list], *, idempotency_key: str,
                        create: bool | None = None, config: dict | None = None) -> dict:

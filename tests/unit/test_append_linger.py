@@ -1,0 +1,95 @@
+"""The linger rules without a node (client/append_linger.py): which appends may share a
+request, the bounds of a batch, the batch's request, each caller's cut of its reply, and
+which refusals send a batch again one caller at a time."""
+
+from __future__ import annotations
+
+import pytest
+
+from topics_actors.client.append_linger import (
+    RECORD_OVERHEAD_BYTES, LingerOptions, OpenBatch, batch_key, pending_of, splits_on,
+)
+from topics_actors.errors import ErrorCode, TopicsError, invalid
+from topics_actors.limits import BATCH_RECORDS_MAX
+
+pytestmark = pytest.mark.timeout(20)
+
+LIMITS = LingerOptions(2, batch_records_max=4, batch_bytes_max=1_000)
+
+
+def test_options_are_checked_against_the_server_limits():
+    assert LingerOptions.of(0, 1, 1, 1) is None
+    for bad in ({"linger_ms": -1}, {"linger_ms": 5_000},
+                {"linger_ms": 1, "batch_records_max": BATCH_RECORDS_MAX + 1},
+                {"linger_ms": 1, "batch_bytes_max": 0}, {"linger_ms": 1, "waiting_max": 0}):
+        with pytest.raises(TopicsError):
+            LingerOptions(**bad)
+
+
+def test_only_plain_appends_share_a_batch():
+    assert batch_key({}) == batch_key({"node": "n", "return_seqs": False}) == (None,)
+    assert batch_key({"create": False}) == (False,)
+    assert batch_key({"idempotency_key": "k"}) is None
+    assert batch_key({"config": {}}) is None
+    assert batch_key({"something": 1}) is None
+
+
+def test_a_pending_append_is_checked_and_sized_like_a_lone_one():
+    with pytest.raises(TopicsError):
+        pending_of([{"nodata": 1}], {}, (None,), LIMITS)
+    pending = pending_of([{"data": 1, "tag": "ab"}, {"data": 2, "node": "own"}],
+                         {"node": "n"}, (None,), LIMITS)
+    assert [r[2] for r in pending.records] == ["n", "own"]      # the option fills the gaps
+    assert pending.bytes == 1 + 2 + 1 + 1 + 3 + 2 * RECORD_OVERHEAD_BYTES
+    assert not pending.alone
+    assert pending_of([{"data": 1}] * 5, {}, (None,), LIMITS).alone         # > records max
+    assert pending_of([{"data": "x" * 2_000}], {}, (None,), LIMITS).alone   # > bytes max
+    assert pending_of([{"data": 1}], {"idempotency_key": "k"}, None, LIMITS).alone
+
+
+def test_a_batch_is_bounded_and_its_request_holds_every_record():
+    batch = OpenBatch("t", None)
+    one = pending_of([{"data": 1}], {}, (None,), LIMITS)
+    three = pending_of([{"data": 2}, {"data": 3}, {"data": 4}], {}, (None,), LIMITS)
+    batch.add(one)
+    assert batch.fits(three, LIMITS) and not batch.full(LIMITS)
+    batch.add(three)
+    assert batch.full(LIMITS) and not batch.fits(one, LIMITS)
+    msg = batch.message("~s:1")
+    assert [r[0] for r in msg.records] == [b"1", b"2", b"3", b"4"]
+    assert (msg.idempotency_key, msg.return_seqs, msg.config) == ("~s:1", False, None)
+
+
+def test_a_lone_append_keeps_its_own_request():
+    pending = pending_of([{"data": 1}], {"idempotency_key": "k", "config": {"a": 1}},
+                         None, LIMITS)
+    msg = OpenBatch.of_one("t", pending, None).message("~s:1")
+    assert (msg.idempotency_key, msg.config, msg.return_seqs) == ("k", {"a": 1}, True)
+
+
+def test_each_caller_gets_its_cut_of_the_reply():
+    batch = OpenBatch("t", None)
+    sizes = (1, 2, 1)
+    for i, size in enumerate(sizes):
+        batch.add(pending_of([{"data": i}] * size, {"return_seqs": i != 2}, (None,), LIMITS))
+    reply = {"topic": "t", "first_seq": 10, "last_seq": 13, "head_seq": 13, "count": 4,
+             "created": True, "deduped": False, "performance": {"fsync_ms": 0.1}}
+    cut = batch.replies(reply)
+    assert [(r["first_seq"], r["last_seq"], r["count"]) for r in cut] == \
+        [(10, 10, 1), (11, 12, 2), (13, 13, 1)]
+    assert [r.get("seqs") for r in cut] == [[10], [11, 12], None]
+    assert [r["created"] for r in cut] == [True, False, False]
+    assert all(r["head_seq"] == 13 and r["performance"] == {"fsync_ms": 0.1} for r in cut)
+
+
+def test_only_content_refusals_split_a_batch():
+    batch = OpenBatch("t", None)
+    for i in range(2):
+        batch.add(pending_of([{"data": i}], {}, (None,), LIMITS))
+    assert splits_on(batch, invalid("bad tag"))
+    assert splits_on(batch, TopicsError("full", ErrorCode.TOPIC_FULL))
+    assert splits_on(batch, TopicsError("quota", ErrorCode.THROTTLED, {"limit": "bytes"}))
+    assert not splits_on(batch, TopicsError("gone", ErrorCode.TOPIC_NOT_FOUND))
+    assert not splits_on(batch, TopicsError("down", ErrorCode.NOT_READY))
+    alone = OpenBatch.of_one("t", pending_of([{"data": 1}], {}, (None,), LIMITS), None)
+    assert not splits_on(alone, invalid("bad tag"))

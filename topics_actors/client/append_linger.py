@@ -1,0 +1,209 @@
+"""Linger (issue 18): concurrent appends to one topic sent as one Append, each caller
+answered with its own seqs. The pure part both clients share: which appends may share a
+request, the bounds of a batch, the batch's request, and each caller's reply from the
+batch's reply. The sync client's sender thread (linger_sender.py) and the async client's
+timers (async_linger.py) do the waiting and the sending.
+
+Rules (docs/CLIENT.md "Linger"):
+- An append may join a batch when it has no idempotency_key and no config; batches are keyed
+  by topic and `create`. Its records are checked here the way a lone append's are (a record
+  that is not a dict with `data`, or JSON that cannot be written, fails its caller at once);
+  its `node` option is written into each record that names no node of its own, which is what
+  the shard would do with the batch's default node.
+- A batch holds at most `batch_records_max` records and `batch_bytes_max` payload bytes
+  (data, meta, tag and node, plus RECORD_OVERHEAD_BYTES each), both within the server's
+  limits; an append larger than either goes alone.
+- A batch's reply is cut per caller: its first_seq is the batch's first_seq plus the records
+  before it; head_seq is the batch's (the topic's head when the batch was published, at
+  least the caller's last_seq); `created` is true for the first caller only.
+- A batch refused for its content (SPLIT_CODES, or a 429 naming a `limit`) is sent again
+  one caller at a time, so only the callers whose own append is refused fail; nothing of
+  the refused batch was written (an append is all or nothing). Any other error (not_ready
+  until the retry deadline, topic_not_found, forbidden) is every caller's error.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from topics_actors.client.request_shapes import wire_record
+from topics_actors.errors import ErrorCode, TopicsError, invalid
+from topics_actors.limits import BATCH_RECORDS_MAX, MESSAGE_BYTES_MAX
+from topics_actors.protocol.messages import Append
+
+BATCH_RECORDS_MAX_DEFAULT = 1_000
+BATCH_BYTES_MAX_DEFAULT = 1_048_576
+WAITING_MAX_DEFAULT = 4_096             # appends waiting in a client's batches
+LINGER_MS_MAX = 1_000
+RECORD_OVERHEAD_BYTES = 16              # msgpack framing of one wire record, at most
+BATCH_BYTES_LIMIT = MESSAGE_BYTES_MAX // 2   # leaves room for the envelope, with margin
+
+# Refusals that may come from one caller's records or from the batch's size: the batch is
+# sent again one caller at a time.
+SPLIT_CODES = frozenset({ErrorCode.INVALID_REQUEST, ErrorCode.BATCH_TOO_LARGE,
+                         ErrorCode.RECORD_TOO_LARGE, ErrorCode.PAYLOAD_TOO_LARGE,
+                         ErrorCode.TOPIC_FULL})
+_BATCHABLE = frozenset({"node", "create", "return_seqs"})
+
+
+@dataclasses.dataclass(frozen=True)
+class LingerOptions:
+    """A client's linger settings, checked against the server's limits."""
+    linger_ms: float
+    batch_records_max: int = BATCH_RECORDS_MAX_DEFAULT
+    batch_bytes_max: int = BATCH_BYTES_MAX_DEFAULT
+    waiting_max: int = WAITING_MAX_DEFAULT
+
+    def __post_init__(self):
+        if not 0 < self.linger_ms <= LINGER_MS_MAX:
+            raise invalid(f"linger_ms must be in (0, {LINGER_MS_MAX}]")
+        if not 1 <= self.batch_records_max <= BATCH_RECORDS_MAX:
+            raise invalid(f"linger_batch_records_max must be in [1, {BATCH_RECORDS_MAX}]")
+        if not 1 <= self.batch_bytes_max <= BATCH_BYTES_LIMIT:
+            raise invalid(f"linger_batch_bytes_max must be in [1, {BATCH_BYTES_LIMIT}]")
+        if self.waiting_max < 1:
+            raise invalid("linger_waiting_max must be at least 1")
+
+    @classmethod
+    def of(cls, linger_ms: float, batch_records_max: int, batch_bytes_max: int,
+           waiting_max: int) -> "LingerOptions | None":
+        """The options, or None for linger_ms 0 (every append sent at once, as before)."""
+        if not linger_ms:
+            return None
+        return cls(linger_ms, batch_records_max, batch_bytes_max, waiting_max)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientStatistics:
+    """A client's linger counters (all zero with linger_ms 0)."""
+    linger_appends: int = 0        # appends that went through linger
+    linger_requests: int = 0       # Append requests sent for them (batches, lone ones)
+    linger_split_batches: int = 0  # batches refused and sent again one caller at a time
+    linger_waiting: int = 0        # appends waiting for their answer now
+
+
+class Pending:
+    """One caller's append in linger: its wire records, and where its answer goes (`slot`,
+    the client's business). `options` is set for an append that must go alone: its own
+    request, as it was given."""
+    __slots__ = ("records", "return_seqs", "bytes", "options", "slot")
+
+    def __init__(self, records: list, return_seqs: bool, size: int, options: dict | None):
+        self.records = records
+        self.return_seqs = return_seqs
+        self.bytes = size
+        self.options = options
+        self.slot = None
+
+    @property
+    def alone(self) -> bool:
+        return self.options is not None
+
+
+def batch_key(options: dict) -> tuple | None:
+    """The key (`create`) of the batches an append with `options` may join, or None when
+    it must go alone (an idempotency_key, a config, an option linger does not know)."""
+    if not options.keys() <= _BATCHABLE:
+        return None
+    return (options.get("create"),)
+
+
+def pending_of(records: list, options: dict, key: tuple | None,
+               limits: LingerOptions) -> Pending:
+    """A caller's append checked as a lone one is (its errors raised here, to the caller);
+    one that may not join a batch, or is larger than one, keeps its options to go alone."""
+    node = options.get("node")
+    wire = [wire_record(r) for r in records]
+    size = 0
+    for rec in wire:
+        if node is not None and (rec[2] is None or rec[2] == ""):
+            rec[2] = node
+        size += (len(rec[0]) + len(rec[3] or b"") + len(rec[1] or "") + len(rec[2] or "")
+                 + RECORD_OVERHEAD_BYTES)
+    alone = (key is None or not wire or len(wire) > limits.batch_records_max
+             or size > limits.batch_bytes_max)
+    return Pending(wire, options.get("return_seqs", True), size, options if alone else None)
+
+
+class OpenBatch:
+    """Appends of one topic and key gathering until linger_ms passes or the batch is full."""
+    __slots__ = ("topic", "create", "pendings", "records", "bytes")
+
+    def __init__(self, topic: str, create: bool | None):
+        self.topic = topic
+        self.create = create
+        self.pendings: list[Pending] = []
+        self.records = 0
+        self.bytes = 0
+
+    @classmethod
+    def of_one(cls, topic: str, pending: Pending, create: bool | None) -> "OpenBatch":
+        batch = cls(topic, create)
+        batch.add(pending)
+        return batch
+
+    def fits(self, pending: Pending, limits: LingerOptions) -> bool:
+        return (self.records + len(pending.records) <= limits.batch_records_max
+                and self.bytes + pending.bytes <= limits.batch_bytes_max)
+
+    def add(self, pending: Pending) -> None:
+        self.pendings.append(pending)
+        self.records += len(pending.records)
+        self.bytes += pending.bytes
+
+    def full(self, limits: LingerOptions) -> bool:
+        """Whether no more single-record append would fit."""
+        return (self.records >= limits.batch_records_max
+                or self.bytes >= limits.batch_bytes_max)
+
+    def message(self, session_key: str) -> Append:
+        """The request: a lone append's own, or the batch's records under a session key."""
+        first = self.pendings[0]
+        if first.alone:
+            options = first.options
+            return Append(self.topic, first.records, options.get("node"),
+                          options.get("idempotency_key") or session_key,
+                          options.get("create"), options.get("config"), first.return_seqs)
+        records = self.pendings[0].records if len(self.pendings) == 1 else [
+            rec for pending in self.pendings for rec in pending.records]
+        return Append(self.topic, records, None, session_key, self.create, None, False)
+
+    def replies(self, reply: dict) -> list[dict]:
+        """Each caller's reply, cut from the batch's."""
+        if self.pendings[0].alone:
+            return [reply]
+        out, first = [], reply["first_seq"]
+        head, created, deduped = reply["head_seq"], reply.get("created", False), \
+            reply.get("deduped", False)
+        performance = reply.get("performance")
+        for pending in self.pendings:
+            count = len(pending.records)
+            last = first + count - 1
+            own = {"topic": reply["topic"], "first_seq": first, "last_seq": last,
+                   "head_seq": head, "count": count, "created": created, "deduped": deduped}
+            if pending.return_seqs:
+                own["seqs"] = list(range(first, last + 1))
+            if performance is not None:
+                own["performance"] = dict(performance)
+            out.append(own)
+            first, created = last + 1, False
+        return out
+
+
+def splits_on(batch: OpenBatch, error: TopicsError) -> bool:
+    """Whether a refused batch is sent again one caller at a time (module docstring)."""
+    if len(batch.pendings) < 2:
+        return False
+    return error.code in SPLIT_CODES or (
+        error.code is ErrorCode.THROTTLED and bool((error.detail or {}).get("limit")))
+
+
+def own_error(error: BaseException) -> BaseException:
+    """A caller's own copy of its batch's error: each caller raises it in its own thread or
+    task, and one exception object raised in many places would pile their tracebacks onto
+    one another."""
+    try:
+        return copy.copy(error)
+    except Exception:  # noqa: BLE001 - an exception that cannot be copied is shared
+        return error
