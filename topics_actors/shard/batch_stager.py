@@ -136,8 +136,11 @@ class BatchStager:
             raise InvariantViolation(f"{topic.name!r}: seq {first} staged at or below the "
                                      f"head {topic.head}")
         self.batch.needs_sync |= sync
-        return encode_staged(self.batch.buf, topic.tid, first, ts, FLAG_DURABLE if sync else 0,
-                             records)
+        flags = FLAG_DURABLE if sync else 0
+        if type(records) is PlainBatch:     # encode_staged(), inlined: a call per write
+            return encode_plain_appends(self.batch.buf, topic.tid, first, ts, flags,
+                                        records.envelopes, records.node)
+        return encode_appends(self.batch.buf, topic.tid, first, ts, flags, records)
 
 
 def encode_staged(buf: bytearray, topic_id: int, first: int, ts: int, flags: int,
