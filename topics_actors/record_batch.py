@@ -89,9 +89,11 @@ def _checked_size(size: int) -> int:
 _NONES = {1: [], 2: [None], 3: [None, None], 4: [None, None, None]}
 DEPTH_CHECK_BYTES = 2 * json_rules.JSON_DEPTH_MAX   # shorter texts cannot be too deep
 # Smaller batches are staged record by record: the column path costs about 2 us more per
-# batch (each of its iterators costs 0.1-0.2 us to make here) and saves about 0.25 us per
-# record, so it pays from about 9 records (measured, docs/BENCHMARKS.md "Issue 18").
+# batch (each of its iterators costs 0.1-0.2 us to make here) and saves about 0.28 us per
+# record parsed, 0.13 us per record vouched, so it pays from about 8 and 16 records
+# (measured with core_bench.py --staging, docs/BENCHMARKS.md "Issue 18").
 PLAIN_BATCH_MIN = 10
+PLAIN_VOUCHED_MIN = 20
 _FIRST = itemgetter(0)
 
 
@@ -220,7 +222,7 @@ def stage_batch(records: list, batch_node: object) -> list[StagedRecord]:
     check_batch_size(records)
     node = validate_batch_node(batch_node)
     vouched = type(records) is VouchedRecords
-    if len(records) >= PLAIN_BATCH_MIN:
+    if len(records) >= (PLAIN_VOUCHED_MIN if vouched else PLAIN_BATCH_MIN):
         plain = _plain_datas(records)
         if plain is not None:
             staged = _stage_plain(*plain, node, vouched)

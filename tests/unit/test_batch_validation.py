@@ -1,19 +1,20 @@
 """Validating and encoding a plain append batch column by column (record_batch._stage_plain,
 frame.encode_plain_appends) against the record-by-record path.
 
-Goal: a batch of PLAIN_BATCH_MIN or more records that are all [data] or all
-[data, None, None, None] is staged by the column path, which parses every data once, by
-itself, and accepts exactly what the record-by-record path (`_stage_each`, the code every
-batch went through before) accepts, with the same staged records; a bad record in first,
-middle or last position rejects the whole batch with the same error as before and stages
-nothing. A joined-array parse would accept `[1` and `2],3` as two records: that case is
-here because the column path must not do it. The frames of a plain batch are the bytes
-encode_appends writes for the same records.
+Goal: a batch of PLAIN_BATCH_MIN (vouched: PLAIN_VOUCHED_MIN) or more records that are all
+[data] or all [data, None, None, None] is staged by the column path, which parses every
+data once, by itself, and accepts exactly what the record-by-record path (`_stage_each`,
+the code every batch went through before) accepts, with the same staged records; a bad
+record in first, middle or last position rejects the whole batch with the same error as
+before and stages nothing. A joined-array parse would accept `[1` and `2],3` as two
+records: that case is here because the column path must not do it. The frames of a plain
+batch are the bytes encode_appends writes for the same records.
 
 Method: the record-by-record path as the reference, plus the expected error text written
-out; hypothesis over batches of valid JSON texts with at most one bad record drawn from
-hand-picked tricky inputs, random bytes and non-bytes, against a per-record orjson.loads
-oracle; orjson.loads wrapped in a counter; a ShardHarness core for "nothing staged".
+out; hypothesis over batches of valid JSON texts with at most one bad record (hand-picked
+tricky inputs, random bytes, non-bytes) or two neighbours that join into valid array
+elements, against a per-record orjson.loads oracle; orjson.loads wrapped in a counter; a
+ShardHarness core for "nothing staged".
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.limits import RECORD_BYTES_MAX
 from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import (
-    PLAIN_BATCH_MIN, PlainBatch, VouchedRecords, _stage_each, stage_batch,
+    PLAIN_BATCH_MIN, PLAIN_VOUCHED_MIN, PlainBatch, VouchedRecords, _stage_each, stage_batch,
 )
 from topics_actors.storage.frame import decode_at, encode_appends, encode_plain_appends
 
-N = PLAIN_BATCH_MIN * 2
+N = max(PLAIN_BATCH_MIN, PLAIN_VOUCHED_MIN) + 4
 GOOD = [b'{"sku":"A-1","qty":2}', b"1", b'"x"', b"[1,2,3]", b"null", b"true", b"-0.5e-3",
         b' {"a" : [ ] } ', b'"\\u00e9\xc3\xa9"', b"18446744073709551616", b"{}",
         b"[" * json_rules.JSON_DEPTH_MAX + b"]" * json_rules.JSON_DEPTH_MAX,
@@ -83,13 +84,15 @@ def _reference(records: list, node=None):
 
 
 @pytest.mark.parametrize("four", [False, True])
-@pytest.mark.parametrize("count", [1, PLAIN_BATCH_MIN - 1, PLAIN_BATCH_MIN, N, 1000])
+@pytest.mark.parametrize("count", [1, PLAIN_BATCH_MIN - 1, PLAIN_BATCH_MIN,
+                                   PLAIN_VOUCHED_MIN - 1, PLAIN_VOUCHED_MIN, N, 1000])
 def test_valid_batches_of_every_shape_stage_as_record_by_record(count, four):
     datas = [GOOD[i % len(GOOD)] for i in range(count)]
-    for node in (None, "batch-node"):
-        records = _batch(datas, four)
+    for node, kind, least in ((None, list, PLAIN_BATCH_MIN), ("n", list, PLAIN_BATCH_MIN),
+                              (None, VouchedRecords, PLAIN_VOUCHED_MIN)):
+        records = kind(_batch(datas, four))
         staged = stage_batch(records, node)
-        assert (type(staged) is PlainBatch) is (count >= PLAIN_BATCH_MIN)
+        assert (type(staged) is PlainBatch) is (count >= least)
         assert list(staged) == _reference(records, node)
         if type(staged) is PlainBatch:
             assert staged.envelopes == [s[0] for s in staged]
@@ -212,7 +215,7 @@ def _accepted_alone(data) -> bool:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(TEXT, min_size=PLAIN_BATCH_MIN, max_size=3 * PLAIN_BATCH_MIN),
+@given(st.lists(TEXT, min_size=PLAIN_BATCH_MIN, max_size=2 * N),
        st.none() | st.tuples(st.integers(min_value=0), TRICKY | JOINING), st.booleans(),
        st.booleans())
 def test_the_batch_is_accepted_exactly_when_every_record_parses_alone(datas, bad, four,
