@@ -35,7 +35,7 @@ from topics_actors.storage.frame import decode_at, encode_appends, encode_plain_
 
 N = max(PLAIN_BATCH_MIN, PLAIN_VOUCHED_MIN) + 4
 GOOD = [b'{"sku":"A-1","qty":2}', b"1", b'"x"', b"[1,2,3]", b"null", b"true", b"-0.5e-3",
-        b' {"a" : [ ] } ', b'"\\u00e9\xc3\xa9"', b"18446744073709551616", b"{}",
+        b' {"a" : [ ] } ', b'"\\u00e9\xc3\xa9"', b"18446744073709551616", b"{}", b"1e-400", b"-0",
         b"[" * json_rules.JSON_DEPTH_MAX + b"]" * json_rules.JSON_DEPTH_MAX,
         b'"' + b"y" * 600 + b'"']
 NOT_JSON = "record data is not valid JSON"
@@ -54,6 +54,9 @@ BAD = [  # (data, error code, message fragment)
     (b"NaN", ErrorCode.INVALID_REQUEST, NOT_JSON),
     (b"Infinity", ErrorCode.INVALID_REQUEST, NOT_JSON),
     (b"1e400", ErrorCode.INVALID_REQUEST, NOT_JSON),
+    (b"[1.8e308]", ErrorCode.INVALID_REQUEST, NOT_JSON),        # infinity as a double
+    (b'"\\ud800"', ErrorCode.INVALID_REQUEST, NOT_JSON),         # a lone surrogate escape
+    (b"\xef\xbb\xbf1", ErrorCode.INVALID_REQUEST, NOT_JSON),      # a byte order mark
     (b"   ", ErrorCode.INVALID_REQUEST, NOT_JSON),
     (DEEP, ErrorCode.INVALID_REQUEST, "deeper than 254 levels"),
     (b"", ErrorCode.INVALID_REQUEST, NOT_BYTES),
