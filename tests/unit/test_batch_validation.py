@@ -252,3 +252,20 @@ def test_plain_frames_are_the_bytes_encode_appends_writes(datas, node, flags, fi
     frames = [decode_at(plain, at, len(plain)) for at in offsets]
     assert [(f.seq, f.data, f.node) for f in frames] == [
         (first + i, e, node.decode() or None) for i, e in enumerate(envelopes)]
+
+
+@pytest.mark.parametrize("durability", ["ephemeral", "memory", "disk", "fsync"])
+def test_plain_batches_read_back_and_replay_in_every_class(shard, durability):
+    shard.put("t", durability=durability)
+    plain = [[b'{"i":%d}' % i] for i in range(N)]
+    shard.call(Append("t", plain))
+    shard.call(Append("t", [r + [None, None, None] for r in plain], node="n1"))
+    shard.call(Append("t", plain[:3]))          # record by record, in the same log
+    expected = ([[b'{"d":{"i":%d}}' % i, None, None] for i in range(N)]
+                + [[b'{"d":{"i":%d}}' % i, None, "n1"] for i in range(N)]
+                + [[b'{"d":{"i":%d}}' % i, None, None] for i in range(3)])
+    got = [[r[2], r[3], r[4]] for r in shard.records("t")]
+    assert got == expected and [r[0] for r in shard.records("t")] == list(range(1, 2 * N + 4))
+    shard.restart(crash=False)
+    after = [[r[2], r[3], r[4]] for r in shard.records("t")]
+    assert after == ([] if durability == "ephemeral" else expected)
