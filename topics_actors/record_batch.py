@@ -9,8 +9,9 @@ gateway parsed the HTTP body and wrote each data with orjson itself, so a second
 would only repeat its work. Limits (sizes, tag, node, meta) are checked for every batch.
 
 A batch whose records all have the common shape ([data] or [data, None, None, None]) is
-staged column by column, with no Python statement per record (`_stage_plain`). Each data
-is still parsed by itself: one parse of the datas joined into a JSON array is faster, but
+staged column by column (`_stage_plain`): its checks, envelopes and staged tuples come from
+map and zip over the batch, and the one Python statement left per record is the parse of
+its data, by itself. One parse of the datas joined into a JSON array would be faster, but
 no element count or check on the parsed array can prove that the array's elements are the
 records (`[1` and `2],3` join into a valid two-element array). Any doubt sends the batch
 down the record-by-record path, which names the first bad record exactly as before.
