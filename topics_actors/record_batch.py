@@ -133,15 +133,35 @@ def check_batch_size(records: list) -> None:
                           {"records": len(records), "max": BATCH_RECORDS_MAX})
 
 
-class PlainBatch(list):
-    """Staged records (StagedRecord tuples, as any staged list) that all have no tag and no
-    meta and share one node: `envelopes` holds their envelopes in order and `node` that
-    node, so the frame encoder need not look at each tuple (storage/frame.py)."""
-    __slots__ = ("envelopes", "node")
+class PlainBatch:
+    """Staged records that all have no tag and no meta and share one node, kept as columns
+    (`envelopes`, `sizes` = payload bytes, `node`) so neither staging nor the frame encoder
+    makes a tuple per record; code that reads staged records one by one sees the same
+    StagedRecord tuples as from any staged list (len, iteration, indexing, ==)."""
+    __slots__ = ("envelopes", "sizes", "node")
+
+    def __init__(self, envelopes: list[bytes], sizes: list[int], node: bytes):
+        self.envelopes, self.sizes, self.node = envelopes, sizes, node
+
+    def __len__(self) -> int:
+        return len(self.envelopes)
+
+    def __iter__(self):
+        return zip(self.envelopes, repeat(b""), repeat(self.node), repeat(0), self.sizes)
+
+    def __getitem__(self, index):
+        return list(self)[index]
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, (list, PlainBatch)) else False
+
+    __hash__ = None
 
 
-def payload_total(records: list[StagedRecord]) -> int:
+def payload_total(records) -> int:
     """len(data) + len(meta) over staged records (the API's byte accounting)."""
+    if type(records) is PlainBatch:
+        return sum(records.sizes)
     return sum(map(_PAYLOAD, records))
 
 
@@ -190,10 +210,7 @@ def _stage_plain(datas: list[bytes], sizes: list[int], node: bytes,
                     loads(data)
         except (orjson.JSONDecodeError, TopicsError):
             return None
-    envelopes = build_plain(datas)
-    staged = PlainBatch(zip(envelopes, repeat(b""), repeat(node), repeat(0), sizes))
-    staged.envelopes, staged.node = envelopes, node
-    return staged
+    return PlainBatch(build_plain(datas), sizes, node)
 
 
 def _stage_each(records: list, node: bytes, vouched: bool) -> list[StagedRecord]:
@@ -217,7 +234,7 @@ def _stage_each(records: list, node: bytes, vouched: bool) -> list[StagedRecord]
     return staged
 
 
-def stage_batch(records: list, batch_node: object) -> list[StagedRecord]:
+def stage_batch(records: list, batch_node: object) -> list[StagedRecord] | PlainBatch:
     """The staged records of a batch, or the first record's error; `records` as decoded
     from the wire, or VouchedRecords (whose data is not parsed again)."""
     check_batch_size(records)
