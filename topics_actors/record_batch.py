@@ -19,7 +19,7 @@ down the record-by-record path, which names the first bad record exactly as befo
 
 from __future__ import annotations
 
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from operator import itemgetter, lt
 
 import orjson
@@ -175,15 +175,12 @@ def _plain_datas(records: list) -> tuple[list[bytes], list[int]] | None:
     if list(map(type, records)).count(list) != count:
         return None
     shapes = list(map(len, records))
-    if shapes.count(1) == count:
-        datas = list(map(_FIRST, records))
-    elif shapes.count(4) == count:
-        items = list(chain.from_iterable(records))
-        datas = items[::4]
-        if items.count(None) != 3 * count:    # none of them a data: checked next
+    if shapes.count(4) == count:    # three Nones each, and no data is None: checked next
+        if list(map(list.count, records, repeat(None))).count(3) != count:
             return None
-    else:
+    elif shapes.count(1) != count:
         return None
+    datas = list(map(_FIRST, records))
     if list(map(type, datas)).count(bytes) != count:
         return None
     sizes = list(map(len, datas))
