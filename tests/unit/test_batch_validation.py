@@ -14,7 +14,7 @@ Method: the record-by-record path as the reference, plus the expected error text
 out; hypothesis over batches of valid JSON texts with at most one bad record (hand-picked
 tricky inputs, random bytes, non-bytes) or two neighbours that join into valid array
 elements, against a per-record orjson.loads oracle; orjson.loads wrapped in a counter; a
-ShardHarness core for "nothing staged".
+ShardHarness core for "nothing staged" and for reading back, fsck and replay.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topics_actors import json_rules
+from topics_actors import fsck, json_rules
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.limits import RECORD_BYTES_MAX
 from topics_actors.protocol.messages import Append
@@ -255,7 +255,7 @@ def test_plain_frames_are_the_bytes_encode_appends_writes(datas, node, flags, fi
 
 
 @pytest.mark.parametrize("durability", ["ephemeral", "memory", "disk", "fsync"])
-def test_plain_batches_read_back_and_replay_in_every_class(shard, durability):
+def test_plain_batches_read_back_pass_fsck_and_replay_in_every_class(shard, durability):
     shard.put("t", durability=durability)
     plain = [[b'{"i":%d}' % i] for i in range(N)]
     shard.call(Append("t", plain))
@@ -266,6 +266,11 @@ def test_plain_batches_read_back_and_replay_in_every_class(shard, durability):
                 + [[b'{"d":{"i":%d}}' % i, None, None] for i in range(3)])
     got = [[r[2], r[3], r[4]] for r in shard.records("t")]
     assert got == expected and [r[0] for r in shard.records("t")] == list(range(1, 2 * N + 4))
-    shard.restart(crash=False)
+    shard.close()
+    report = fsck.check(shard.data_dir)
+    assert report.problems == []
+    assert report.frames_by_type.get("APPEND", 0) == (0 if durability == "ephemeral"
+                                                      else 2 * N + 3)
+    shard.start()
     after = [[r[2], r[3], r[4]] for r in shard.records("t")]
     assert after == ([] if durability == "ephemeral" else expected)
