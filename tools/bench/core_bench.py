@@ -12,10 +12,11 @@ the end-to-end benches: the figure to compare before and after a change to the s
 - batch: 64-record appends, one commit each: microseconds of CPU per record.
 - replay: recovery of a WAL of `--records` disk-class records over 10 topics (500 per
   append): seconds of CPU, and frames per second.
-Each is the median of `--runs`.
-- --staging: only the staging of a batch (record_batch.stage_batch) and the encoding of its
-  Append frames, in nanoseconds of CPU per record, by batch size and record shape.
-- --profile N: only a cProfile of N 64-record appends (submit + commit), top functions.
+Each is the median of `--runs`. Two options measure one thing instead:
+- --staging: the staging of a batch (record_batch.stage_batch) and the encoding of its
+  Append frames, CPU ns per record by batch size and record shape (medians of `--runs`).
+- --profile N: a cProfile of N 64-record appends (submit + commit), functions by
+  cumulative time (shares of the header's total) and by own time.
 """
 
 from __future__ import annotations
@@ -140,7 +141,9 @@ def profile(appends: int) -> None:
             call(core, msg)
         profiler.disable()
         core.close()
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(14)
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("cumulative").print_stats(16)
+        stats.sort_stats("tottime").print_stats(12)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
@@ -153,8 +156,11 @@ def main() -> None:
     parser.add_argument("--staging", action="store_true")
     parser.add_argument("--profile", type=int, default=0, metavar="N")
     args = parser.parse_args()
-    if args.staging or args.profile:
-        staging(args.runs) if args.staging else profile(args.profile)
+    if args.staging:
+        staging(args.runs)
+        return
+    if args.profile:
+        profile(args.profile)
         return
     results = [appends(args.singles) for _ in range(args.runs)]
     single = statistics.median(r[0] for r in results)
