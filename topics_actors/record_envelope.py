@@ -16,6 +16,8 @@ nested object with a later "m" member makes the envelope parsed.
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import orjson
 
 from topics_actors.storage.frame_types import FLAG_META
@@ -34,6 +36,11 @@ def build(data: bytes, meta: bytes | None) -> bytes:
     if meta is None:
         return _HEAD + data + b"}"
     return _HEAD + data + _META_MARK + meta + b"}"
+
+
+def build_plain(datas: list[bytes]) -> list[bytes]:
+    """[build(data, None) for data in datas], without a Python step per record."""
+    return list(map(b"".join, zip(repeat(_HEAD), datas, repeat(b"}"))))
 
 
 def meta_flag(meta: bytes | None) -> int:

@@ -1,6 +1,7 @@
 """The shard core's own CPU cost, in process: no sockets, no client, no other process.
 
     python tools/bench/core_bench.py [--runs 5] [--singles 20000] [--records 300000]
+                                     [--staging] [--profile N]
 
 Measures process CPU time (not wall time), so a busy machine disturbs it far less than
 the end-to-end benches: the figure to compare before and after a change to the shard
@@ -11,12 +12,18 @@ the end-to-end benches: the figure to compare before and after a change to the s
 - batch: 64-record appends, one commit each: microseconds of CPU per record.
 - replay: recovery of a WAL of `--records` disk-class records over 10 topics (500 per
   append): seconds of CPU, and frames per second.
-Each is the median of `--runs`.
+Each is the median of `--runs`. Two options measure one thing instead:
+- --staging: the staging of a batch (record_batch.stage_batch) and the encoding of its
+  Append frames, CPU ns per record by batch size and record shape (medians of `--runs`).
+- --profile N: a cProfile of N 64-record appends (submit + commit), functions by
+  cumulative time (shares of the header's total) and by own time.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import shutil
 import statistics
 import tempfile
@@ -24,9 +31,15 @@ import time
 
 from topics_actors.config import ShardOptions
 from topics_actors.protocol.messages import Append, PutTopic
+from topics_actors.record_batch import VouchedRecords, stage_batch
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import prepare_layout
+
+try:
+    from topics_actors.shard.batch_stager import encode_staged
+except ImportError:     # a tree from before issue 18's per-record work: one encoder
+    from topics_actors.storage.frame import encode_appends as encode_staged
 
 RECORD = [b'{"sku":"A-1","qty":2,"note":"a hundred bytes of json payload for the bench.."}']
 
@@ -89,12 +102,66 @@ def replay(records: int, runs: int) -> list[float]:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+def staging(runs: int) -> None:
+    """CPU ns per record of stage_batch and of encoding the staged frames, per batch size."""
+    shapes = {"[data]": RECORD, "[data,None,None,None]": RECORD + [None, None, None],
+              "vouched [data]": RECORD}     # the gateway's appends: data not parsed again
+    for name, shape in shapes.items():
+        for size in (1, 8, 16, 64, 1000):
+            batch = [list(shape) for _ in range(size)]
+            if name.startswith("vouched"):
+                batch = VouchedRecords(batch)
+            staged = stage_batch(batch, None)
+            loops = max(1, 64_000 // size)
+            stage_ns, encode_ns = [], []
+            for _ in range(runs):
+                t0 = time.process_time()
+                for _ in range(loops):
+                    stage_batch(batch, None)
+                t1 = time.process_time()
+                for _ in range(loops):
+                    encode_staged(bytearray(), 7, 1, 0, 0, staged)
+                t2 = time.process_time()
+                stage_ns.append((t1 - t0) / (loops * size) * 1e9)
+                encode_ns.append((t2 - t1) / (loops * size) * 1e9)
+            print(f"{name} x {size}: stage {statistics.median(stage_ns):.0f} ns, encode "
+                  f"{statistics.median(encode_ns):.0f} ns CPU per record")
+
+
+def profile(appends: int) -> None:
+    data_dir = tempfile.mkdtemp(prefix="topics-core-bench-")
+    try:
+        prepare_layout(RealFs(), data_dir, 1)
+        core, _ = open_core(data_dir)
+        call(core, PutTopic("t", {"durability": "memory"}))
+        msgs = [Append("t", [RECORD] * 64, None, f"~b:{i}") for i in range(appends)]
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for msg in msgs:
+            call(core, msg)
+        profiler.disable()
+        core.close()
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("cumulative").print_stats(16)
+        stats.sort_stats("tottime").print_stats(12)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--singles", type=int, default=20_000)
     parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--staging", action="store_true")
+    parser.add_argument("--profile", type=int, default=0, metavar="N")
     args = parser.parse_args()
+    if args.staging:
+        staging(args.runs)
+        return
+    if args.profile:
+        profile(args.profile)
+        return
     results = [appends(args.singles) for _ in range(args.runs)]
     single = statistics.median(r[0] for r in results)
     per_record = statistics.median(r[1] for r in results)

@@ -18,9 +18,11 @@ from topics_actors.ledger.dedupe_index import DedupeEntry
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.limits import IDEMPOTENCY_KEY_BYTES_MAX
 from topics_actors.protocol.messages import Append
-from topics_actors.record_batch import PAYLOAD_BYTES, TAG, StagedRecord, stage_batch
+from topics_actors.record_batch import TAG, StagedRecord, payload_total, stage_batch
 from topics_actors.shard import retention
-from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, write_op
+from topics_actors.shard.batch_stager import (
+    BatchStager, CommitInfo, Staged, encode_staged, write_op,
+)
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.shard_stats import ShardStats
@@ -28,7 +30,6 @@ from topics_actors.shard.topic_admin import stage_create
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage import frame_body
 from topics_actors.storage.file_table import make_loc
-from topics_actors.storage.frame import encode_appends
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.topic_config import TopicConfig, parse_config
 
@@ -96,8 +97,7 @@ class RecordAppend:
             retention.stage(self.stager, self.reader, topic)
             retention.admit(self.stager, self.reader, topic, records)
         if self.quota.max_total_bytes:
-            self.quota.admit(sum(r[PAYLOAD_BYTES] for r in records),
-                             self.registry.live_bytes)
+            self.quota.admit(payload_total(records), self.registry.live_bytes)
         first = topic.next_seq
         return first, self._stage_records(topic, records, first, now, key)
 
@@ -139,7 +139,7 @@ class RecordAppend:
             locs = [base + rel for rel in offsets]
         else:
             locs = self._publish_ephemeral(topic, records, first, now)
-        topic.publish(first, locs, sum(r[PAYLOAD_BYTES] for r in records), now)
+        topic.publish(first, locs, payload_total(records), now)
         if topic.tags is not None:
             for seq, rec in enumerate(records, first):
                 if rec[TAG]:
@@ -156,4 +156,4 @@ class RecordAppend:
             topic.ram_file = self.reader.files.add_buffer(topic.ram)
         base = make_loc(topic.ram_file, 0)
         return [base + offset
-                for offset in encode_appends(topic.ram, topic.tid, first, now, 0, records)]
+                for offset in encode_staged(topic.ram, topic.tid, first, now, 0, records)]

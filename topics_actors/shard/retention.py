@@ -11,7 +11,7 @@ from __future__ import annotations
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.ledger import retention_rules
 from topics_actors.ledger.topic_state import TopicState
-from topics_actors.record_batch import PAYLOAD_BYTES
+from topics_actors.record_batch import payload_total
 from topics_actors.shard.batch_stager import BatchStager, Staged, write_op
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.topic_registry import TopicRegistry
@@ -63,7 +63,7 @@ def admit(stager: BatchStager, reader: RecordReader, topic: TopicState, records:
     config = topic.config
     if config.discard != "reject" or not (config.cap_records or config.cap_bytes):
         return
-    size = sum(r[PAYLOAD_BYTES] for r in records)
+    size = payload_total(records)
     if ((config.cap_records and len(records) > config.cap_records)
             or (config.cap_bytes and size > config.cap_bytes)):
         raise TopicsError("the batch alone exceeds the topic's cap",

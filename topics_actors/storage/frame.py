@@ -21,6 +21,7 @@ makes idempotency keys survive a crash.
 from __future__ import annotations
 
 import struct
+from itertools import count
 from typing import NamedTuple
 
 import xxhash
@@ -86,7 +87,8 @@ def encode(buf: bytearray, ftype: int, flags: int, topic_id: int, seq: int, ts: 
 def encode_appends(buf: bytearray, topic_id: int, first_seq: int, ts: int, flags: int,
                    records) -> list[int]:
     """Append one Append frame per (envelope, tag, node, flags, ...) record, seqs from
-    first_seq; returns each frame's offset in `buf`. The hot path of every write."""
+    first_seq; returns each frame's offset in `buf`. The hot path of every write with tags,
+    nodes or meta (encode_plain_appends is the one of plain records)."""
     offsets, seq, digest, pack_sum = [], first_seq, _digest, CHECKSUM.pack
     structs = _FRAME_STRUCTS
     for envelope, tag, node, record_flags, _ in records:
@@ -104,6 +106,30 @@ def encode_appends(buf: bytearray, topic_id: int, first_seq: int, ts: int, flags
         buf += frame
         buf += pack_sum(digest(frame[4:]))   # a small copy beats two memoryviews
         seq += 1
+    return offsets
+
+
+def encode_plain_appends(buf: bytearray, topic_id: int, first_seq: int, ts: int, flags: int,
+                         envelopes: list[bytes], node: bytes) -> list[int]:
+    """encode_appends() for records with no tag and no meta that share one node (b"" for
+    none), given as their envelopes: the same bytes, with less work per record (no tuple
+    to unpack, no flag to work out, one copy of the batch's frames into `buf`)."""
+    if node:
+        flags |= FLAG_NODE
+        sections_list = [node + envelope for envelope in envelopes]
+    else:
+        sections_list = envelopes
+    offsets, parts, node_len, pos = [], [], len(node), len(buf)
+    add, add_offset, structs, digest = parts.append, offsets.append, _FRAME_STRUCTS, _digest
+    for sections, seq in zip(sections_list, count(first_seq)):
+        size = len(sections)
+        frame = (structs.get(size) or _frame_struct(size)).pack(
+            42 + size, 1, flags, topic_id, seq, ts, node_len, 0, size - node_len, sections)
+        add(frame)
+        add(digest(frame[4:]).to_bytes(8, "little"))
+        add_offset(pos)
+        pos += size + 46
+    buf += b"".join(parts)
     return offsets
 
 
