@@ -20,6 +20,7 @@ repeatable.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import traceback
@@ -44,8 +45,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="the shortest interval between a heal and the next fault")
     parser.add_argument("--gap-max-s", type=float, default=8.0)
     parser.add_argument("--heal-timeout-s", type=float, default=60.0)
-    parser.add_argument("--data-dir", default=None, help="work here (kept) instead of a "
-                        "temp dir")
+    parser.add_argument("--data-dir", default=None, help="work in this empty dir (kept) "
+                        "instead of a temp dir")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (logs, data)")
     args = parser.parse_args(argv)
     unknown = set(k.strip() for k in args.faults.split(",") if k.strip()) - set(FAULTS)
@@ -53,6 +54,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.error(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(FAULTS)}")
     if args.nodes < 3:
         parser.error("--nodes must be at least 3 (replication factor 3)")
+    if args.data_dir and os.path.isdir(args.data_dir) and os.listdir(args.data_dir):
+        parser.error(f"--data-dir {args.data_dir} is not empty")
     if args.topics < 1 or args.gap_min_s > args.gap_max_s:
         parser.error("--topics must be positive and --gap-min-s at most --gap-max-s")
     return args
