@@ -27,6 +27,7 @@ SESSION_END_WAIT_S = 30      # ZooKeeper ends a 1 s session within about 1.25 s
 PAUSE_EXTRA_S = (0.0, 1.5)   # a paused node stays stopped this much past its session's end
 ZK_LONG_DOWN_S = (2.5, 5.0)  # several session timeouts
 ZK_START_ATTEMPTS = 3
+DETECT_S = 0.5               # the nodes' ZooKeeper clients see a dead server within this
 
 
 def node_kill(run: ClusterRun, rng: random.Random) -> str:
@@ -72,9 +73,19 @@ def zk_kill_long(run: ClusterRun, rng: random.Random) -> str:
 
 
 def _zk_kill(run: ClusterRun, down_s: float) -> str:
+    """kill -9, `down_s` later a start on the same data dir. While it is down, the acks the
+    writers got after the first DETECT_S are counted: the engine means leaders to pause
+    `all` acks while their session is suspended (spec/replication.md D8 24)."""
     run.zk.kill()
     killed = time.monotonic()
-    time.sleep(down_s)
+    acks_down = None
+    if down_s > DETECT_S:
+        time.sleep(DETECT_S)
+        before = _acks(run)
+        time.sleep(down_s - DETECT_S)
+        acks_down = _acks(run) - before
+    else:
+        time.sleep(down_s)
     for attempt in range(ZK_START_ATTEMPTS):
         try:
             run.zk.start()
@@ -83,8 +94,15 @@ def _zk_kill(run: ClusterRun, down_s: float) -> str:
             if attempt == ZK_START_ATTEMPTS - 1:
                 raise
     down = time.monotonic() - killed
+    during = ("" if acks_down is None else
+              f", {acks_down} acks in {down_s - DETECT_S:.1f}s of it (from {DETECT_S:g}s "
+              "after the kill)")
     return (f"ZooKeeper down {down:.1f}s ({down * 1000 / SESSION_TIMEOUT_MS:.1f} session "
-            "timeouts), restarted on its data dir")
+            f"timeouts{during}), restarted on its data dir")
+
+
+def _acks(run: ClusterRun) -> int:
+    return sum(len(writer.ack_log) for writer in run.writers.values())
 
 
 FAULTS = {
