@@ -4,9 +4,13 @@ which records were acknowledged (the oracle: every one must survive)."""
 
 from __future__ import annotations
 
+import collections
 import threading
+import time
 
-from tools.testing.node_harness import wait_for
+import orjson
+
+from tools.testing.node_harness import http_call, wait_for
 from tools.testing.replica_copy import topic_copy
 from topics_actors.errors import TopicsError
 
@@ -72,3 +76,148 @@ class Writer(threading.Thread):
     def stop(self, timeout_s: float = 30) -> None:
         self.halt.set()
         self.join(timeout_s)
+
+
+# --- Added for tools/cluster_crashtest: a writer with a full ack ledger, the cluster's
+# --- health as every node sees it, and the acked-writes oracle over the stopped copies.
+
+class LedgerWriter(Writer):
+    """A Writer that also keeps every ack in order (`ack_log`: [(seq, number)], so a seq acked
+    for two numbers shows, which `acked` would hide), the numbers whose append failed
+    (`in_doubt`: refused, timed out or cut by a failover; each may or may not be stored),
+    the failures by error code, and how many numbers it sent (`sent`)."""
+
+    def __init__(self, node, topic: str, acks: str = "all", **client_options):
+        super().__init__(node, topic, acks, **client_options)
+        self.ack_log: list[tuple[int, int]] = []
+        self.in_doubt: list[int] = []
+        self.errors: collections.Counter[str] = collections.Counter()
+        self.sent = 0
+        self.last_ack_s = 0.0               # time.monotonic() of the latest ack
+
+    def run(self) -> None:
+        number = 0
+        while not self.halt.is_set():
+            number += 1
+            self.sent = number
+            try:
+                reply = self.client.append(self.topic, [{"data": {"n": number}}],
+                                           acks=self.acks)
+            except TopicsError as error:
+                self._failed(number, error.code.wire)
+                continue
+            except Exception as error:      # not the client's contract: count it, go on
+                self._failed(number, type(error).__name__)
+                time.sleep(0.1)
+                continue
+            self.ack_log.append((reply["first_seq"], number))
+            self.acked[reply["first_seq"]] = number
+            self.last_ack_s = time.monotonic()
+
+    def _failed(self, number: int, code: str) -> None:
+        self.failures += 1
+        self.in_doubt.append(number)
+        self.errors[code] += 1
+
+
+def cluster_view(node, timeout_s: float = 2) -> dict | None:
+    """GET /v0/cluster of `node` (None: no answer)."""
+    try:
+        reply = http_call(node.http_port, "GET", "/v0/cluster", timeout_s=timeout_s)
+    except (OSError, KeyError):
+        return None
+    return reply.json() if reply.status == 200 else None
+
+
+def cluster_unhealed(nodes: dict, topics: list[str], timeout_s: float = 2) -> str | None:
+    """None when every node is ready, connected to ZooKeeper and sees every node registered
+    and every topic led with its whole ISR (the same leader and epoch on every node); else
+    the first thing missing, for a report."""
+    leaders: dict[str, set] = collections.defaultdict(set)
+    for nid, node in nodes.items():
+        try:
+            ready = http_call(node.http_port, "GET", "/v0/ready", timeout_s=timeout_s)
+        except (OSError, KeyError):
+            return f"{nid}: no answer"
+        if ready.status != 200:
+            return f"{nid}: not ready ({ready.status})"
+        view = cluster_view(node, timeout_s)
+        if view is None or view.get("session") != "connected":
+            return f"{nid}: ZooKeeper session {view and view.get('session')}"
+        if sorted(view["nodes"]) != sorted(nodes):
+            return f"{nid} sees nodes {sorted(view['nodes'])}"
+        for topic in topics:
+            state = view["topics"].get(topic)
+            if state is None or state["leader"] is None:
+                return f"{nid}: {topic} has no leader"
+            if sorted(state["isr"]) != sorted(state["replicas"]):
+                return f"{nid}: {topic} isr {state['isr']} of {state['replicas']}"
+            leaders[topic].add((state["leader"], state["leader_epoch"]))
+    split = [f"{t}: {sorted(seen)}" for t, seen in leaders.items() if len(seen) > 1]
+    return f"nodes disagree on the leader: {'; '.join(split)}" if split else None
+
+
+def wait_unregistered(nodes: dict, gone: str, timeout_s: float = 30) -> None:
+    """Until a node other than `gone` answers and no longer lists `gone` (its ZooKeeper
+    session ended)."""
+    def unlisted():
+        views = [cluster_view(node) for nid, node in nodes.items() if nid != gone]
+        return any(view is not None and view.get("session") == "connected"
+                   and gone not in view["nodes"] for view in views)
+    wait_for(unlisted, timeout_s, f"the registration of {gone} to end", interval_s=0.1)
+
+
+def acked_violations(found: dict, ack_log: list[tuple[int, int]], sent: int,
+                     shown_max: int = 10) -> list[str]:
+    """The oracle over the stopped nodes' copies of one topic written by a LedgerWriter
+    (`found`: topic_copy by node id): no seq acked for two numbers (seqs never reused); every
+    acked record at its seq with its payload on every copy (I1); every copy identical (I2);
+    no record that the writer never sent. At most `shown_max` lines per kind."""
+    problems: dict[str, list[str]] = collections.defaultdict(list)
+    by_seq: dict[int, set] = collections.defaultdict(set)
+    for seq, number in ack_log:
+        by_seq[seq].add(number)
+    for seq, numbers in sorted(by_seq.items()):
+        if len(numbers) > 1:
+            problems["reuse"].append(f"seq {seq} acked for numbers {sorted(numbers)}")
+    for nid, copy in sorted(found.items()):
+        if copy is None:
+            problems["copy"].append(f"{nid} has no copy")
+            continue
+        decoded = {seq: orjson.loads(envelope).get("d") for seq, envelope in copy.items()}
+        for seq, number in ack_log:
+            if decoded.get(seq) != {"n": number}:
+                problems["I1"].append(f"{nid}: acked seq {seq} (n={number}) holds "
+                                      f"{decoded.get(seq, 'nothing')}")
+        problems["sent"] += [f"{nid}: seq {seq} holds {data}, never sent" for seq, data
+                             in sorted(decoded.items()) if not _sent(data, sent)]
+    copies = {nid: copy for nid, copy in found.items() if copy is not None}
+    if len(set(map(_digest, copies.values()))) > 1:
+        problems["I2"].append(_first_difference(copies))
+    lines = []
+    for kind, found_lines in problems.items():
+        lines += [f"{kind}: {line}" for line in found_lines[:shown_max]]
+        if len(found_lines) > shown_max:
+            lines.append(f"{kind}: ... {len(found_lines) - shown_max} more")
+    return lines
+
+
+def _sent(data, sent: int) -> bool:
+    return (isinstance(data, dict) and list(data) == ["n"] and isinstance(data["n"], int)
+            and 1 <= data["n"] <= sent)
+
+
+def _digest(copy: dict) -> tuple:
+    return tuple(sorted(copy.items()))
+
+
+def _first_difference(copies: dict) -> str:
+    seqs = sorted(set().union(*copies.values()))
+    for seq in seqs:
+        held = {nid: copy.get(seq) for nid, copy in copies.items()}
+        if len(set(held.values())) > 1:
+            shown = ", ".join(f"{nid}={value!r}" for nid, value in sorted(held.items()))
+            sizes = ", ".join(f"{nid} {len(c)} records (max seq {max(c, default=0)})"
+                              for nid, c in sorted(copies.items()))
+            return f"copies differ first at seq {seq}: {shown}; {sizes}"
+    return "copies differ"
