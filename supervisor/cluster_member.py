@@ -165,14 +165,18 @@ class ClusterMember:
         while self._requests:
             msg = self._requests.popleft()
             if type(msg) is IsrChange:
-                self._change_isr(msg)
+                self._change_isr(msg, nodes)
             else:
                 self._place(msg, nodes)
 
-    def _change_isr(self, msg: IsrChange) -> None:
+    def _change_isr(self, msg: IsrChange, nodes: dict[str, dict]) -> None:
+        """A leader's ISR proposal, without the nodes ZooKeeper does not list as live: a
+        node whose session ended is out even while its shards still fetch (else the
+        controller and the leader would take it out and put it back by turns)."""
         current = self.store.read(msg.topic)
+        live = [node for node in msg.isr if node in nodes]
         after = current and role_table.isr_changed(current.state, self.store.node_id,
-                                                   msg.leader_epoch, msg.isr)
+                                                   msg.leader_epoch, live)
         if after and self.store.swap(msg.topic, after, current.version):
             log.info("event=isr_changed topic=%s leader_epoch=%d isr=%s", msg.topic,
                      after.leader_epoch, ",".join(after.isr))

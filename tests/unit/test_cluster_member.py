@@ -48,3 +48,33 @@ def test_failover_of_leaders_and_of_the_controller():
     assert view["topics"]["t2"]["leader"] is None   # b holds a quarantined copy of t2
     assert view["topics"]["t3"]["leader"] == "b" and view["topics"]["t3"]["leader_epoch"] == 3
     assert nodes["b"].store.controller_epoch == 2
+
+
+def test_a_leaders_isr_change_is_written_without_nodes_zookeeper_lists_as_gone():
+    from topics_actors.protocol.control import IsrChange
+    nodes = members("a", "b", "c")
+    nodes["a"].turn()
+    store = nodes["a"].store
+    store.create("t", ReplicaState(("a", "b", "c"), ("a",), "a", 4, 1))
+    nodes["c"].store.znodes.close()                 # c's session ended
+    nodes["a"].submit(IsrChange("shard", 0, 1, "t", 4, 0, ["a", "b", "c"]))
+    nodes["a"].turn()
+    assert store.read("t").state.isr == ("a", "b")  # c stays out until it registers again
+    nodes["a"].submit(IsrChange("shard", 0, 1, "t", 3, 0, ["a"]))   # an old epoch's
+    nodes["a"].turn()
+    assert store.read("t").state.isr == ("a", "b")
+
+
+def test_a_topic_is_placed_once_and_an_impossible_one_is_refused():
+    from topics_actors.protocol.control import PlaceTopic
+    nodes = members("a", "b")
+    nodes["a"].turn()
+    nodes["a"].submit(PlaceTopic("shard", 0, 1, "big", {"replication_factor": 3}))
+    nodes["a"].submit(PlaceTopic("shard", 0, 1, "two", {"replication_factor": 2}))
+    nodes["b"].submit(PlaceTopic("shard", 0, 1, "two", {"replication_factor": 2}))
+    nodes["a"].turn()
+    nodes["b"].turn()
+    assert nodes["a"].store.read("big") is None
+    assert "needs 3 live nodes" in nodes["a"].roles()[3]["big"]
+    assert sorted(nodes["a"].store.read("two").state.replicas) == ["a", "b"]
+    assert [r["topic"] for r in nodes["b"].roles()[1]] == ["two"]
