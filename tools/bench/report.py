@@ -56,7 +56,7 @@ def describe_setup(args, redis_note: str, elapsed_s: float) -> dict:
             "producers": args.producers, "batch": args.batch,
             "batch_in_flight": args.batch_window * args.client_procs, "runs": args.runs,
             "seconds": args.seconds, "warmup": args.warmup, "redis": redis_note,
-            "linger_ms": args.linger_ms,
+            "linger_ms": getattr(args, "linger_ms", [0]),   # append_bench's option alone
             "elapsed_s": round(elapsed_s, 1), "argv": " ".join(sys.argv)}
 
 
