@@ -217,6 +217,10 @@ class ShardServer:
         if self.core.has_work():
             self._send(self.core.commit())
             self._publish()
+            if self.replica_fetcher is not None:
+                # What this commit made durable goes to the leaders now, in the next
+                # fetches, rather than after the next poll: an `acks: all` waits on it.
+                self.replica_fetcher.pump()
         if self.core.polls.count:
             self._send(self.core.expire_polls())
         self.core.flush_due()
