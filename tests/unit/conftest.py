@@ -1,10 +1,11 @@
-"""Fixtures of the unit suite: a FaultFs, a data dir, and shard harnesses over it
-(tools/testing/shard_harness.py)."""
+"""Fixtures of the unit suite: a FaultFs, a data dir, shard harnesses over it
+(tools/testing/shard_harness.py), and a count of the JSON parses staging makes."""
 
 from __future__ import annotations
 
 import os
 
+import orjson
 import pytest
 
 from tools.testing.fault_fs import FaultFs
@@ -35,3 +36,15 @@ def shard(env):
     yield harness
     if harness.core is not None:
         harness.crash()
+
+
+@pytest.fixture
+def loads_calls(monkeypatch) -> list:
+    """Every data orjson.loads parses while the test runs (staging's parse count)."""
+    calls, real = [], orjson.loads
+
+    def counting(raw):
+        calls.append(bytes(raw))
+        return real(raw)
+    monkeypatch.setattr(orjson, "loads", counting)
+    return calls

@@ -152,17 +152,6 @@ def test_an_earlier_error_of_another_kind_is_still_the_one_reported():
     assert "deeper than" in _outcome(stage_batch, records)[1]
 
 
-@pytest.fixture
-def loads_calls(monkeypatch) -> list:
-    calls, real = [], orjson.loads
-
-    def counting(raw):
-        calls.append(bytes(raw))
-        return real(raw)
-    monkeypatch.setattr(orjson, "loads", counting)
-    return calls
-
-
 def test_the_column_path_parses_every_data_once_and_a_vouched_batch_none(loads_calls):
     datas = [b'{"n":%d}' % i for i in range(N)]
     assert type(stage_batch(_batch(datas, False), None)) is PlainBatch

@@ -29,17 +29,6 @@ BATCH = [[b'{"a":1}'], [b"2", None, None, None], [b'"x"', "tag", "node", b'{"k":
          [b"[3]", None, "n2"]]
 
 
-@pytest.fixture
-def loads_calls(monkeypatch) -> list:
-    calls, real = [], orjson.loads
-
-    def counting(raw):
-        calls.append(bytes(raw))
-        return real(raw)
-    monkeypatch.setattr(orjson, "loads", counting)
-    return calls
-
-
 def test_a_wire_batch_parses_every_data(loads_calls):
     stage_batch([list(r) for r in BATCH], "batch-node")
     assert loads_calls == [b'{"a":1}', b"2", b'"x"', b'{"k":"v"}', b"[3]"]
