@@ -101,3 +101,18 @@ def test_a_new_leader_epoch_means_asking_again():
     fetch.new_leader_epoch(4)
     assert fetch.next_request() == EpochQuery("t", 4, 3)
     assert fetch.on_epoch_end(3, fetch.cache.end_for(3, 5)) is None       # for epoch 3
+
+
+def test_a_leader_behind_our_log_in_the_same_epoch_is_asked_again():
+    """A leader that lost an unsynced tail and kept its epoch refuses our fetch as past its
+    log end; the follower then asks where the logs part instead of fetching forever."""
+    from topics_actors.cluster.epoch_cache import EpochCache, EpochEnd
+    from topics_actors.cluster.follower_fetch import EpochQuery, FetchRequest, FollowerFetch
+    fetch = FollowerFetch("t", 3, EpochCache([(3, 1)]), 11)
+    fetch.on_epoch_end(3, EpochEnd(3, 11))
+    assert isinstance(fetch.next_request(), FetchRequest)
+    fetch.leader_behind()
+    assert fetch.next_request() == EpochQuery("t", 3, 3)
+    cut = fetch.on_epoch_end(3, EpochEnd(3, 8))
+    assert cut is not None and cut.leo == 8
+    assert fetch.next_request() == FetchRequest("t", 3, 8)

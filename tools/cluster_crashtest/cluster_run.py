@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 
@@ -149,18 +148,8 @@ class ClusterRun:
                 self.paused.discard(nid)
         for node in self.nodes.values():
             if node.proc is not None and node.proc.returncode is None:
-                _terminate(node)
+                node.stop(timeout_s=10)
         if self.zk is not None:
             self.zk.stop()
         if not self.keep:
             shutil.rmtree(self.base, ignore_errors=True)
-
-
-def _terminate(node: Node, grace_s: float = 10) -> None:
-    if node.proc.poll() is None:
-        node.proc.send_signal(signal.SIGTERM)
-        try:
-            node.proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-    node.kill_group()

@@ -47,6 +47,22 @@ def copies(nodes: dict, shards: int, topic: str) -> dict:
     return {nid: topic_copy(node.data_dir, shards, topic) for nid, node in nodes.items()}
 
 
+def converged(nodes: dict, shards: int, topic: str,
+              acked: dict[int, int] | None = None) -> dict:
+    """Stop the nodes and read each one's copy of `topic`; assert the copies are identical
+    (I2) and hold every acked record ({seq: number}, a Writer's) at its seq (I1). Returns
+    one copy ({seq: envelope})."""
+    for node in nodes.values():
+        node.stop()
+    found = copies(nodes, shards, topic)
+    first, *rest = found.values()
+    assert first is not None and all(copy == first for copy in rest), "the copies differ"
+    for seq, number in (acked or {}).items():
+        assert seq in first and orjson.loads(first[seq])["d"] == {"n": number}, (
+            f"acked seq {seq} (n={number}) is not on the copies")
+    return first
+
+
 class Writer(threading.Thread):
     """Appends numbered records with `acks` until halted; remembers what was acked
     ({seq: number}); a failed append is not acked (it may or may not be stored)."""

@@ -117,6 +117,11 @@ class FollowerFetch:
         self.durable_leo = durable_leo
         self.applied_leo = durable_leo
 
+    def leader_behind(self) -> None:
+        """The leader's log ends before our durable leo in the same epoch (it lost an
+        unsynced tail): ask again where the logs part, as after a leader change."""
+        self.settled = self.cache.latest is None
+
     def new_leader_epoch(self, leader_epoch: int) -> None:
         """The controller moved leadership (or re-elected): ask again where logs part."""
         if leader_epoch > self.leader_epoch:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 import heapq
 
+from topics_actors.errors import ErrorCode, TopicsError
+
 
 @dataclasses.dataclass
 class FollowerProgress:
@@ -50,6 +52,14 @@ class IsrTracker:
 
     def can_ack_all(self) -> bool:
         return len(self.isr) >= self.min_isr
+
+    def require_min_isr(self, what: str) -> None:
+        """Raise not_enough_replicas unless `what` (an `acks: all` write, a replicated
+        delete or ack) can be committed: at least min_isr replicas in sync."""
+        if not self.can_ack_all():
+            raise TopicsError(f"{len(self.isr)} of the {self.min_isr} in-sync replicas {what} "
+                              f"needs are in sync", ErrorCode.NOT_ENOUGH_REPLICAS,
+                              {"isr": list(self.isr), "min_isr": self.min_isr})
 
     def leader_committed(self, leo: int) -> bool:
         """The leader's own log is durable up to `leo`; whether the HW moved."""

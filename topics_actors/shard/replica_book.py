@@ -272,10 +272,7 @@ class ReplicaBook:
             return False
         if (msg.acks or "all") != "all" or len(tracker.replicas) == 1:
             return False
-        if not tracker.can_ack_all():
-            raise TopicsError(f"{len(tracker.isr)} of the {tracker.min_isr} in-sync replicas "
-                              f"that acks=all needs are in sync", ErrorCode.NOT_ENOUGH_REPLICAS,
-                              {"isr": list(tracker.isr), "min_isr": tracker.min_isr})
+        tracker.require_min_isr("that acks=all")
         return True
 
     def hold(self, peer: bytes, corr: int, t0_ns: int, held: AwaitHw) -> bool:
@@ -339,11 +336,7 @@ class ReplicaBook:
         """A replicated queue's ack (queue_ops.ack_replicated): its op, answered by
         `reply(deleted)` once applied."""
         tracker = self.leading[topic.name]
-        if not tracker.can_ack_all():
-            raise TopicsError(f"{len(tracker.isr)} of the {tracker.min_isr} in-sync replicas "
-                              f"a replicated ack needs are in sync",
-                              ErrorCode.NOT_ENOUGH_REPLICAS,
-                              {"isr": list(tracker.isr), "min_isr": tracker.min_isr})
+        tracker.require_min_isr("a replicated ack")
         return self.ops.log(topic, tracker.leader_epoch, body,
                             lambda: self._ops_durable(topic),
                             lambda no: AwaitOp(topic.name, no, reply))
@@ -543,6 +536,13 @@ class ReplicaBook:
             info.woken.add(topic.name)
             return {"applied": sum(len(r[2]) for r in staged)}
         return write_op(publish)
+
+    def leader_behind(self, name: str) -> None:
+        """A fetch was refused as past the leader's log end: reconcile by epochs again
+        (the next request is an epoch query, which drops a copy that went further)."""
+        fetch = self.following.get(name)
+        if fetch is not None:
+            fetch.leader_behind()
 
     def failed(self, name: str) -> None:
         """The batch holding this topic's copies failed: fetch again from what is durable."""

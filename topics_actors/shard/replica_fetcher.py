@@ -87,6 +87,8 @@ class ReplicaFetcher:
         if error is not None:
             self.failed += 1
             self.not_before[name] = now + RETRY_MS / 1000
+            if (error.detail or {}).get("reason") == "seq_out_of_range":
+                self.book.leader_behind(name)
             log.debug("event=replica_fetch_failed topic=%s code=%s", name, error.code.wire)
             return
         self.submit(ReplicaAnswer(name, kind, reply))

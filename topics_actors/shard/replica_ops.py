@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from topics_actors.cluster.isr_tracker import IsrTracker
-from topics_actors.errors import ErrorCode, TopicsError, invalid
+from topics_actors.errors import TopicsError, invalid
 from topics_actors.ledger import delete_rules
 from topics_actors.ledger.op_log import Op, OpLog, bound_of
 from topics_actors.ledger.topic_state import TopicState
@@ -49,11 +49,7 @@ class ReplicaOps:
         if msg.before_seq is not None and msg.before_seq < 0:
             raise invalid("before_seq must not be negative")
         match = delete_rules.parse_match(msg.match)
-        if not tracker.can_ack_all():
-            raise TopicsError(f"{len(tracker.isr)} of the {tracker.min_isr} in-sync replicas "
-                              f"a replicated delete needs are in sync",
-                              ErrorCode.NOT_ENOUGH_REPLICAS,
-                              {"isr": list(tracker.isr), "min_isr": tracker.min_isr})
+        tracker.require_min_isr("a replicated delete")
         self.stager.throttle()
         # Only records every in-sync replica holds: a failover never puts another record
         # at a seq a delete named.

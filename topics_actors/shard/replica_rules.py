@@ -67,7 +67,7 @@ class ReplicaRules:
                     copies > 1 or config.replication_factor != copies):
                 raise invalid("the config of a replicated topic cannot change yet")
 
-    def replicated_delete(self, msg) -> bool:
+    def ops_replicated(self, msg) -> bool:
         """Whether a record delete (or a queue's ack) goes through the topic's op log:
         the topic has several copies."""
         role = self.book.roles.get(msg.topic)

@@ -158,12 +158,12 @@ class ShardCore:
         return is_write, held
 
     def _delete_records(self, msg: DeleteRecords) -> Staged:
-        if self.replica_rules.replicated_delete(msg):
+        if self.replica_rules.ops_replicated(msg):
             return self.replicas.delete(msg)
         return record_delete.request(self.stager, self.registry, self.reader, msg)
 
     def _ack(self, msg: Ack) -> Staged:
-        if self.replica_rules.replicated_delete(msg):
+        if self.replica_rules.ops_replicated(msg):
             return self.queues.ack_replicated(msg, self.replicas.log_acked)
         return self.queues.ack(msg)
 
