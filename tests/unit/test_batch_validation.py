@@ -30,6 +30,7 @@ from topics_actors.limits import RECORD_BYTES_MAX
 from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import (
     PLAIN_BATCH_MIN, PLAIN_VOUCHED_MIN, PlainBatch, VouchedRecords, _stage_each, stage_batch,
+    stage_record,
 )
 from topics_actors.storage.frame import decode_at, encode_appends, encode_plain_appends
 
@@ -197,11 +198,11 @@ JOINING = st.sampled_from([[b"[1", b"2],3"], [b'"a', b'b",1'], [b"{", b'"k":1},2
 
 
 def _accepted_alone(data) -> bool:
-    if type(data) is not bytes or not data:
-        return False
+    """The record staged by itself, by the record-by-record rules (JSON by orjson, and
+    the depth and size limits: BAD has a record nested deeper than 254 levels)."""
     try:
-        orjson.loads(data)
-    except orjson.JSONDecodeError:
+        stage_record([data], b"")
+    except TopicsError:
         return False
     return True
 

@@ -36,19 +36,19 @@ class ReplicaRules:
         self.book = book
         self.registry = registry
 
-    def _pending(self, name: str) -> bool:
-        """A topic created from a cluster state whose state this shard lost (a restart):
-        wait for the supervisor's next roles."""
+    def _require_state(self, name: str) -> None:
+        """A topic created from a cluster state whose state this shard lost (a restart)
+        waits for the supervisor's next roles."""
         topic = self.registry.get(name)
-        return name not in self.book.roles and topic is not None and topic.config.replicated
+        if name not in self.book.roles and topic is not None and topic.config.replicated:
+            raise TopicsError(f"the replication state of {name!r} has not arrived yet",
+                              ErrorCode.NOT_READY, {"reason": "replication_state"})
 
     def check(self, msg) -> None:
         """Raise unless this shard may take `msg` for its topic (cluster nodes only)."""
         if type(msg) in _OWN_CHECKS:
             return
-        if self._pending(msg.topic):
-            raise TopicsError(f"the replication state of {msg.topic!r} has not arrived yet",
-                              ErrorCode.NOT_READY, {"reason": "replication_state"})
+        self._require_state(msg.topic)
         role = self.book.roles.get(msg.topic)
         if role is None:
             return
@@ -84,9 +84,7 @@ class ReplicaRules:
         """Whether an append goes by the replication rules (its topic has a state)."""
         if not self.book.enabled:
             return False          # a single node: the hot path asks nothing more
-        if self._pending(msg.topic):
-            raise TopicsError(f"the replication state of {msg.topic!r} has not arrived yet",
-                              ErrorCode.NOT_READY, {"reason": "replication_state"})
+        self._require_state(msg.topic)
         return msg.topic in self.book.roles
 
     def locate(self, msg: Append) -> Staged:
