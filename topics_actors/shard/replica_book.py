@@ -52,7 +52,6 @@ FETCH_BYTES_MAX = 1 << 20     # payload per fetch answer
 FETCH_RECORDS_MAX = 2_000
 ACK_WAITERS_MAX = 100_000     # `acks: all` writes waiting for the watermark, per topic
 ACKS = ("none", "leader", "all")
-SERIES_MAX = 1_000            # topics with per-topic figures in a shard's status
 FETCH_PREFIX = "\0r"          # parked fetches wait under this + topic (not a reader's wake)
 PLACE_PREFIX = "\0p"          # a put_topic waiting for the cluster to place its topic
 
@@ -203,8 +202,9 @@ class ReplicaBook:
                                  (topic.hw or 0) + 1, now)
             ops = ops_of(topic)
             tracker.start_ops(ops.leo, ops.applied)
-            topic.queue = None      # leases are a leader's alone: a new leader starts with
-                                    # every job ready (a held job may be delivered again)
+            if not topic.config.leases_durable:
+                topic.queue = None  # memory-only leases are a leader's alone: a new leader
+                                    # starts with every job ready (a held job may come again)
             self.leading[role.topic] = tracker
             self.waiters.setdefault(role.topic, AckWaiters(ACK_WAITERS_MAX))
             self.leader_changes += 1
@@ -332,14 +332,24 @@ class ReplicaBook:
             return body
         return read_op(answer)
 
-    def log_acked(self, topic: TopicState, body: list, reply) -> Staged:
-        """A replicated queue's ack (queue_ops.ack_replicated): its op, answered by
-        `reply(deleted)` once applied."""
+    def queue_replicated(self, name: str, what: str) -> bool:
+        """Whether a queue request on `name` goes through its op log (this node leads a
+        topic of several copies); raises not_enough_replicas under min_isr, before the
+        request stages anything."""
+        role, tracker = self.roles.get(name), self.leading.get(name)
+        if role is None or len(role.replicas) < 2 or tracker is None:
+            return False
+        tracker.require_min_isr(what)
+        return True
+
+    def log_queue_op(self, topic: TopicState, body: list, answer) -> Staged:
+        """A replicated queue's ack or lease events (queue_ops.py): its op, answered by
+        `answer(info)` (info: the commit that logged it) once applied."""
         tracker = self.leading[topic.name]
-        tracker.require_min_isr("a replicated ack")
         return self.ops.log(topic, tracker.leader_epoch, body,
                             lambda: self._ops_durable(topic),
-                            lambda no: AwaitOp(topic.name, no, reply))
+                            lambda no, info: AwaitOp(topic.name, no,
+                                                     lambda _gone: answer(info)))
 
     def delete(self, msg: DeleteRecords) -> Staged:
         """A record delete on a replicated topic this node leads (replica_ops.py)."""
@@ -549,49 +559,6 @@ class ReplicaBook:
         fetch, topic = self.following.get(name), self.registry.get(name)
         if fetch is not None and topic is not None:
             fetch.committed(topic.head + 1)
-
-    # --- reporting ----------------------------------------------------------------------------
-
-    def view(self, name: str) -> dict | None:
-        """The `replication` member of a topic's state."""
-        role = self.roles.get(name)
-        if role is None:
-            return None
-        topic = self.registry.get(name)
-        view = {"leader": role.leader, "leader_epoch": role.leader_epoch,
-                "isr": list(role.isr), "replicas": list(role.replicas),
-                "hw": topic.visible if topic is not None else None}
-        tracker = self.leading.get(name)
-        if tracker is not None:
-            now = self.clock_ms()
-            view["followers"] = {
-                node: {"leo": p.leo, "lag": max(0, tracker.leader_leo - max(p.leo, 1)),
-                       "last_fetch_ms_ago": now - p.last_fetch_ms}
-                for node, p in tracker.followers.items()}
-        return view
-
-    def figures(self) -> dict:
-        """The shard status's `replication` member (nothing on a single node): counts, and
-        per topic it leads its ISR size and each follower's lag in records (the first
-        SERIES_MAX topics by name)."""
-        if not self.enabled:
-            return {}
-        led = {}
-        for name in sorted(self.leading)[:SERIES_MAX]:
-            tracker = self.leading[name]
-            led[name] = {"isr": len(tracker.isr), "replicas": len(tracker.replicas),
-                         "lag": {node: max(0, tracker.leader_leo - max(p.leo, 1))
-                                 for node, p in tracker.followers.items()}}
-        return {"replication": {
-            "replicated_topics": len(self.roles), "leading": len(self.leading),
-            "following": len(self.following), "leader_changes": self.leader_changes,
-            "under_replicated": sum(1 for t in self.leading.values()
-                                    if len(t.isr) < len(t.replicas)),
-            "acks_waiting": sum(len(w) for w in self.waiters.values()),
-            "ops_pending": sum(len(t.ops.pending) for name in self.roles
-                               if (t := self.registry.get(name)) is not None and t.ops),
-            "led": led}}
-
 
 class ReplicaAnswer(NamedTuple):
     """shell -> core: a leader's answer to this shard's epoch query or fetch."""
