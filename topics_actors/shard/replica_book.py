@@ -28,6 +28,7 @@ from topics_actors.cluster.follower_fetch import (
 )
 from topics_actors.cluster.isr_tracker import AckWaiters, IsrTracker
 from topics_actors.errors import ErrorCode, TopicsError, invalid
+from topics_actors.ledger import retention_rules
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import Append, DeleteRecords, EpochQuery, ReplicaFetch
@@ -166,6 +167,7 @@ class ReplicaBook:
             self.following.pop(role.topic, None)
             return
         topic = self._local_copy(role)
+        topic.follower = role.leader != self.node_id
         if role.leader == self.node_id:
             self.following.pop(role.topic, None)
             self._lead(role, topic)
@@ -500,7 +502,7 @@ class ReplicaBook:
                           frame_body.encode_topic(topic.name, b""))
         self.registry.unregister(topic)
         fresh = topic_admin.stage_create(self.stager, self.registry, topic.name, topic.config)
-        fresh.epochs, fresh.hw = EpochCache(), 0
+        fresh.epochs, fresh.hw, fresh.follower = EpochCache(), 0, True
         if ops_applied:
             self.stager.frame(FrameType.OPS_COMMIT, fresh, frame_body.encode_u64(0),
                               seq=ops_applied)
@@ -527,7 +529,9 @@ class ReplicaBook:
         stager.save_undo(topic.name, topic)
         staged = replica_records.stage(stager, self.reader, topic, answer.records, new_epochs,
                                        end_leo) if end_leo else []
-        ops_applied = self.ops.take(topic, body, end_leo or topic.head + 1)
+        log_end = end_leo or topic.head + 1
+        floors = replica_records.stage_floors(stager, topic, body.get("floors"), log_end)
+        ops_applied = self.ops.take(topic, body, log_end)
         hw = answer.hw_seq
 
         def publish(info: CommitInfo) -> dict:
@@ -539,6 +543,8 @@ class ReplicaBook:
             if end_leo:
                 topic.pad_to(end_leo - 1)
                 fetch.committed(topic.head + 1)
+            if floors is not None:
+                retention_rules.apply(topic, self.reader.read, floors)
             if ops_applied is not None:
                 ops_applied(info)
             self.ops_durable[topic.name] = ops_of(topic).leo
@@ -559,6 +565,7 @@ class ReplicaBook:
         fetch, topic = self.following.get(name), self.registry.get(name)
         if fetch is not None and topic is not None:
             fetch.committed(topic.head + 1)
+
 
 class ReplicaAnswer(NamedTuple):
     """shell -> core: a leader's answer to this shard's epoch query or fetch."""
