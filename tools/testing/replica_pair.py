@@ -18,10 +18,10 @@ LEADER, FOLLOWER = "a", "b"
 
 class ReplicaPair:
     def __init__(self, leader_env: ShardEnv, follower_env: ShardEnv, topic: str,
-                 config: dict, clock=None):
+                 config: dict, clock=None, **harness_options):
         self.topic, self.config = topic, {"replication_factor": 2, **config}
-        self.leader = _start(leader_env, LEADER, clock)
-        self.follower = _start(follower_env, FOLLOWER, clock)
+        self.leader = _start(leader_env, LEADER, clock, harness_options)
+        self.follower = _start(follower_env, FOLLOWER, clock, harness_options)
         self.roles()
 
     def roles(self, leader: str = LEADER, epoch: int = 1,
@@ -54,7 +54,8 @@ class ReplicaPair:
                 harness.crash()
 
 
-def _start(env: ShardEnv, node_id: str, clock) -> ShardHarness:
+def _start(env: ShardEnv, node_id: str, clock, options: dict) -> ShardHarness:
     env.layout(1)
-    kw = {"clock": clock} if clock else {}
-    return env.shard(0, 1, node_id=node_id, **kw).start()
+    if clock:
+        options = {**options, "clock": clock}
+    return env.shard(0, 1, node_id=node_id, **options).start()
