@@ -270,6 +270,12 @@ class ShardCore:
             replies += self._released()
         return replies
 
+    def released_replies(self) -> list[Reply]:
+        """What the replica book can answer now, before any commit: `acks: all` writes a
+        follower's fetch just covered (their own commit is long done), so they do not wait
+        for the fsync of the batch being gathered."""
+        return self._released() if self.replicas.released else []
+
     def _released(self) -> list[Reply]:
         """Answers the replica book let go: `acks: all` writes the watermark now covers, or
         that lost their leader."""
