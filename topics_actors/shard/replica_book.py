@@ -127,6 +127,8 @@ class ReplicaBook:
         self.ops = ReplicaOps(stager, reader, lambda *answer: self.released.append(
             Released(*answer)))
         self.ops_durable: dict[str, int] = {}   # followed topic -> its durable op log end
+        self.read_memo: dict[str, tuple] = {}   # led topic -> (what was read, its records):
+                                                # followers in step fetch the same range
 
     @property
     def enabled(self) -> bool:
@@ -238,6 +240,7 @@ class ReplicaBook:
             fetch.new_leader_epoch(role.leader_epoch)
 
     def _stop_leading(self, name: str) -> None:
+        self.read_memo.pop(name, None)
         if self.leading.pop(name, None) is None:
             return
         role = self.roles.get(name)
@@ -381,10 +384,14 @@ class ReplicaBook:
         topic = self.registry.get(msg.topic)
         if topic is None or self.leading.get(msg.topic) is not tracker:
             raise TopicsError(f"no longer the leader of {msg.topic!r}", ErrorCode.NOT_LEADER)
-        body = replica_records.read_for(self.reader, topic, msg.fetch_leo,
-                                        min(msg.max_bytes or FETCH_BYTES_MAX, FETCH_BYTES_MAX))
-        body.update(leader_epoch=tracker.leader_epoch, hw=tracker.hw_seq)
-        return body
+        budget = min(msg.max_bytes or FETCH_BYTES_MAX, FETCH_BYTES_MAX)
+        key = (topic, msg.fetch_leo, budget, topic.head, topic.earliest_seq(),
+               topic.evict_floor, topic.expiry_floor, topic.deletions)
+        memo = self.read_memo.get(msg.topic)
+        if memo is None or memo[0] != key:
+            memo = key, replica_records.read_for(self.reader, topic, msg.fetch_leo, budget)
+            self.read_memo[msg.topic] = memo
+        return {**memo[1], "leader_epoch": tracker.leader_epoch, "hw": tracker.hw_seq}
 
     def epoch_end(self, msg: EpochQuery) -> Staged:
         _tracker, topic = self._led(msg.topic, msg.leader_epoch)
