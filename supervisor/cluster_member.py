@@ -41,6 +41,7 @@ class ClusterMember:
         self._thread = threading.Thread(target=self._run, name="cluster-member", daemon=True)
         self._requests: collections.deque = collections.deque(maxlen=REQUESTS_MAX)
         self._roles: list[dict] = []
+        self._peer_keys: list[str] = []
         self._roles_serial = 0
         self._info_dirty = False
         self._fenced = False
@@ -69,10 +70,16 @@ class ClusterMember:
 
     def roles(self) -> tuple[int, list[dict], bool, dict[str, str]]:
         """(serial, the replication state of every topic, fenced, refused placements) for
-        the shards; the serial changes whenever any of them does. Fenced: the session is
-        not connected (SUSPENDED or LOST), so no leader here may acknowledge `acks: all`."""
+        the shards; the serial changes whenever any of them (or the peer keys) does.
+        Fenced: the session is not connected (SUSPENDED or LOST), so no leader here may
+        acknowledge `acks: all`."""
         with self._lock:
             return self._roles_serial, self._roles, self._fenced, dict(self._refused)
+
+    def peer_keys(self) -> list[str]:
+        """The CURVE public keys of the registered nodes (role_table.peer_keys)."""
+        with self._lock:
+            return self._peer_keys
 
     def _fence(self, fenced: bool) -> None:
         with self._lock:
@@ -137,12 +144,14 @@ class ClusterMember:
         if self.store.controller_epoch:
             self.reconcile(nodes, states)
         roles = role_table.roles(states, nodes)
+        keys = role_table.peer_keys(nodes)
         with self._lock:
             self._view = {"node_id": self.store.node_id, "session": session,
                           "controller": self.store.controller(), "nodes": nodes,
                           "topics": {t: v.state.view() for t, v in states.items()}}
-            if roles != self._roles:
-                self._roles, self._roles_serial = roles, self._roles_serial + 1
+            if roles != self._roles or keys != self._peer_keys:
+                self._roles, self._peer_keys = roles, keys
+                self._roles_serial += 1
 
     def _rejoin(self, nodes: dict[str, dict]) -> dict[str, dict]:
         """After ZooKeeper ended our session (a pause past its timeout), kazoo opens a new

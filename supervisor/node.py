@@ -162,7 +162,8 @@ class Supervisor:
         else:
             self.http_port = cfg.http_port or _free_port(cfg.host)
         self.wiring = NodeWiring(control_endpoint, self.local_front, self.zmq_port,
-                                 self.run_dir, os.getpid(), self.started_ms)
+                                 self.run_dir, os.getpid(), self.started_ms,
+                                 cfg.data_dir if self.curve and cfg.zk else None)
 
     def _bind_front(self) -> None:
         """The front: TCP for clients (a CURVE server when client keys are set, the key
@@ -183,9 +184,15 @@ class Supervisor:
         self.local_front = f"ipc://{path}"
         self.local.bind(self.local_front)
         os.chmod(path, 0o600)
-        authorize = self.client_keys.authorize if self.client_keys.enabled else None
+        authorize = self._authorize if self.client_keys.enabled else None
         self.relay = FrontRelay(self.ctx, self.front, FrontCore(authorize=authorize),
                                 identity_of if self.curve else None, self.local)
+
+    def _authorize(self, identity: str | None, msg) -> None:
+        """The front's check of a request under CURVE: another node of the cluster (a
+        gateway forwarding to this node's topics) is trusted like our own processes."""
+        if identity not in self.curve.peers:
+            self.client_keys.authorize(identity, msg)
 
     def _socket(self, kind: int) -> zmq.Socket:
         sock = self.ctx.socket(kind)
@@ -266,6 +273,8 @@ class Supervisor:
         cfg = self.config
         info = {"advertise": cfg.advertised_host(), "http_port": self.http_port,
                 "zmq_port": self.zmq_port, "quarantined": []}
+        if self.curve is not None:     # other nodes' shards fetch from ours under this key
+            info["curve_public"] = self.curve.keys.public.decode("ascii")
         try:
             znodes = ZooKeeperZnodes(cfg.zk, cfg.zk_session_timeout_ms)
         except TopicsError as error:
@@ -337,6 +346,8 @@ class Supervisor:
             self.cluster.set_shards([f"tcp://{host}:{c.port}" for c in shards])
         self.cluster.set_quarantined(sorted({t for c in shards for t in c.quarantined}))
         serial, roles, fenced, refused = self.cluster.roles()
+        if self.curve is not None:
+            self.curve.peers = frozenset(self.cluster.peer_keys())
         raw, now = None, time.monotonic()
         for child in shards:
             sent_serial, sent_at = child.roles_sent
@@ -344,7 +355,8 @@ class Supervisor:
                     sent_serial == serial and now - sent_at < ROLES_RESEND_S):
                 continue
             try:
-                raw = raw or encode(ReplicaRoles(roles, True, fenced, refused), 0)
+                raw = raw or encode(ReplicaRoles(roles, True, fenced, refused,
+                                                 self.cluster.peer_keys()), 0)
                 self.control.send_multipart([child.peer, raw], zmq.NOBLOCK)
                 child.roles_sent = (serial, now)
             except zmq.ZMQError:

@@ -254,6 +254,7 @@ class GatewayOptions:
     zmq_port: int                   # the front's port, published by GET /v0/health
     node_started_ms: int            # wall clock, for uptime_ms
     requests_file: str | None = None    # HTTP request counts, a slot per gateway (run dir)
+    node_key_dir: str | None = None     # NodeWiring.node_key_dir
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,6 +267,8 @@ class NodeWiring:
     run_dir: str                    # ipc sockets and the live-bytes slot file
     parent_pid: int
     started_ms: int
+    node_key_dir: str | None = None  # a cluster node serving CURVE: its data dir, whose
+                                     # key pair its gateways show other nodes' fronts
 
     @property
     def quota_file(self) -> str:
@@ -308,7 +311,8 @@ def reclaimer_options(cfg: NodeConfig, wiring: NodeWiring) -> ReclaimerOptions:
 def gateway_options(cfg: NodeConfig, wiring: NodeWiring, index: int,
                     listen_fd: int) -> GatewayOptions:
     return GatewayOptions(_process(cfg, wiring, "gateway", index), wiring.front, listen_fd,
-                          wiring.zmq_port, wiring.started_ms, wiring.requests_file)
+                          wiring.zmq_port, wiring.started_ms, wiring.requests_file,
+                          wiring.node_key_dir)
 
 
 # --- the one argument ---------------------------------------------------------------------------

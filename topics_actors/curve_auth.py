@@ -6,6 +6,10 @@ fails the handshake, so nothing of its requests ever reaches the process. A conn
 that passed carries its key as the `User-Id` property of every message, which the request
 checks (client_keys.ClientKeyRing.authorize) read. ipc sockets are not CURVE servers and
 are not asked about (their 0600 files are their protection).
+
+In a cluster the shards also admit `peers`: the keys other nodes registered in ZooKeeper
+(their own server keys, under which their shards fetch from ours), trusted like this node's
+own processes; the supervisor keeps the set current.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ class CurveAuth:
     def __init__(self, ctx: zmq.Context, ring: ClientKeyRing, keys: ServerKeys):
         self.ring = ring
         self.keys = keys
+        self.peers: frozenset[str] = frozenset()   # other nodes' keys (a cluster's shards)
         self._zap = ThreadAuthenticator(ctx, log=logging.getLogger(__name__))
         self._zap.start()
         self._zap.configure_curve_callback(domain=ZAP_DOMAIN.decode(),
@@ -32,7 +37,8 @@ class CurveAuth:
 
     def callback(self, _domain: str, public: bytes) -> bool:
         """The ZAP handler's question: is this client's public key (Z85) allowed?"""
-        return self.ring.allows(public.decode("ascii", "replace"))
+        key = public.decode("ascii", "replace")
+        return self.ring.allows(key) or key in self.peers
 
     def serve(self, sock: zmq.Socket) -> None:
         """Make `sock` a CURVE server (before it binds)."""

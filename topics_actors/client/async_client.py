@@ -198,13 +198,14 @@ class AsyncClient:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    def _conn(self, key: int | str, endpoint: str) -> _Connection:
+    def _conn(self, key: int | str, endpoint: str,
+              curve: CurveCredentials | None = None) -> _Connection:
         conn = self._conns.get(key)
         if conn is None or conn.endpoint != endpoint:
             if conn is not None:
                 conn.close()
             conn = self._conns[key] = _Connection(self._ctx, endpoint, self.max_in_flight,
-                                                  self._curve, watch=key == FRONT)
+                                                  curve or self._curve, watch=key == FRONT)
         return conn
 
     async def _call(self, conn: _Connection, msg, wait_ms: int = 0,
@@ -281,7 +282,8 @@ class AsyncClient:
         leader = self._leaders.front(topic) if shard is None else None
         target = self._map.target(self.route, topic, shard)
         if leader is not None:
-            conn = self._conn(leader, leader)      # the node leading a replicated topic
+            conn = self._conn(leader, leader,      # the node leading a replicated topic
+                              self._leaders.curve(leader, self._curve))
         elif target is None:
             return None
         else:

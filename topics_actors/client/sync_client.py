@@ -104,12 +104,13 @@ class Client:
         """The next key of this client's session (what makes an append's retry safe)."""
         return f"{self._session}:{next(self._appends)}"
 
-    def _dealer(self, endpoint: str) -> zmq.Socket:
+    def _dealer(self, endpoint: str, curve: CurveCredentials | None = None) -> zmq.Socket:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)   # never queue for a peer that is not connected
-        if self._curve is not None:
-            self._curve.apply(sock, endpoint)
+        curve = curve or self._curve
+        if curve is not None:
+            curve.apply(sock, endpoint)
         sock.connect(endpoint)
         return sock
 
@@ -262,7 +263,8 @@ class Client:
     def _leader_socket(self, endpoint: str) -> zmq.Socket:
         sock = self._leader_socks.get(endpoint)
         if sock is None:
-            sock = self._leader_socks[endpoint] = self._dealer(endpoint)
+            sock = self._leader_socks[endpoint] = self._dealer(
+                endpoint, self._leaders.curve(endpoint, self._curve))
         return sock
 
     def _forget_map(self) -> None:

@@ -21,8 +21,15 @@ def roles(states: dict[str, Versioned], nodes: dict[str, dict]) -> list[dict]:
                     "replicas": list(state.replicas), "version": version,
                     "config": state.config or {},
                     "leader_shards": (leader or {}).get("shards") or [],
-                    "leader_front": _front(leader), "leader_http": _http(leader)})
+                    "leader_front": _front(leader), "leader_http": _http(leader),
+                    "leader_curve": (leader or {}).get("curve_public")})
     return out
+
+
+def peer_keys(nodes: dict[str, dict]) -> list[str]:
+    """The CURVE public keys the registered nodes serve under (none without client keys):
+    every node's shards admit the others' as peers."""
+    return sorted({info["curve_public"] for info in nodes.values() if info.get("curve_public")})
 
 
 def _front(info: dict | None) -> str | None:

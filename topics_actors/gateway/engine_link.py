@@ -13,6 +13,7 @@ import time
 from topics_actors.client.async_client import NodeClient
 from topics_actors.errors import TopicsError
 from topics_actors.limits import LIST_PAGE_SIZE_MAX
+from topics_actors.server_keys import ServerKeys
 from topics_actors.topic_config import DURABILITY_CLASSES
 
 CENSUS_PAGES_MAX = 1_000            # at most this many list pages per census (1M topics)
@@ -53,10 +54,16 @@ class Census:
 
 class EngineLink:
     def __init__(self, front: str, request_timeout_ms: int = 5_000,
-                 retry_deadline_ms: int = 3_000, max_in_flight: int = 1_024):
+                 retry_deadline_ms: int = 3_000, max_in_flight: int = 1_024,
+                 node_keys: ServerKeys | None = None):
+        """`node_keys`: the node's CURVE key pair (a cluster serving CURVE), shown to the
+        other nodes' fronts this gateway forwards to (they admit it as a peer)."""
+        curve = {} if node_keys is None else {
+            "curve_server_key": node_keys.public, "curve_public_key": node_keys.public,
+            "curve_secret_key": node_keys.secret}
         self.client = NodeClient(front, request_timeout_ms=request_timeout_ms,
                                  retry_deadline_ms=retry_deadline_ms,
-                                 max_in_flight=max_in_flight)
+                                 max_in_flight=max_in_flight, **curve)
         self._topics: tuple[int, float] = (0, -1e9)   # (count, taken at)
         self._census = Census(taken_s=-1e9)
         self._census_lock = asyncio.Lock()

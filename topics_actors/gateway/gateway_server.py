@@ -14,6 +14,7 @@ import os
 import signal
 import time
 
+from topics_actors import server_keys
 from topics_actors.config import GatewayOptions
 from topics_actors.gateway.engine_link import EngineLink
 from topics_actors.gateway.gateway_core import GatewayCore
@@ -52,7 +53,8 @@ class GatewayServer:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         options = self.options
-        engine = EngineLink(options.front)
+        engine = EngineLink(options.front, node_keys=server_keys.load(options.node_key_dir)
+                            if options.node_key_dir else None)
         requests = RequestStats(options.requests_file, self.index)
         core = GatewayCore(self.settings, engine, options.node_started_ms,
                            zmq_port=options.zmq_port, requests=requests)

@@ -74,6 +74,7 @@ class Role:
     leader_shard: str | None        # the leader's shard endpoint for this topic
     leader_front: str | None
     leader_http: str | None
+    leader_curve: str | None = None  # the CURVE key its leader's shards serve under
 
     @classmethod
     def from_wire(cls, raw: dict) -> "Role":
@@ -82,11 +83,12 @@ class Role:
         return cls(raw["topic"], raw.get("leader"), int(raw["leader_epoch"]),
                    tuple(raw["isr"]), tuple(raw["replicas"]), int(raw.get("version", 0)),
                    raw.get("config") or {}, shard, raw.get("leader_front"),
-                   raw.get("leader_http"))
+                   raw.get("leader_http"), raw.get("leader_curve"))
 
     def hint(self) -> dict:
         return {"topic": self.topic, "leader": self.leader, "leader_epoch": self.leader_epoch,
-                "leader_front": self.leader_front, "leader_http": self.leader_http}
+                "leader_front": self.leader_front, "leader_http": self.leader_http,
+                "leader_curve": self.leader_curve}
 
 
 class AwaitHw(NamedTuple):

@@ -18,6 +18,7 @@ import time
 import zmq
 
 from topics_actors.protocol import encode
+from topics_actors.server_keys import ServerKeys
 from topics_actors.shard.peer_sockets import PeerSockets, decode_answer
 from topics_actors.shard.replica_book import FETCH_WAIT_MS, ReplicaAnswer, ReplicaBook
 
@@ -29,9 +30,12 @@ HWM_MESSAGES = 1_000
 
 
 class ReplicaFetcher:
-    def __init__(self, book: ReplicaBook, ctx: zmq.Context, submit):
-        """`submit(msg)` hands a ReplicaAnswer to the core (staged in the current batch)."""
+    def __init__(self, book: ReplicaBook, ctx: zmq.Context, submit,
+                 keys: ServerKeys | None = None):
+        """`submit(msg)` hands a ReplicaAnswer to the core (staged in the current batch);
+        `keys`: this node's CURVE key pair, when it serves CURVE (so do the others)."""
         self.book = book
+        self.keys = keys
         self.ctx = ctx
         self.submit = submit
         self.peers = PeerSockets(ctx)
@@ -66,13 +70,20 @@ class ReplicaFetcher:
     def _send(self, name: str, endpoint: str, msg, now: float) -> None:
         self.corr += 1
         try:
-            self.peers.socket_at(endpoint).send(encode(msg, self.corr), zmq.NOBLOCK)
+            self.peers.socket_at(endpoint, curve=self._curve(name)).send(
+                encode(msg, self.corr), zmq.NOBLOCK)
         except zmq.Again:
             self.not_before[name] = now + RETRY_MS / 1000
             return
         self.in_flight[self.corr] = (name, msg.KIND, now)
         self.busy.add(name)
         self.sent += 1
+
+    def _curve(self, name: str) -> tuple[str, ServerKeys] | None:
+        role = self.book.roles.get(name)
+        if self.keys is None or role is None or not role.leader_curve:
+            return None
+        return role.leader_curve, self.keys
 
     def _receive(self, now: float) -> None:
         self.peers.receive(lambda raw: self._reply(raw, now))

@@ -95,7 +95,8 @@ class ShardServer:
                                           core.options.shard_count, self._submit_local)
         self.replica_fetcher = None    # a cluster node's fetches from topic leaders
         if core.replicas.enabled:
-            self.replica_fetcher = ReplicaFetcher(core.replicas, ctx, self._submit_local)
+            self.replica_fetcher = ReplicaFetcher(core.replicas, ctx, self._submit_local,
+                                                  curve.keys if curve is not None else None)
         self.by_tag = {tag: sock for sock, tag, _ in self.sources}
         self.poller = zmq.Poller()
         for sock, _, _ in self.sources:
@@ -234,6 +235,8 @@ class ShardServer:
         answers in, and (every CLUSTER_TICK_S) ISR changes and placements to write."""
         for msg in self.link.receive():
             if type(msg) is ReplicaRoles:
+                if self.curve is not None:
+                    self.curve.peers = frozenset(msg.peer_keys or ())
                 self._submit_local(msg)
         self._watch_feed_sockets(self.replica_fetcher.sockets_list())
         self.replica_fetcher.pump()
@@ -325,7 +328,7 @@ class ShardServer:
             corr = 0
             try:
                 corr, msg = decode(raw)
-                if self.curve is not None and not trusted:
+                if self.curve is not None and not trusted and key not in self.curve.peers:
                     self.curve.ring.authorize(key, msg)
             except TopicsError as error:
                 self.core.submit_error(peer, getattr(error, "corr", None) or corr, error, t0)
