@@ -68,8 +68,8 @@ def test_a_diverged_old_leader_cuts_its_copy_in_place_and_converges(make_node, z
     for pid in stopped:
         os.kill(pid, signal.SIGSTOP)
     try:
-        for n in range(1001, 1101):     # on the old leader alone: never on every ISR member
-            client.append(TOPIC, [{"data": {"n": n}}], acks="leader")
+        for n in range(1, 101):         # on the old leader alone: never on every ISR member
+            client.append(TOPIC, [{"data": {"alone": n}}], acks="leader")
         cluster[old].kill_group()
     finally:
         for pid in stopped:
@@ -99,5 +99,5 @@ def test_a_diverged_old_leader_cuts_its_copy_in_place_and_converges(make_node, z
     # The records after the cut are gone from every copy (a follower may have fetched the
     # first of the old leader's own writes before it stopped: those are kept, in order).
     kept = sorted(seq for seq, envelope in copy.items()
-                  if 1001 <= orjson.loads(envelope)["d"]["n"] <= 1100)
+                  if "alone" in orjson.loads(envelope)["d"])
     assert kept == list(range(201, last + 1))
