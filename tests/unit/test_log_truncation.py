@@ -70,12 +70,16 @@ class FollowerHarness(ShardHarness):
             "replicas": NODES, "version": epoch, "config": CONFIG,
             "leader_shards": ["tcp://127.0.0.1:1"]}], complete=True))
 
-    def fetched(self, epoch: int, first: int, datas: list[bytes], epochs: list, hw: int):
+    def fetched(self, epoch: int, first: int, datas: list[bytes], epochs: list, hw: int,
+                end_leo: int | None = None):
+        """A fetch answer of records from `first` on (seqs up to `end_leo` without a
+        record are holes)."""
         records = [[first + i, 1_000 + first + i, build(d, None), None, None, 0]
                    for i, d in enumerate(datas)]
         return self.call(ReplicaAnswer(TOPIC, "replica_fetch", {
             "leader_epoch": epoch, "first_seq": first, "records": records,
-            "epochs": epochs, "hw": hw, "end_leo": first + len(datas), "ops_hw": 0}))
+            "epochs": epochs, "hw": hw, "end_leo": end_leo or first + len(datas),
+            "ops_hw": 0}))
 
     def epoch_answer(self, epoch: int, answered: int, end_leo: int) -> dict:
         reply = self.call(ReplicaAnswer(TOPIC, "epoch_query", {
@@ -277,6 +281,24 @@ def test_cut_taken_in_by_a_checkpoint_with_older_segments(env, follower):
         live = follower.state()
         env.checkpoint([follower], checkpointer)
         assert follower.state() == live
+        follower.restart(crash=True)
+        assert follower.state() == live
+    finally:
+        checkpointer.close()
+
+
+def test_a_suffix_of_holes_is_cut_and_the_open_segment_goes_on(env, follower):
+    follower.roles(1, "n1")
+    follower.fetched(1, 1, [old(i) for i in range(1, 8)], [[1, 1]], hw=6, end_leo=11)
+    assert follower.topic().head == 10                    # 8..10: holes
+    follower.roles(2, "n3")
+    assert heal(follower) == {"truncated": 0, "last": 7}
+    live = follower.state()
+    assert live["copy"] == expected()
+    checkpointer = env.checkpointer(max_events=100)
+    try:
+        env.checkpoint([follower], checkpointer)          # one open segment, 1..12
+        assert follower.topic().seg_firsts == [1] and follower.topic().seg_counts == [12]
         follower.restart(crash=True)
         assert follower.state() == live
     finally:
