@@ -49,9 +49,10 @@ def figures(node) -> dict:
     return statuses[shard_of_name(TOPIC, SHARDS)]["replication"]
 
 
-def test_a_diverged_old_leader_cuts_its_copy_in_place_and_converges(make_node, zk_connect,
-                                                                    observer):
-    cluster = {nid: make_node(shards=SHARDS, env=cluster_env(zk_connect, nid, **ENV))
+def diverge_and_return(make_node, zk_connect, observer, env: dict, before_kill=None):
+    """The whole story up to the old node caught up again: (nodes, old node id, every
+    `acks: all` write acked {seq: n}, the returned node)."""
+    cluster = {nid: make_node(shards=SHARDS, env=cluster_env(zk_connect, nid, **env))
                for nid in "abc"}
     wait_for(lambda: len(observer.nodes()) == 3 and all(
         info.get("shards") for info in observer.nodes().values()), 30, "three registrations")
@@ -70,6 +71,8 @@ def test_a_diverged_old_leader_cuts_its_copy_in_place_and_converges(make_node, z
     try:
         for n in range(1, 101):         # on the old leader alone: never on every ISR member
             client.append(TOPIC, [{"data": {"alone": n}}], acks="leader")
+        if before_kill is not None:
+            before_kill(cluster[old])
         cluster[old].kill_group()
     finally:
         for pid in stopped:
@@ -81,11 +84,24 @@ def test_a_diverged_old_leader_cuts_its_copy_in_place_and_converges(make_node, z
     wait_for(lambda: len(writer.acked) >= 150, 60, "acked writes to the new leader")
     wait_for(lambda: old not in observer.nodes(), 30, "the old session gone")
     returned = make_node(shards=SHARDS, data_dir=cluster[old].data_dir,
-                         env=cluster_env(zk_connect, old, **ENV))
+                         env=cluster_env(zk_connect, old, **env))
     nodes = {**cluster, old: returned}
     wait_isr(nodes[new.leader], TOPIC, 3, timeout_s=60)
     writer.stop()
     wait_caught_up(nodes[new.leader], TOPIC)
+    assert min(writer.acked) <= 300     # the new leader re-used seqs the old one had written
+    return nodes, old, {**acked, **writer.acked}, returned
+
+
+def alone_seqs(copy: dict) -> list[int]:
+    """The seqs of a copy holding one of the old leader's own writes."""
+    return sorted(seq for seq, envelope in copy.items()
+                  if "alone" in orjson.loads(envelope)["d"])
+
+
+def test_a_diverged_old_leader_cuts_its_copy_in_place_and_converges(make_node, zk_connect,
+                                                                    observer):
+    nodes, _old, acked, returned = diverge_and_return(make_node, zk_connect, observer, ENV)
     healed = figures(returned)
     assert (healed["copies_truncated"], healed["copies_reset"]) == (1, 0), healed
     cut = re.search(r"event=replica_truncated topic=diverge head=(\d+) last=(\d+) "
@@ -93,11 +109,29 @@ def test_a_diverged_old_leader_cuts_its_copy_in_place_and_converges(make_node, z
     assert cut is not None and int(cut.group(1)) == 300   # 200 acked + 100 its own alone
     last, dropped = int(cut.group(2)), int(cut.group(3))
     assert 200 <= last < 300 and dropped == 300 - last
-    acked.update(writer.acked)
-    assert min(writer.acked) <= 300     # the new leader re-used seqs the old one had written
     copy = converged(nodes, SHARDS, TOPIC, acked)      # identical copies, 0 acked writes lost
     # The records after the cut are gone from every copy (a follower may have fetched the
     # first of the old leader's own writes before it stopped: those are kept, in order).
-    kept = sorted(seq for seq, envelope in copy.items()
-                  if "alone" in orjson.loads(envelope)["d"])
-    assert kept == list(range(201, last + 1))
+    assert alone_seqs(copy) == list(range(201, last + 1))
+
+
+def test_a_diverged_copy_partly_in_segments_is_fetched_again_whole(make_node, zk_connect,
+                                                                    observer):
+    """The same story, but the old leader's compactor absorbs its own writes into segments
+    before it dies: the copy cannot be cut in place and is fetched again whole."""
+    env = {**ENV, "TOPICS_CHECKPOINT_INTERVAL_MS": "100"}
+    shard = shard_of_name(TOPIC, SHARDS)
+
+    def absorb(node) -> None:           # two snapshots taken in: the second one's barrier
+        with node.client() as client:   # is past every write
+            start = client.shard_statuses()[shard]["snapshot_id"]
+            wait_for(lambda: client.shard_statuses()[shard]["snapshot_id"] >= start + 2,
+                     30, "two checkpoints on the old leader")
+    nodes, _old, acked, returned = diverge_and_return(make_node, zk_connect, observer, env,
+                                                      absorb)
+    healed = figures(returned)
+    assert (healed["copies_truncated"], healed["copies_reset"]) == (0, 1), healed
+    assert re.search(r"event=replica_reset topic=diverge head=\d+ ops_applied=0 "
+                     r"reason=absorbed", returned.log())
+    copy = converged(nodes, SHARDS, TOPIC, acked)
+    assert len(alone_seqs(copy)) < 100

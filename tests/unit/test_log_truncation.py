@@ -164,6 +164,7 @@ def test_cut_then_restore_gives_the_topic_back():
     topic.dedupe.add("high", DedupeEntry(9, 11, 11, 5), 60_000)
     topic.dedupe.add("sess:1:a", DedupeEntry(10, 10, 10, 5), 60_000)
     topic.trims = [[2, 3], [8, 11]]
+    topic.reserved_head = 15                                  # an old leader's reservation
     before = {name: _plain(getattr(topic, name)) for name in TopicState.__slots__}
 
     def read(t, seq):

@@ -85,7 +85,8 @@ def cut(topic: TopicState, last: int, read: Reader | None) -> Dropped:
     if topic.indexed:
         del topic.locs[keep:]
         topic.front = min(topic.front, len(topic.locs))
-    topic.head = topic.reserved_head = min(topic.head, last)
+    topic.head = min(topic.head, last)
+    topic.reserved_head = min(topic.reserved_head, last)   # the old leader's reservations
     topic.next_seq = topic.head + 1
     topic.count -= records
     topic.bytes -= payload
