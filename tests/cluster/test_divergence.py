@@ -23,6 +23,8 @@ from tools.testing.cluster_harness import (
 from tools.testing.node_harness import wait_for
 from topics_actors.cluster.metadata_store import MetadataStore
 from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
+from topics_actors.storage import snapshot
+from topics_actors.storage.fs import RealFs
 from topics_actors.topic_identity import shard_of_name
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -120,13 +122,13 @@ def test_a_diverged_copy_partly_in_segments_is_fetched_again_whole(make_node, zk
     """The same story, but the old leader's compactor absorbs its own writes into segments
     before it dies: the copy cannot be cut in place and is fetched again whole."""
     env = {**ENV, "TOPICS_CHECKPOINT_INTERVAL_MS": "100"}
-    shard = shard_of_name(TOPIC, SHARDS)
 
-    def absorb(node) -> None:           # two snapshots taken in: the second one's barrier
-        with node.client() as client:   # is past every write
-            start = client.shard_statuses()[shard]["snapshot_id"]
-            wait_for(lambda: client.shard_statuses()[shard]["snapshot_id"] >= start + 2,
-                     30, "two checkpoints on the old leader")
+    def absorb(node) -> None:           # a snapshot on disk past the old leader's writes
+        def absorbed() -> int:
+            found = snapshot.load_newest(RealFs(), node.data_dir, snapshot.BODY_KEYS)
+            entries = found[1]["topics"] if found else []
+            return max([e["absorbed"] for e in entries if e["name"] == TOPIC] or [0])
+        wait_for(lambda: absorbed() >= 300, 30, "a checkpoint of the old leader's writes")
     nodes, _old, acked, returned = diverge_and_return(make_node, zk_connect, observer, env,
                                                       absorb)
     healed = figures(returned)
