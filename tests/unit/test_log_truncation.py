@@ -12,6 +12,7 @@ ledger/log_truncation.py, shard/replica_cut.py, the Truncate frame of docs/DURAB
 | TR-7  | a barrier in the WAL past the snapshot a recovery loaded     | whole-copy reset          |
 | TR-8  | the batch holding the cut fails                              | copy back as it was       |
 | TR-9  | fsck's audit ledger (no reader) meets the frame              | head back, re-writes taken|
+| TR-10 | random failovers, checkpoints and restarts                   | copy == the leader's log  |
 
 Method: a ShardHarness (tools/testing/shard_harness.py) whose core has a node id, driven as
 a follower the way its shell would: ReplicaRoles from the "supervisor", ReplicaAnswer
@@ -21,6 +22,7 @@ core's RecordReader (a follower refuses reads: they go to the leader).
 
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
@@ -37,6 +39,7 @@ from topics_actors.protocol.messages import Checkpoint
 from topics_actors.record_envelope import build, payload_bytes
 from topics_actors.shard.batch_stager import roll_back
 from topics_actors.shard.replica_book import ReplicaAnswer
+from topics_actors.shard.replica_records import epochs_in
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.wal_scan import FileScan
@@ -368,3 +371,74 @@ def test_audit_ledger_applies_the_frame(follower):
     assert ledger.ignored.get("append_out_of_order", 0) == 0
     report = fsck.check(follower.data_dir)
     assert report.problems == [] and report.frames_by_type["TRUNCATE"] == 1
+
+
+# --- TR-10: random failover histories -----------------------------------------------------------
+
+class Leader:
+    """The leader of the moment as a model: its log ((epoch, data) per seq) and epoch cache,
+    answering the follower the way shard/replica_book.py would."""
+
+    def __init__(self):
+        self.log: list[tuple[int, bytes]] = []
+        self.cache = EpochCache()
+        self.epoch = 0
+
+    def fail_over(self, kept: int) -> None:
+        """A new leader that held only the first `kept` records."""
+        self.log = self.log[:kept]
+        self.cache.truncate_to(kept + 1)
+        self.epoch += 1
+        self.cache.assign(self.epoch, kept + 1)
+
+    def write(self, n: int) -> None:
+        self.log += [(self.epoch, b'{"e":%d,"i":%d}' % (self.epoch, len(self.log) + i))
+                     for i in range(1, n + 1)]
+
+    def serve(self, h: FollowerHarness, hw: int) -> None:
+        """Answer the follower's requests until it has the whole log."""
+        for _ in range(50):
+            ask = h.core.replicas.following[TOPIC].next_request()
+            leo = len(self.log) + 1
+            if type(ask).__name__ == "EpochQuery":
+                end = self.cache.end_for(ask.asked_epoch, leo)
+                h.epoch_answer(self.epoch, end.epoch, end.end_leo)
+            elif ask.fetch_leo == leo:
+                return
+            else:
+                first = ask.fetch_leo
+                datas = [data for _e, data in self.log[first - 1:]]
+                h.fetched(self.epoch, first, datas, epochs_in(self.cache, first, leo), hw)
+        raise AssertionError("the follower never caught up")
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_failovers_keep_the_copy_equal_to_the_leaders(env, follower, seed):
+    rnd = random.Random(seed)
+    leader, hw, cuts, counted = Leader(), 0, 0, 0
+
+    def healed() -> int:               # the copies cut or reset (the counters are a process's)
+        figures = follower.figures()
+        return figures["copies_truncated"] + figures["copies_reset"]
+    for _round in range(6):
+        kept = rnd.randint(hw, len(leader.log))        # a new leader has everything <= hw
+        cuts += kept < len(leader.log)
+        leader.fail_over(kept)
+        follower.roles(leader.epoch, "n1" if leader.epoch % 2 else "n3")
+        leader.serve(follower, hw)
+        leader.write(rnd.randint(0, 8))
+        hw = rnd.randint(hw, len(leader.log))
+        leader.serve(follower, hw)
+        assert follower.copy() == [(s, build(d, None)) for s, (_e, d) in
+                                   enumerate(leader.log, 1)]
+        event = rnd.random()
+        if event < 0.25:
+            env.checkpoint([follower])
+        elif event < 0.5:
+            live, counted = follower.state(), counted + healed()
+            follower.restart(crash=rnd.random() < 0.5)
+            assert follower.state() == live
+    assert counted + healed() == cuts
+    live = follower.state()
+    follower.restart(crash=True)
+    assert follower.state() == live
