@@ -433,7 +433,11 @@ def test_random_failovers_keep_the_copy_equal_to_the_leaders(env, follower, seed
                                    enumerate(leader.log, 1)]
         event = rnd.random()
         if event < 0.25:
-            env.checkpoint([follower])
+            checkpointer = env.checkpointer(max_events=rnd.choice([2, 3, 5, 10_000]))
+            try:
+                env.checkpoint([follower], checkpointer)
+            finally:
+                checkpointer.close()
         elif event < 0.5:
             live, counted = follower.state(), counted + healed()
             follower.restart(crash=rnd.random() < 0.5)
