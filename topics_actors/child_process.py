@@ -15,6 +15,7 @@ import zmq
 
 from topics_actors.client.sync_client import Client
 from topics_actors.config import ProcessOptions, decode_options
+from topics_actors.process_profile import profiled
 from topics_actors.supervisor_link import SupervisorLink, die_with_parent, stop_on_signals
 
 FRONT_TIMEOUT_MS = 2_000   # a process that heartbeats between front calls must not block long
@@ -34,7 +35,7 @@ def child_main(kind: type, serve: Callable, argv: list[str] | None = None) -> in
                         format=f"%(asctime)s {process.log_name} %(levelname)s %(message)s")
     if process.parent_pid:
         die_with_parent(process.parent_pid)
-    with child_context(process) as (ctx, link):
+    with child_context(process) as (ctx, link), profiled(process.log_name):
         serve(options, ctx, link)
     return 0
 

@@ -191,11 +191,20 @@ def parse_config(body: Any, topic: str | None = None) -> TopicConfig:
     )
     if config.replicated and not config.logged:
         raise invalid("an ephemeral topic has one copy: replication_factor must be 1")
-    if config.replicated and config.type == "queue" and (
-            config.leases_durable or config.dead_letter is not None):
-        raise invalid("a replicated queue keeps its leases on its leader, in memory: "
-                      "leases_durable and dead_letter need replication_factor 1")
+    if config.replicated and config.type == "queue":
+        _replicated_queue(config)
     return config
+
+
+def _replicated_queue(config: TopicConfig) -> None:
+    """What a queue of several copies cannot do yet: move jobs to a dead-letter topic (a
+    write into another topic, maybe led elsewhere), or gather claims in windows while its
+    leases are replicated (a window's answers are not a request's)."""
+    if config.dead_letter is not None:
+        raise invalid("dead_letter needs replication_factor 1 (docs/CLUSTER.md)")
+    if config.leases_durable and config.claim_jitter_ms:
+        raise invalid("a replicated queue with leases_durable needs claim_jitter_ms 0 "
+                      "(docs/CLUSTER.md)")
 
 
 def _replication(body: dict) -> dict:

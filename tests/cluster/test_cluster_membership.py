@@ -46,8 +46,9 @@ def test_three_nodes_register_and_one_controls(make_node, zk_connect, observer):
                          30, "another controller")
     assert successor in set("abc") - {first}
     assert first not in observer.nodes()
-    raw, _ = observer.znodes.get("/topics/controller_epoch")
-    assert int(raw) == 2
+    # The winner holds /controller first, then bumps the generation: wait for the bump.
+    wait_for(lambda: int(observer.znodes.get("/topics/controller_epoch")[0]) == 2, 10,
+             "the controller generation bumped")
 
 
 def _cluster_view(node, count: int) -> dict | None:

@@ -320,6 +320,42 @@ def test_a_replicated_queue_never_redelivers_an_acked_job_across_a_failover(
     assert queue["count"] == 0 and queue["queue"]["ready"] == 0
 
 
+def test_durable_leases_of_a_replicated_queue_survive_a_failover(cluster, observer):
+    """D8 32 with `leases_durable`: claims, nacks and extends are ops of the topic, answered
+    once every in-sync replica holds them, so after the leader's node is killed the new
+    leader knows who holds each job (nobody else gets it; its holder acks it with the lease
+    id the old leader gave) and how often each job was delivered."""
+    client = cluster["a"].client()
+    client.put_topic("tasks", type="queue", replication_factor=3, durability="fsync",
+                     lease_ms=60_000, leases_durable=True)
+    wait_isr(cluster["a"], "tasks", 3)
+    client.append("tasks", [{"data": n} for n in range(30)], acks="all")
+    state = observer.read("tasks").state
+    worker = cluster[next(n for n in "abc" if n != state.leader)].client(
+        request_timeout_ms=2000, retry_deadline_ms=30_000)
+    held = worker.claim("tasks", "w1", max=10)["claimed"]
+    given_back = worker.claim("tasks", "w2", max=5)["claimed"]
+    assert [j["$seq"] for j in held + given_back] == list(range(1, 16))
+    nacked = worker.nack("tasks", "w2", [j["$seq"] for j in given_back],
+                         lease_ids=[j["lease_id"] for j in given_back])
+    assert nacked["nacked"] == list(range(11, 16))
+    extended = worker.extend("tasks", "w1", [1, 2], 120_000,
+                             lease_ids=[j["lease_id"] for j in held[:2]])
+    assert extended["extended"] == [1, 2]
+    cluster[state.leader].kill_group()
+    wait_for(lambda: observer.read("tasks").state.leader not in (None, state.leader), 30,
+             "a new leader")
+    jobs = worker.claim("tasks", "w3", max=30)["claimed"]
+    assert [j["$seq"] for j in jobs] == list(range(11, 31))       # w1's ten are still held
+    assert {j["$seq"]: j["deliveries"] for j in jobs} == {
+        seq: 2 if seq <= 15 else 1 for seq in range(11, 31)}
+    acked = worker.ack("tasks", "w1", [j["$seq"] for j in held],
+                       lease_ids=[j["lease_id"] for j in held])
+    assert acked["acked"] == list(range(1, 11)) and acked["skipped"] == []
+    stale = worker.ack("tasks", "w9", [11], lease_ids=[jobs[0]["lease_id"]])
+    assert stale["acked"] == [] and stale["skipped"] == [11]
+
+
 def test_a_stalled_follower_shard_leaves_the_isr_on_lag_and_rejoins(make_node, zk_connect,
                                                                      observer):
     """D8 6 and 28: a follower whose shard stops fetching (its node's session lives on, so

@@ -32,11 +32,13 @@ from topics_actors.cluster.epoch_cache import EpochCache
 from topics_actors.config import ShardOptions
 from topics_actors.ledger import log_truncation
 from topics_actors.ledger.dedupe_index import DedupeEntry
+from topics_actors.ledger.queue_state import queue_of
 from topics_actors.ledger.topic_ledger import TopicLedger
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import Checkpoint
 from topics_actors.record_envelope import build, payload_bytes
+from topics_actors.shard import replica_report
 from topics_actors.shard.batch_stager import roll_back
 from topics_actors.shard.replica_book import ReplicaAnswer
 from topics_actors.shard.replica_records import epochs_in
@@ -107,7 +109,7 @@ class FollowerHarness(ShardHarness):
                 "epochs": t.epochs.entries(), "copy": self.copy()}
 
     def figures(self) -> dict:
-        return self.core.replicas.figures()["replication"]
+        return replica_report.figures(self.core.replicas)["replication"]
 
 
 def old(i: int) -> bytes:
@@ -190,6 +192,23 @@ def _plain(value):
     if hasattr(value, "user"):
         return (dict(value.user), {k: dict(v) for k, v in value.sessions.items()})
     return list(value) if hasattr(value, "tobytes") else value
+
+
+def test_cut_forgets_the_lease_state_of_dropped_jobs_only():
+    topic = TopicState("q", TopicConfig())
+    topic.publish(1, [1] * 10, 10, 1)
+    queue = queue_of(topic)
+    for seq in (3, 9):
+        queue.lease(seq, "node", 5_000)
+    queue.release(4, 9_000)
+    queue.release(8, 9_000)
+    queue.cursor = 11
+    before = queue.to_entry(True, lambda seq: True)
+    dropped = log_truncation.cut(topic, 7, None)
+    assert sorted(queue.leases) == [3] and sorted(queue.delayed) == [4]
+    assert sorted(queue.deliveries) == [3] and queue.cursor == 8
+    log_truncation.restore(topic, dropped)
+    assert topic.queue.to_entry(True, lambda seq: True) == before
 
 
 def test_refusals_name_what_stands_in_the_way():

@@ -1,11 +1,13 @@
-"""The op log of a replicated topic's deletes (ledger/op_log.py) and its WAL frames."""
+"""The op log of a replicated topic's deletes, acks and lease events (ledger/op_log.py) and its
+WAL frames; which replicated queues a config allows."""
 
 import pytest
 
-from topics_actors.errors import InvariantViolation
-from topics_actors.ledger.op_log import Op, OpLog
+from topics_actors.errors import InvariantViolation, TopicsError
+from topics_actors.ledger.op_log import Op, OpLog, bound_of
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame_types import FrameType
+from topics_actors.topic_config import parse_config
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -59,3 +61,25 @@ def test_repl_op_frame_bodies_round_trip(body):
 def test_unknown_ops_end_the_log(bad):
     with pytest.raises(ValueError):
         frame_body.decode_body(FrameType.REPL_OP, frame_body.encode_op(1, bad))
+
+
+def test_an_op_waits_for_the_records_it_names():
+    assert bound_of(DELETE) == 9
+    assert bound_of(["seqs", [4, 12, 7]]) == 13
+    assert bound_of(["leases", [[3, 0, 1, 99, 1, "w"], [8, 0, 2, 99, 1, "w"]]]) == 9
+
+
+QUEUE = {"type": "queue", "replication_factor": 3, "durability": "fsync"}
+
+
+def test_a_replicated_queue_keeps_durable_leases_but_no_dead_letter_or_claim_windows():
+    config = parse_config({**QUEUE, "leases_durable": True}, "q")
+    assert config.leases_durable and config.replicated and config.min_isr == 2
+    assert parse_config({**QUEUE, "claim_jitter_ms": 5}, "q").claim_jitter_ms == 5
+    refused = [({**QUEUE, "dead_letter": "dlq", "max_deliveries": 3}, "dead_letter"),
+               ({**QUEUE, "leases_durable": True, "claim_jitter_ms": 5}, "claim_jitter_ms"),
+               ({"replication_factor": 2, "durability": "ephemeral"}, "ephemeral")]
+    for body, named in refused:
+        with pytest.raises(TopicsError) as error:
+            parse_config(body, "q")
+        assert error.value.code.wire == "invalid_request" and named in str(error.value)

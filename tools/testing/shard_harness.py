@@ -36,8 +36,9 @@ def rec(data: bytes = b'{"x":1}', tag: str | None = None, node: str | None = Non
 class ShardHarness:
     def __init__(self, data_dir: str, fs, shard: int = 0, count: int = 1,
                  file_bytes: int = FILE_BYTES, clock=None, cold_dir: str | None = None,
-                 policy: str = "park"):
+                 policy: str = "park", node_id: str | None = None):
         self.data_dir, self.fs, self.shard, self.count = data_dir, fs, shard, count
+        self.node_id = node_id                            # a cluster node's shard
         self.cold_dir, self.policy = cold_dir, policy     # policy: on recovery mismatches
         self.file_bytes, self.clock = file_bytes, clock
         self.core: ShardCore | None = None
@@ -49,7 +50,8 @@ class ShardHarness:
     def start(self) -> "ShardHarness":
         options = ShardOptions(self.data_dir, self.shard, self.count,
                                wal_file_bytes=self.file_bytes, background_prealloc=False,
-                               cold_dir=self.cold_dir, recovery_on_mismatch=self.policy)
+                               cold_dir=self.cold_dir, recovery_on_mismatch=self.policy,
+                               node_id=self.node_id)
         kwargs = {"clock": self.clock} if self.clock else {}
         self.core = ShardCore(self.fs, options, **kwargs)
         self.replay = self.core.replay()

@@ -6,15 +6,18 @@ epoch the new leader never had) keeps seqs up to `last` and drops every record a
 same seqs are then written again with the leader's records. Everything a topic keeps per
 seq therefore forgets the dropped ones: the WAL index, count and bytes, the head and its
 reservations, the epoch cache, idempotency keys naming them, the tag index, trim runs and
-queue leases. Floors, the high watermark and absorbed records stay: a cut is allowed only
-above all of them (`refusal`), so no reader ever saw a dropped record and no segment holds
-one the shard has taken in.
+the lease state of queue jobs (a replicated queue's durable leases live on its followers
+too: the jobs kept keep theirs). Floors, the high watermark and absorbed records stay: a
+cut is allowed only above all of them (`refusal`), so no reader ever saw a dropped record
+and no segment holds one the shard has taken in.
 """
 
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
+import heapq
 from array import array
 from collections.abc import Callable
 
@@ -22,6 +25,7 @@ from topics_actors.errors import InvariantViolation
 from topics_actors.ledger.delete_rules import live_floor
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.ledger import retention_rules
+from topics_actors.ledger.queue_state import QueueState
 
 Reader = Callable[[TopicState, int], object]
 
@@ -81,7 +85,7 @@ def cut(topic: TopicState, last: int, read: Reader | None) -> Dropped:
                       topic.epochs.entries() if topic.epochs is not None else [],
                       {s for s in topic.deleted if s > last}, topic.tags,
                       [list(t) for t in topic.trims] if topic.trims is not None else None,
-                      _drop_keys(topic, last), topic.queue)
+                      _drop_keys(topic, last), copy.deepcopy(topic.queue))
     if topic.indexed:
         del topic.locs[keep:]
         topic.front = min(topic.front, len(topic.locs))
@@ -96,7 +100,8 @@ def cut(topic: TopicState, last: int, read: Reader | None) -> Dropped:
     topic.tags = None                    # rebuilt from the records on its next use
     if topic.trims:
         topic.trims = [[f, min(t, last)] for f, t in topic.trims if f <= last] or None
-    topic.queue = None                   # leases are a leader's; a new one starts afresh
+    if topic.queue is not None:
+        _cut_queue(topic.queue, last)
     return dropped
 
 
@@ -118,6 +123,22 @@ def restore(topic: TopicState, dropped: Dropped) -> None:
         ring = topic.dedupe.user if session is None else (
             topic.dedupe.sessions.setdefault(session, collections.OrderedDict()))
         ring[key] = entry
+
+
+def _cut_queue(queue: QueueState, last: int) -> None:
+    """Forget the lease state of dropped jobs (leases, deliveries, delays) and let the
+    claim cursor take the seqs again; jobs up to `last` keep theirs."""
+    for table in (queue.leases, queue.deliveries, queue.delayed):
+        for seq in [s for s in table if s > last]:
+            del table[seq]
+    queue.moving = {s for s in queue.moving if s <= last}
+    queue.leaving = {s for s in queue.leaving if s <= last}
+    queue.reclaim = [s for s in queue.reclaim if s <= last]
+    queue.delayed_heap = [e for e in queue.delayed_heap if e[1] <= last]
+    queue.expiries = [e for e in queue.expiries if e[1] <= last]
+    for heap in (queue.reclaim, queue.delayed_heap, queue.expiries):
+        heapq.heapify(heap)
+    queue.cursor = min(queue.cursor, last + 1)
 
 
 def _drop_keys(topic: TopicState, last: int) -> list:

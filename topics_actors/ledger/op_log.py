@@ -1,5 +1,6 @@
-"""A replicated topic's log of record deletes (docs/CLUSTER.md): the operations that change
-records already written, replicated beside the records and applied only once committed.
+"""A replicated topic's log of record deletes and queue lease events (docs/CLUSTER.md): the
+operations that change records already written, replicated beside the records and applied
+only once committed.
 
 A delete cannot be undone, so no replica applies one before every in-sync replica holds it
 (its op is committed); an op that a failover leaves behind was never applied anywhere and
@@ -13,7 +14,9 @@ are idempotent, so replicas that applied the same set of ops hold the same recor
 An op is ["delete", before_seq | None, [match op, value] | None, bound]: the delete of
 spec/api.md 5.7 over the seqs below `bound`, which never passes the leader's high
 watermark (a record a failover may still replace is never named by a delete); or
-["seqs", [seq, ...]]: a queue's acked jobs, deleted by seq.
+["seqs", [seq, ...]]: a queue's acked jobs, deleted by seq; or ["leases", [[seq, event,
+lease_id, deadline, deliveries, node], ...]]: a queue's lease events (the fields of a Lease
+frame, ledger/queue_state.py) when it keeps `leases_durable`.
 """
 
 from __future__ import annotations
@@ -34,7 +37,11 @@ class Op(NamedTuple):
 
 def bound_of(body: list) -> int:
     """The log end a replica needs before it can apply the op."""
-    return body[3] if body[0] == "delete" else max(body[1]) + 1
+    if body[0] == "delete":
+        return body[3]
+    if body[0] == "leases":
+        return max(event[0] for event in body[1]) + 1
+    return max(body[1]) + 1
 
 
 class OpLog:

@@ -30,7 +30,7 @@ class TopicState:
                  "dedupe", "ram_file", "ram", "indexed", "absorbed", "seg_dir",
                  "seg_firsts", "seg_counts", "created_at", "ram_past", "gone_through",
                  "deleted", "deletions", "tags", "queue", "routers", "trims", "epochs",
-                 "hw", "ops")
+                 "hw", "ops", "follower")
 
     def __init__(self, name: str, config: TopicConfig, tid: int | None = None,
                  indexed: bool = True):
@@ -73,6 +73,8 @@ class TopicState:
         self.hw: int | None = None    # a replicated topic's high watermark: readers see no
                                       # seq above it (None: not replicated, the head rules)
         self.ops = None               # OpLog of a replicated topic's deletes (ledger/op_log)
+        self.follower = False         # a replicated topic's copy following its leader: its
+                                      # floors are the leader's (shard/replica_records.py)
 
     # --- publishing -------------------------------------------------------------------
 

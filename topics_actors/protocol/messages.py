@@ -390,7 +390,8 @@ class ReplicaFetch(Message):
     ops_leo, ops_epoch, ops_applied: the follower's durable op log end (record deletes,
     ledger/op_log.py), the epoch of its newest op not applied yet, and how many it applied.
     Reply: {topic, leader_epoch, first_seq, end_leo, records: [[seq, ts, envelope bin,
-    tag|nil, node|nil, flags]], epochs: [[epoch, first seq]], hw, earliest_seq, ops_applied,
+    tag|nil, node|nil, flags]], epochs: [[epoch, first seq]], hw, earliest_seq, floors:
+    [evict_floor, expiry_floor] (the leader's retention), ops_applied,
     and ops: [[no, epoch, op]] with ops_hw, or ops_drop (with ops_hw), or ops_reset}; seqs in
     [first_seq, end_leo) without a record are holes (deleted, evicted or never written)."""
     KIND = "replica_fetch"

@@ -53,11 +53,14 @@ class MoveDone:
 
 
 def stage_lease_frame(stager: BatchStager, topic: TopicState, seq: int, event: int,
-                      lease: Lease, deliveries: int) -> None:
-    """One Lease frame of job `seq`, with the topic's class."""
+                      lease: Lease, deliveries: int, events: list | None = None) -> None:
+    """One Lease frame of job `seq`, with the topic's class; its event also goes to
+    `events` (a replicated queue's lease op, shard/replica_ops.py)."""
     stager.frame(FrameType.LEASE, topic, frame_body.encode_lease(frame_body.LeaseBody(
         event, lease.lease_id, lease.deadline, deliveries, lease.node)),
         seq=seq, sync=topic.config.durability.acks_after_fsync)
+    if events is not None:
+        events.append([seq, event, lease.lease_id, lease.deadline, deliveries, lease.node])
 
 
 class DeadLetterMoves:

@@ -11,9 +11,17 @@ staged nothing (memory-only leases) is a read: its leases stand whatever the bat
 
 A job claimed more than `max_deliveries` times moves to the topic's `dead_letter` topic
 instead (shard/dead_letter_moves.py).
+
+On a replicated queue's leader (docs/CLUSTER.md 7) an ack is an op of the topic's op log
+(its jobs are deleted on every replica once all in-sync ones hold it), and so are the lease
+events of claims, nacks and extends when the queue has `leases_durable`: the request is
+answered when its op is applied, so a new leader knows every lease it answered.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
 
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
 from topics_actors.ledger import delete_rules
@@ -36,6 +44,15 @@ from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.topic_config import LEASE_MS_MAX, LEASE_MS_MIN
+
+
+class QueueReplication(Protocol):
+    """What a cluster node's replica book does for queues (shard/replica_book.py)."""
+
+    def queue_replicated(self, name: str, what: str) -> bool: ...
+
+    def log_queue_op(self, topic: TopicState, body: list,
+                     answer: Callable[[CommitInfo], dict]) -> Staged: ...
 
 
 def _clamp_lease(lease_ms: int) -> int:
@@ -84,6 +101,7 @@ class QueueOps:
         self.reader = reader
         self.moves = DeadLetterMoves(stager, registry, reader, appends)
         self.windows = ClaimWindows()
+        self.replication: QueueReplication | None = None   # a cluster node's (ShardCore)
 
     def _queue(self, name: str) -> tuple[TopicState, QueueState]:
         topic = self.registry.get(name)
@@ -99,6 +117,26 @@ class QueueOps:
     def _counters(self, topic: TopicState) -> dict:
         return counters(topic, self.stager.clock())
 
+    def _replicated(self, topic: TopicState, what: str) -> bool:
+        """Whether this queue's acks (and durable lease events) go through its op log;
+        raises not_enough_replicas, before anything is staged, under min_isr."""
+        replication = self.replication
+        return replication is not None and replication.queue_replicated(topic.name, what)
+
+    def _lease_events(self, topic: TopicState, what: str) -> list | None:
+        """A list collecting the lease events of a replicated queue with durable leases
+        (they become an op, so a new leader knows who holds what); None otherwise."""
+        if topic.config.leases_durable and self._replicated(topic, what):
+            return []
+        return None
+
+    def _logged(self, topic: TopicState, events: list | None, writes: bool, answer) -> Staged:
+        """The request's staged form: its lease events as an op whose apply answers it
+        (`answer(info)` of its own commit), or its own commit's answer."""
+        if events:
+            return self.replication.log_queue_op(topic, ["leases", events], answer)
+        return writes, answer
+
     # --- claim ------------------------------------------------------------------------------
 
     def claim(self, msg: Claim) -> Staged:
@@ -107,11 +145,12 @@ class QueueOps:
         member = Member(_check_node(msg.node), max(1, min(CLAIM_MAX, _uint(msg.max, "max"))),
                         None if msg.lease_ms is None else _uint(msg.lease_ms, "lease_ms"))
         jitter_ms = topic.config.claim_jitter_ms
-        if jitter_ms > 0:
+        if jitter_ms > 0:      # never with replicated leases (topic_config refuses it)
             key = self.windows.join(topic.name, jitter_ms, self.stager.clock(), member)
             return read_op(lambda info: Park(key, jitter_ms + PASS_GRACE_MS, member.answer))
-        writes, answers = self._deal(topic, state, [member])
-        return writes, lambda info: answers(info)[0]
+        events = self._lease_events(topic, "a replicated claim")
+        writes, answers = self._deal(topic, state, [member], events)
+        return self._logged(topic, events, writes, lambda info: answers(info)[0])
 
     def claim_pass(self, msg: ClaimPass) -> Staged:
         """A claim window is due: one pass for all its claims, then wake them."""
@@ -132,10 +171,11 @@ class QueueOps:
             return {}
         return writes, answer
 
-    def _deal(self, topic: TopicState, state: QueueState, members: list[Member]):
+    def _deal(self, topic: TopicState, state: QueueState, members: list[Member],
+              events: list | None = None):
         """Lease ready jobs to `members`, one at a time round-robin while they want more;
         jobs past max_deliveries are moved instead. Returns (writes, the function giving
-        each member's reply after the commit)."""
+        each member's reply after the commit); the claims' lease events go to `events`."""
         config, now = topic.config, self.stager.clock()
         retention.stage(self.stager, self.reader, topic)
         state.cursor = max(state.cursor, topic.earliest_seq())
@@ -161,7 +201,8 @@ class QueueOps:
         durable = config.logged and config.leases_durable
         if durable:
             for seq, lease in claimed:
-                stage_lease_frame(self.stager, topic, seq, CLAIMED, lease, state.deliveries[seq])
+                stage_lease_frame(self.stager, topic, seq, CLAIMED, lease, state.deliveries[seq],
+                                  events)
         staged, undo_moves, publish_moves = self.moves.stage(topic, state, moving)
         writes = staged or (durable and bool(claimed))
         if writes:
@@ -182,11 +223,11 @@ class QueueOps:
     # --- holders ----------------------------------------------------------------------------
 
     def _held(self, msg, topic: TopicState, state: QueueState, event: int, change,
-              logged: bool = True):
+              logged: bool = True, events: list | None = None):
         """Apply `change(seq, lease)` to every seq `msg.node` holds (fenced); stage its
-        Lease frame when `event` is logged (never when not `logged`); an undo entry
-        restores the leases. Returns (seqs done, seqs skipped, whether frames were
-        staged)."""
+        Lease frame when `event` is logged (never when not `logged`; its event also goes
+        to `events`); an undo entry restores the leases. Returns (seqs done, seqs skipped,
+        whether frames were staged)."""
         node, seqs, fences = holder_args(msg.node, msg.seqs, msg.lease_ids)
         done, skipped, undo = [], [], []
         config = topic.config
@@ -200,7 +241,8 @@ class QueueOps:
             frame_lease = change(seq, lease)
             done.append(seq)
             if log:
-                stage_lease_frame(self.stager, topic, seq, event, frame_lease, undo[-1][2])
+                stage_lease_frame(self.stager, topic, seq, event, frame_lease, undo[-1][2],
+                                  events)
         if undo:
             self.stager.batch.undo_fns.append(lambda: _restore(state, undo))
         return done, skipped, log and bool(done)
@@ -209,6 +251,8 @@ class QueueOps:
         self.stager.throttle()
         holder_args(msg.node, msg.seqs, msg.lease_ids)
         topic, state = self._queue(msg.topic)
+        if self._replicated(topic, "a replicated ack"):
+            return self._ack_replicated(msg, topic, state)
         acked, skipped, writes = self._held(msg, topic, state, ACKED,
                                             lambda seq, lease: state.leave(seq) or lease)
 
@@ -219,24 +263,20 @@ class QueueOps:
                     **_ready_in_flight(self._counters(topic))}
         return writes, answer
 
-    def ack_replicated(self, msg: Ack, log_op) -> Staged:
+    def _ack_replicated(self, msg: Ack, topic: TopicState, state: QueueState) -> Staged:
         """An ack on a replicated queue (its leader): the leases go here and now; the jobs'
         records are deleted by an op of the topic's op log (shard/replica_ops.py), on every
-        replica once all in-sync ones hold it, and the reply waits for that.
-        `log_op(topic, op, reply)` stages the op."""
-        self.stager.throttle()
-        holder_args(msg.node, msg.seqs, msg.lease_ids)
-        topic, state = self._queue(msg.topic)
+        replica once all in-sync ones hold it, and the reply waits for that."""
         acked, skipped, _ = self._held(msg, topic, state, ACKED,
                                        lambda seq, lease: state.leave(seq) or lease,
                                        logged=False)
 
-        def reply(_gone: int = 0) -> dict:
+        def reply(_info: CommitInfo | None = None) -> dict:
             return {"topic": topic.name, "acked": acked, "skipped": skipped,
                     **_ready_in_flight(self._counters(topic))}
         if not acked:
-            return read_op(lambda info: reply())
-        return log_op(topic, ["seqs", acked], reply)
+            return read_op(reply)
+        return self.replication.log_queue_op(topic, ["seqs", acked], reply)
 
     def nack(self, msg: Nack) -> Staged:
         self.stager.throttle()
@@ -244,28 +284,32 @@ class QueueOps:
         delay_ms = min(NACK_DELAY_MS_MAX, _uint(msg.delay_ms, "delay_ms"))
         topic, state = self._queue(msg.topic)
         ready_at = self.stager.clock() + delay_ms if delay_ms else 0
+        events = self._lease_events(topic, "a replicated nack")
 
         def release(seq: int, lease: Lease) -> Lease:
             state.release(seq, ready_at)
             return Lease(lease.node, lease.lease_id, ready_at)
-        nacked, skipped, writes = self._held(msg, topic, state, RELEASED, release)
-        return writes, lambda info: {"topic": topic.name, "nacked": nacked,
-                                     "skipped": skipped,
-                                     **_ready_in_flight(self._counters(topic))}
+        nacked, skipped, writes = self._held(msg, topic, state, RELEASED, release,
+                                             events=events)
+        return self._logged(topic, events, writes, lambda info: {
+            "topic": topic.name, "nacked": nacked, "skipped": skipped,
+            **_ready_in_flight(self._counters(topic))})
 
     def extend(self, msg: Extend) -> Staged:
         self.stager.throttle()
         holder_args(msg.node, msg.seqs, msg.lease_ids)
         deadline = self.stager.clock() + _clamp_lease(_uint(msg.lease_ms, "lease_ms"))
         topic, state = self._queue(msg.topic)
+        events = self._lease_events(topic, "a replicated extend")
 
         def extend(seq: int, lease: Lease) -> Lease:
             state.extend(seq, lease, deadline)
             return state.leases[seq]
-        extended, skipped, writes = self._held(msg, topic, state, EXTENDED, extend)
-        return writes, lambda info: {"topic": topic.name, "extended": extended,
-                                     "skipped": skipped,
-                                     "deadlines": {str(seq): deadline for seq in extended}}
+        extended, skipped, writes = self._held(msg, topic, state, EXTENDED, extend,
+                                               events=events)
+        return self._logged(topic, events, writes, lambda info: {
+            "topic": topic.name, "extended": extended, "skipped": skipped,
+            "deadlines": {str(seq): deadline for seq in extended}})
 
     def held(self, msg: Held) -> Staged:
         """Which of `seqs` `node` still holds (a `/work` stream's live leases): a read,

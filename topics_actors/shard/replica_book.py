@@ -28,6 +28,7 @@ from topics_actors.cluster.follower_fetch import (
 )
 from topics_actors.cluster.isr_tracker import AckWaiters, IsrTracker
 from topics_actors.errors import ErrorCode, TopicsError, invalid
+from topics_actors.ledger import retention_rules
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import Append, DeleteRecords, EpochQuery, ReplicaFetch
@@ -54,7 +55,6 @@ FETCH_BYTES_MAX = 1 << 20     # payload per fetch answer
 FETCH_RECORDS_MAX = 2_000
 ACK_WAITERS_MAX = 100_000     # `acks: all` writes waiting for the watermark, per topic
 ACKS = ("none", "leader", "all")
-SERIES_MAX = 1_000            # topics with per-topic figures in a shard's status
 FETCH_PREFIX = "\0r"          # parked fetches wait under this + topic (not a reader's wake)
 PLACE_PREFIX = "\0p"          # a put_topic waiting for the cluster to place its topic
 
@@ -130,6 +130,8 @@ class ReplicaBook:
         self.ops = ReplicaOps(stager, reader, lambda *answer: self.released.append(
             Released(*answer)))
         self.ops_durable: dict[str, int] = {}   # followed topic -> its durable op log end
+        self.read_memo: dict[str, tuple] = {}   # led topic -> (what was read, its records):
+                                                # followers in step fetch the same range
         self.cut = ReplicaCut(stager, reader, checkpoints or CheckpointWindow())
 
     @property
@@ -171,6 +173,7 @@ class ReplicaBook:
             self.following.pop(role.topic, None)
             return
         topic = self._local_copy(role)
+        topic.follower = role.leader != self.node_id
         if role.leader == self.node_id:
             self.following.pop(role.topic, None)
             self._lead(role, topic)
@@ -207,8 +210,9 @@ class ReplicaBook:
                                  (topic.hw or 0) + 1, now)
             ops = ops_of(topic)
             tracker.start_ops(ops.leo, ops.applied)
-            topic.queue = None      # leases are a leader's alone: a new leader starts with
-                                    # every job ready (a held job may be delivered again)
+            if not topic.config.leases_durable:
+                topic.queue = None  # memory-only leases are a leader's alone: a new leader
+                                    # starts with every job ready (a held job may come again)
             self.leading[role.topic] = tracker
             self.waiters.setdefault(role.topic, AckWaiters(ACK_WAITERS_MAX))
             self.leader_changes += 1
@@ -240,6 +244,7 @@ class ReplicaBook:
             fetch.new_leader_epoch(role.leader_epoch)
 
     def _stop_leading(self, name: str) -> None:
+        self.read_memo.pop(name, None)
         if self.leading.pop(name, None) is None:
             return
         role = self.roles.get(name)
@@ -336,14 +341,24 @@ class ReplicaBook:
             return body
         return read_op(answer)
 
-    def log_acked(self, topic: TopicState, body: list, reply) -> Staged:
-        """A replicated queue's ack (queue_ops.ack_replicated): its op, answered by
-        `reply(deleted)` once applied."""
+    def queue_replicated(self, name: str, what: str) -> bool:
+        """Whether a queue request on `name` goes through its op log (this node leads a
+        topic of several copies); raises not_enough_replicas under min_isr, before the
+        request stages anything."""
+        role, tracker = self.roles.get(name), self.leading.get(name)
+        if role is None or len(role.replicas) < 2 or tracker is None:
+            return False
+        tracker.require_min_isr(what)
+        return True
+
+    def log_queue_op(self, topic: TopicState, body: list, answer) -> Staged:
+        """A replicated queue's ack or lease events (queue_ops.py): its op, answered by
+        `answer(info)` (info: the commit that logged it) once applied."""
         tracker = self.leading[topic.name]
-        tracker.require_min_isr("a replicated ack")
         return self.ops.log(topic, tracker.leader_epoch, body,
                             lambda: self._ops_durable(topic),
-                            lambda no: AwaitOp(topic.name, no, reply))
+                            lambda no, info: AwaitOp(topic.name, no,
+                                                     lambda _gone: answer(info)))
 
     def delete(self, msg: DeleteRecords) -> Staged:
         """A record delete on a replicated topic this node leads (replica_ops.py)."""
@@ -373,10 +388,14 @@ class ReplicaBook:
         topic = self.registry.get(msg.topic)
         if topic is None or self.leading.get(msg.topic) is not tracker:
             raise TopicsError(f"no longer the leader of {msg.topic!r}", ErrorCode.NOT_LEADER)
-        body = replica_records.read_for(self.reader, topic, msg.fetch_leo,
-                                        min(msg.max_bytes or FETCH_BYTES_MAX, FETCH_BYTES_MAX))
-        body.update(leader_epoch=tracker.leader_epoch, hw=tracker.hw_seq)
-        return body
+        budget = min(msg.max_bytes or FETCH_BYTES_MAX, FETCH_BYTES_MAX)
+        key = (topic, msg.fetch_leo, budget, topic.head, topic.earliest_seq(),
+               topic.evict_floor, topic.expiry_floor, topic.deletions)
+        memo = self.read_memo.get(msg.topic)
+        if memo is None or memo[0] != key:
+            memo = key, replica_records.read_for(self.reader, topic, msg.fetch_leo, budget)
+            self.read_memo[msg.topic] = memo
+        return {**memo[1], "leader_epoch": tracker.leader_epoch, "hw": tracker.hw_seq}
 
     def epoch_end(self, msg: EpochQuery) -> Staged:
         _tracker, topic = self._led(msg.topic, msg.leader_epoch)
@@ -505,7 +524,9 @@ class ReplicaBook:
         stager.save_undo(topic.name, topic)
         staged = replica_records.stage(stager, self.reader, topic, answer.records, new_epochs,
                                        end_leo) if end_leo else []
-        ops_applied = self.ops.take(topic, body, end_leo or topic.head + 1)
+        log_end = end_leo or topic.head + 1
+        floors = replica_records.stage_floors(stager, topic, body.get("floors"), log_end)
+        ops_applied = self.ops.take(topic, body, log_end)
         hw = answer.hw_seq
 
         def publish(info: CommitInfo) -> dict:
@@ -517,6 +538,8 @@ class ReplicaBook:
             if end_leo:
                 topic.pad_to(end_leo - 1)
                 fetch.committed(topic.head + 1)
+            if floors is not None:
+                retention_rules.apply(topic, self.reader.read, floors)
             if ops_applied is not None:
                 ops_applied(info)
             self.ops_durable[topic.name] = ops_of(topic).leo
@@ -537,49 +560,6 @@ class ReplicaBook:
         fetch, topic = self.following.get(name), self.registry.get(name)
         if fetch is not None and topic is not None:
             fetch.committed(topic.head + 1)
-
-    # --- reporting ----------------------------------------------------------------------------
-
-    def view(self, name: str) -> dict | None:
-        """The `replication` member of a topic's state."""
-        role = self.roles.get(name)
-        if role is None:
-            return None
-        topic = self.registry.get(name)
-        view = {"leader": role.leader, "leader_epoch": role.leader_epoch,
-                "isr": list(role.isr), "replicas": list(role.replicas),
-                "hw": topic.visible if topic is not None else None}
-        tracker = self.leading.get(name)
-        if tracker is not None:
-            now = self.clock_ms()
-            view["followers"] = {
-                node: {"leo": p.leo, "lag": max(0, tracker.leader_leo - max(p.leo, 1)),
-                       "last_fetch_ms_ago": now - p.last_fetch_ms}
-                for node, p in tracker.followers.items()}
-        return view
-
-    def figures(self) -> dict:
-        """The shard status's `replication` member (nothing on a single node): counts, and
-        per topic it leads its ISR size and each follower's lag in records (the first
-        SERIES_MAX topics by name)."""
-        if not self.enabled:
-            return {}
-        led = {}
-        for name in sorted(self.leading)[:SERIES_MAX]:
-            tracker = self.leading[name]
-            led[name] = {"isr": len(tracker.isr), "replicas": len(tracker.replicas),
-                         "lag": {node: max(0, tracker.leader_leo - max(p.leo, 1))
-                                 for node, p in tracker.followers.items()}}
-        return {"replication": {
-            "replicated_topics": len(self.roles), "leading": len(self.leading),
-            "following": len(self.following), "leader_changes": self.leader_changes,
-            "copies_truncated": self.cut.truncated, "copies_reset": self.cut.resets,
-            "under_replicated": sum(1 for t in self.leading.values()
-                                    if len(t.isr) < len(t.replicas)),
-            "acks_waiting": sum(len(w) for w in self.waiters.values()),
-            "ops_pending": sum(len(t.ops.pending) for name in self.roles
-                               if (t := self.registry.get(name)) is not None and t.ops),
-            "led": led}}
 
 
 class ReplicaAnswer(NamedTuple):

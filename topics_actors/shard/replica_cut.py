@@ -107,7 +107,7 @@ class ReplicaCut:
         stager.frame(FrameType.TOPIC_DELETE, topic, frame_body.encode_topic(topic.name, b""))
         registry.unregister(topic)
         fresh = topic_admin.stage_create(stager, registry, topic.name, topic.config)
-        fresh.epochs, fresh.hw = EpochCache(), 0
+        fresh.epochs, fresh.hw, fresh.follower = EpochCache(), 0, True
         if ops_applied:
             stager.frame(FrameType.OPS_COMMIT, fresh, frame_body.encode_u64(0),
                          seq=ops_applied)

@@ -1,7 +1,9 @@
-"""Record deletes on replicated topics (ledger/op_log.py for the rules): the leader logs a
-delete as an op, its followers fetch and log it, and every replica applies it (the same
-Delete frame a single node logs, plus an OPS_COMMIT frame) only once every in-sync replica
-holds it. The leader answers the delete after applying it.
+"""Record deletes, queue acks and queue lease events on replicated topics (ledger/op_log.py
+for the rules): the leader logs one as an op, its followers fetch and log it, and every
+replica applies it (the same Delete or Lease frames a single node logs, plus an OPS_COMMIT
+frame) only once every in-sync replica holds it. The leader answers the request after
+applying it. Lease events are the leader's already (its claim, nack or extend changed its
+leases and logged them when made), so only followers apply them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from topics_actors.cluster.isr_tracker import IsrTracker
 from topics_actors.errors import TopicsError, invalid
 from topics_actors.ledger import delete_rules
 from topics_actors.ledger.op_log import Op, OpLog, bound_of
+from topics_actors.ledger.queue_state import queue_of
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.messages import DeleteRecords
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Op as StagedOp, write_op
@@ -54,12 +57,13 @@ class ReplicaOps:
         # Only records every in-sync replica holds: a failover never puts another record
         # at a seq a delete named.
         body = ["delete", msg.before_seq, list(match) if match else None, topic.visible + 1]
-        return self.log(topic, epoch, body, on_durable, lambda no: AwaitOp(topic.name, no))
+        return self.log(topic, epoch, body, on_durable,
+                        lambda no, _info: AwaitOp(topic.name, no))
 
     def log(self, topic: TopicState, epoch: int, body: list, on_durable: Callable[[], None],
-            held: Callable[[int], object]):
-        """Stage `body` as the topic's next op; after the commit `held(op number)` is the
-        request's answer (an AwaitOp, or one carrying more)."""
+            held: Callable[[int, CommitInfo], object]):
+        """Stage `body` as the topic's next op; after the commit `held(op number, info)` is
+        the request's answer (an AwaitOp, or one carrying more)."""
         ops = ops_of(topic)
         op = Op(ops.leo, epoch, body)
         self.stager.save_undo(topic.name, topic)
@@ -68,9 +72,9 @@ class ReplicaOps:
         ops.append(op)
         self.stager.batch.undo_fns.append(lambda: _unappend(ops, op))
 
-        def publish(_info: CommitInfo):
+        def publish(info: CommitInfo):
             on_durable()
-            return held(op.no)
+            return held(op.no, info)
         return write_op(publish)
 
     def hold(self, peer: bytes, corr: int, t0_ns: int, held: AwaitOp,
@@ -87,7 +91,7 @@ class ReplicaOps:
         ops = ops_of(topic).take_committed(upto)
         if not ops:
             return
-        applied = self._stage_apply(topic, ops)
+        applied = self._stage_apply(topic, ops, own=True)
 
         def publish(info: CommitInfo) -> dict:
             for op, gone in zip(ops, applied(info)):
@@ -140,23 +144,39 @@ class ReplicaOps:
                 break
             upto = op.no
         applied = ops.take_committed(upto)
-        return self._stage_apply(topic, applied) if applied else None
+        return self._stage_apply(topic, applied, own=False) if applied else None
 
     # --- both ---------------------------------------------------------------------------------
 
-    def _stage_apply(self, topic: TopicState, ops: list[Op]) -> Callable[[CommitInfo], list]:
+    def _stage_apply(self, topic: TopicState, ops: list[Op],
+                     own: bool) -> Callable[[CommitInfo], list]:
+        """Stage what applies `ops`: the Delete frames of deletes and acks; the Lease frames
+        of lease events, on a follower (`own`: the leader, whose claims, nacks and extends
+        logged them and changed its leases when they were made)."""
         sync = topic.config.durability.acks_after_fsync
         for op in ops:
-            self.stager.frame(FrameType.DELETE, topic, frame_body.encode_delete(
-                _delete_body(op.body)), sync=sync)
+            if op.body[0] != "leases":
+                self.stager.frame(FrameType.DELETE, topic, frame_body.encode_delete(
+                    _delete_body(op.body)), sync=sync)
+            elif not own:
+                for seq, event, lease_id, deadline, deliveries, node in op.body[1]:
+                    self.stager.frame(FrameType.LEASE, topic, frame_body.encode_lease(
+                        frame_body.LeaseBody(event, lease_id, deadline, deliveries, node)),
+                        seq=seq, sync=sync)
         self.stager.frame(FrameType.OPS_COMMIT, topic, frame_body.encode_u64(0),
                           seq=ops[-1].no, sync=sync)
 
         def applied(_info: CommitInfo) -> list[int]:
-            return [self._apply(topic, op.body) for op in ops]
+            return [self._apply(topic, op.body, own) for op in ops]
         return applied
 
-    def _apply(self, topic: TopicState, body: list) -> int:
+    def _apply(self, topic: TopicState, body: list, own: bool) -> int:
+        if body[0] == "leases":
+            if not own:
+                state = queue_of(topic)
+                for seq, event, lease_id, deadline, deliveries, node in body[1]:
+                    state.apply_frame(seq, event, lease_id, deadline, deliveries, node, True)
+            return 0
         if body[0] == "seqs":
             gone = delete_rules.delete_seqs(topic, self.reader.read, body[1],
                                             TopicState.delete_one)

@@ -1,13 +1,15 @@
 """Records between a replicated topic's leader and its followers: what a leader reads for
 a fetch, and how a follower stages what it fetched, at the leader's seqs, through its own
-WAL (shard/replica_book.py)."""
+WAL (shard/replica_book.py). The leader's retention floors travel with the records: a
+follower plans no retention of its own, so every copy drops the same records, at the
+leader's word, logged like the leader's (an EvictWatermark)."""
 
 from __future__ import annotations
 
 from topics_actors.cluster.epoch_cache import EpochCache
+from topics_actors.ledger.retention_rules import Floors
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
-from topics_actors.shard import retention
 from topics_actors.shard.batch_stager import BatchStager
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.storage import frame_body
@@ -30,7 +32,8 @@ def read_for(reader: RecordReader, topic: TopicState, fetch_leo: int, budget: in
         seq += 1
     return {"topic": topic.name, "first_seq": fetch_leo, "end_leo": seq, "records": records,
             "epochs": epochs_in(topic.epochs, fetch_leo, seq),
-            "earliest_seq": topic.earliest_seq()}
+            "earliest_seq": topic.earliest_seq(),
+            "floors": [topic.evict_floor, topic.expiry_floor]}
 
 
 def stage(stager: BatchStager, reader: RecordReader, topic: TopicState, records: list,
@@ -38,7 +41,6 @@ def stage(stager: BatchStager, reader: RecordReader, topic: TopicState, records:
     """Stage fetched records (and the epochs that start among them) up to `end_leo`: head
     marks for the holes, Append frames for each run of one timestamp. Returns (first seq,
     ts, staged records, frame offsets) per run, for the publish."""
-    retention.stage(stager, reader, topic)
     sync = topic.config.durability.acks_after_fsync
     for epoch, start in new_epochs:
         stager.frame(FrameType.EPOCH, topic, frame_body.encode_u64(epoch), seq=start)
@@ -55,6 +57,22 @@ def stage(stager: BatchStager, reader: RecordReader, topic: TopicState, records:
                      seq=end_leo - 1)
         topic.next_seq = end_leo
     return staged
+
+
+def stage_floors(stager: BatchStager, topic: TopicState, floors: list | None,
+                 log_end: int) -> Floors | None:
+    """The leader's floors as far as this copy's log goes once the batch commits (`log_end`:
+    its next seq then), logged when they rise; None when they do not. The caller raises
+    them after the records of the batch are published (retention_rules.apply)."""
+    if not floors:
+        return None
+    last = log_end - 1
+    target = Floors(min(floors[0], last), min(floors[1], last))
+    if target.evict <= topic.evict_floor and target.expiry <= topic.expiry_floor:
+        return None
+    stager.frame(FrameType.EVICT_WATERMARK, topic, frame_body.encode_evict(
+        frame_body.EvictBody(target.evict, target.earliest, target.expiry)))
+    return target
 
 
 def _runs(records: list) -> list[tuple[int, int, list]]:

@@ -68,8 +68,8 @@ class ReplicaRules:
                 raise invalid("the config of a replicated topic cannot change yet")
 
     def ops_replicated(self, msg) -> bool:
-        """Whether a record delete (or a queue's ack) goes through the topic's op log:
-        the topic has several copies."""
+        """Whether a record delete goes through the topic's op log: the topic has several
+        copies (queue requests ask the replica book themselves, queue_ops.py)."""
         role = self.book.roles.get(msg.topic)
         return role is not None and len(role.replicas) > 1
 

@@ -3,7 +3,9 @@
 Retention is lazy (spec/api.md 9): a topic's floors are planned when it is written or read
 and by the reclaimer's periodic `retain`. A TTL or byte-cap advance depends on the clock and
 on sizes, so it is logged as an fsynced EvictWatermark in the batch and the floors rise only
-when that batch commits; the records cap follows the head and needs no frame.
+when that batch commits; the records cap follows the head and needs no frame. A follower's
+copy of a replicated topic plans none: it takes its leader's floors with the records it
+fetches (shard/replica_records.py).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ def stage(stager: BatchStager, reader: RecordReader, topic: TopicState) -> None:
     """Plan the topic's floors now; log a TTL or byte-cap advance as an fsynced
     EvictWatermark; the commit raises them (retention_rules.apply)."""
     config = topic.config
-    if not (config.ttl_ms or config.cap_records or config.cap_bytes):
+    if not (config.ttl_ms or config.cap_records or config.cap_bytes) or topic.follower:
         return
     batch = stager.batch
     if topic.name in batch.retention:

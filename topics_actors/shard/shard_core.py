@@ -30,7 +30,8 @@ from topics_actors.protocol.messages import DeleteRouters, ListRouters, PutRoute
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import EpochQuery, ReplicaFetch
 from topics_actors.shard import (
-    absorption, diff_read, head_marks, range_scan, record_delete, retention, topic_admin,
+    absorption, diff_read, head_marks, range_scan, record_delete, replica_report, retention,
+    topic_admin,
 )
 from topics_actors.shard.batch_stager import (
     Batch, BatchStager, CommitInfo, Op, Staged, fail_with, read_op, roll_back,
@@ -99,6 +100,8 @@ class ShardCore:
         self.replicas = ReplicaBook(options.node_id, self.stager, self.registry, self.reader,
                                     self.wal.files.remove, checkpoints=self.checkpoints)
         self.replica_rules = ReplicaRules(self.replicas, self.registry)
+        if self.replicas.enabled:
+            self.queues.replication = self.replicas
         self._handlers = self._handler_table()
 
     def _handler_table(self) -> dict[type, Callable[[object], Staged]]:
@@ -122,7 +125,7 @@ class ShardCore:
             WatchCursor: lambda m: read_op(lambda info: self.watch.cursor(m)),
             StreamLease: lambda m: read_op(lambda info: self.stream_leases.renew(m)),
             Claim: queues.claim,
-            Ack: self._ack,
+            Ack: queues.ack,
             Nack: queues.nack,
             Extend: queues.extend,
             Held: queues.held,
@@ -163,11 +166,6 @@ class ShardCore:
             return self.replicas.delete(msg)
         return record_delete.request(self.stager, self.registry, self.reader, msg)
 
-    def _ack(self, msg: Ack) -> Staged:
-        if self.replica_rules.ops_replicated(msg):
-            return self.queues.ack_replicated(msg, self.replicas.log_acked)
-        return self.queues.ack(msg)
-
     def _put_topic(self, msg: PutTopic) -> Staged:
         if self.replica_rules.places(msg):
             return self.replica_rules.place(msg)
@@ -180,7 +178,7 @@ class ShardCore:
 
         def with_replication(info: CommitInfo) -> dict:
             state = fn(info)
-            state["replication"] = self.replicas.view(msg.topic)
+            state["replication"] = replica_report.view(self.replicas, msg.topic)
             return state
         return is_write, with_replication
 
@@ -289,6 +287,12 @@ class ShardCore:
             replies += self._released()
         return replies
 
+    def released_replies(self) -> list[Reply]:
+        """What the replica book can answer now, before any commit: `acks: all` writes a
+        follower's fetch just covered (their own commit is long done), so they do not wait
+        for the fsync of the batch being gathered."""
+        return self._released() if self.replicas.released else []
+
     def _released(self) -> list[Reply]:
         """Answers the replica book let go: `acks: all` writes the watermark now covers, or
         that lost their leader."""
@@ -373,7 +377,7 @@ class ShardCore:
                 "ready": self.ready, "replay_progress": self.replay_progress,
                 "topics": len(self.registry), "long_polls": self.polls.count,
                 **self.routers.figures(),
-                **self.replicas.figures(),
+                **replica_report.figures(self.replicas),
                 "statistics": self.stats.as_dict(), "snapshot_id": self.wal.snapshot_id,
                 "wal_position": [writer.idx, writer.tail], **self.quarantine.status(),
                 **self.stream_leases.add_to(self.watch.census())}

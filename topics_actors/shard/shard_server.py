@@ -204,6 +204,7 @@ class ShardServer:
         ready = self.poller.poll(self._timeout_ms())
         if ready:
             self._drain(2 * INBOX_REQUESTS_MAX, ready)
+            self._send_released()
             if self.core.wants_group_window():
                 self._group_window()
         if self.dead_letters is not None:
@@ -277,6 +278,12 @@ class ShardServer:
             ready = self.poller.poll(min(quiet_ms, left_ms))
             if not ready or not self._drain(2 * INBOX_REQUESTS_MAX, ready):
                 return
+            self._send_released()
+
+    def _send_released(self) -> None:
+        """A cluster node's `acks: all` answers that a follower's fetch released: out now."""
+        if self.replica_fetcher is not None:
+            self._send(self.core.released_replies())
 
     def _recv(self, sock: zmq.Socket, tag: bytes):
         """(peer, raw, t0, the client key it came under or None)."""

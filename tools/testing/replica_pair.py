@@ -1,0 +1,61 @@
+"""A replicated topic's leader and follower shards in one process, without sockets: each a
+ShardHarness of its own node over its own data dir, given the same replication state
+(ReplicaRoles) the supervisors would send, with the follower's fetches carried to the
+leader and the answers back by hand, one round at a time. Unit tests of what replicates
+(records, ops, floors) use it; tests/cluster runs the same over real nodes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tools.testing.shard_harness import ShardEnv, ShardHarness
+from topics_actors.protocol.control import ReplicaRoles
+from topics_actors.protocol.messages import ReplicaFetch
+from topics_actors.shard.replica_book import ReplicaAnswer
+
+LEADER, FOLLOWER = "a", "b"
+
+
+class ReplicaPair:
+    def __init__(self, leader_env: ShardEnv, follower_env: ShardEnv, topic: str,
+                 config: dict, clock=None, **harness_options):
+        self.topic, self.config = topic, {"replication_factor": 2, **config}
+        self.leader = _start(leader_env, LEADER, clock, harness_options)
+        self.follower = _start(follower_env, FOLLOWER, clock, harness_options)
+        self.roles()
+
+    def roles(self, leader: str = LEADER, epoch: int = 1,
+              isr: tuple[str, ...] = (LEADER, FOLLOWER)) -> None:
+        """Both shards take the topic's state: `leader` leads it in `epoch`."""
+        role = {"topic": self.topic, "leader": leader, "leader_epoch": epoch,
+                "isr": list(isr), "replicas": [LEADER, FOLLOWER], "version": epoch,
+                "config": self.config, "leader_shards": [f"inproc://{leader}"]}
+        for harness in (self.leader, self.follower):
+            harness.call(ReplicaRoles([role], complete=True))
+
+    def round(self) -> int:
+        """Every request the follower would send now, answered by the leader (never
+        parked) and applied by the follower; how many went."""
+        sent = 0
+        for name, _endpoint, ask in self.follower.core.replicas.requests():
+            if isinstance(ask, ReplicaFetch):
+                ask = dataclasses.replace(ask, wait_ms=0)
+            self.follower.call(ReplicaAnswer(name, ask.KIND, self.leader.call(ask)))
+            sent += 1
+        return sent
+
+    def rounds(self, count: int = 4) -> None:
+        for _ in range(count):
+            self.round()
+
+    def close(self) -> None:
+        for harness in (self.leader, self.follower):
+            if harness.core is not None:
+                harness.crash()
+
+
+def _start(env: ShardEnv, node_id: str, clock, options: dict) -> ShardHarness:
+    env.layout(1)
+    if clock:
+        options = {**options, "clock": clock}
+    return env.shard(0, 1, node_id=node_id, **options).start()
