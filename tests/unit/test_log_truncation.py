@@ -174,7 +174,7 @@ def test_cut_then_restore_gives_the_topic_back():
 
     def read(t, seq):
         return None if seq == 10 else type("R", (), {"envelope": b"x" * 22, "flags": 0})()
-    dropped = log_truncation.cut(topic, 7, read)
+    dropped = log_truncation.cut(topic, 7, read, undoable=True)
     assert (topic.head, topic.next_seq, topic.reserved_head) == (7, 8, 7)
     assert list(topic.locs) == list(range(101, 108))
     assert dropped.records == 4 and topic.count == 8          # seq 10 was a hole
@@ -204,7 +204,7 @@ def test_cut_forgets_the_lease_state_of_dropped_jobs_only():
     queue.release(8, 9_000)
     queue.cursor = 11
     before = queue.to_entry(True, lambda seq: True)
-    dropped = log_truncation.cut(topic, 7, None)
+    dropped = log_truncation.cut(topic, 7, None, undoable=True)
     assert sorted(queue.leases) == [3] and sorted(queue.delayed) == [4]
     assert sorted(queue.deliveries) == [3] and queue.cursor == 8
     log_truncation.restore(topic, dropped)

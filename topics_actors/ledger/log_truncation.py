@@ -65,9 +65,10 @@ class Dropped:
     queue: object
 
 
-def cut(topic: TopicState, last: int, read: Reader | None) -> Dropped:
+def cut(topic: TopicState, last: int, read: Reader | None, undoable: bool = False) -> Dropped:
     """Drop every record of `topic` above seq `last`. `read(topic, seq)` gives a record or
-    None (a hole); with read None (fsck's audit) count and bytes are left alone. Raises
+    None (a hole); with read None (fsck's audit) count and bytes are left alone. With
+    `undoable` the result can put the queue state back too (`restore`). Raises
     InvariantViolation if a dropped record is absorbed (the caller checks `refusal`)."""
     if topic.indexed and last < topic.absorbed:
         raise InvariantViolation(f"{topic.name!r}: cut after seq {last} below the absorbed "
@@ -85,7 +86,8 @@ def cut(topic: TopicState, last: int, read: Reader | None) -> Dropped:
                       topic.epochs.entries() if topic.epochs is not None else [],
                       {s for s in topic.deleted if s > last}, topic.tags,
                       [list(t) for t in topic.trims] if topic.trims is not None else None,
-                      _drop_keys(topic, last), copy.deepcopy(topic.queue))
+                      _drop_keys(topic, last),
+                      copy.deepcopy(topic.queue) if undoable else None)
     if topic.indexed:
         del topic.locs[keep:]
         topic.front = min(topic.front, len(topic.locs))

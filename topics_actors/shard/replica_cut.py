@@ -77,7 +77,7 @@ class ReplicaCut:
         head = topic.head
         self.stager.save_undo(topic.name, topic)
         self.stager.frame(FrameType.TRUNCATE, topic, frame_body.encode_u64(last), seq=last)
-        dropped = log_truncation.cut(topic, last, self.reader.read)
+        dropped = log_truncation.cut(topic, last, self.reader.read, undoable=True)
         dropped.epochs = epochs
 
         def undo() -> None:             # the batch failed: the frame is not in the WAL
