@@ -184,7 +184,7 @@ def test_non_utf8_node_or_tag(where, bad):
     assert decode(raw_frame(T.APPEND, b"{}", **kwargs)) is None
 
 
-@pytest.mark.parametrize("ftype", [0, 19, 99, 255])
+@pytest.mark.parametrize("ftype", [0, 20, 99, 255])
 def test_unknown_type(ftype):
     assert decode(raw_frame(ftype, fb.encode_u64(1))) is None
 

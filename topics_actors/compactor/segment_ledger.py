@@ -17,7 +17,8 @@ import dataclasses
 import os
 from collections.abc import Callable
 
-from topics_actors.ledger import delete_rules
+from topics_actors.errors import CorruptionError
+from topics_actors.ledger import delete_rules, log_truncation
 from topics_actors.ledger.topic_ledger import TopicLedger, snapshot_entry
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
@@ -25,7 +26,8 @@ from topics_actors.storage import failpoint
 from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.segment import (
-    OpenSegment, SegmentReader, data_path, flip_deleted, sync_file, topic_dir,
+    IDX_ENTRY, IDX_ENTRY_BYTES, OpenSegment, SegmentReader, data_path, flip_deleted, idx_path,
+    sync_file, topic_dir,
 )
 from topics_actors.topic_config import TopicConfig
 
@@ -85,6 +87,45 @@ class SegmentLedger(TopicLedger):
         rest = [seq for seq in seqs if segment is None or not segment.delete_pending(seq)]
         topic.deletions += len(seqs) - len(rest)
         delete_rules.delete_seqs(topic, self._read, rest, self._flip, account=False)
+
+    def truncate_records(self, topic: TopicState, last: int) -> None:
+        """A follower's cut (ledger/log_truncation.py): the segments of this pass forget
+        the records after `last`. A segment holding only dropped records is forgotten (no
+        snapshot lists it: the reclaimer's sweep removes it, or the next segment starting at
+        its first seq overwrites it); one holding both is reopened at the cut, its count and
+        .data length taken back, so the next flush writes the leader's records over the
+        dropped ones (bytes past a segment's listed count are never read)."""
+        self.flush_open(topic.tid)
+        log_truncation.cut(topic, last, self._read_any)
+        sealed = self.sealed.get(topic.tid, [])
+        segment = self.open.pop(topic.tid, None)
+        if segment is not None:
+            segment.close()
+            sealed.append([segment.first_seq, segment.count, segment.data_len])
+        kept = [s for s in sealed if s[0] + s[1] - 1 <= last]
+        straddling = [s for s in sealed if s[0] <= last < s[0] + s[1] - 1]
+        directory = os.path.join(self.data_dir, self.dirs[topic.tid]) if sealed else ""
+        for first, *_ in sealed:
+            self.reader.forget(directory, first)
+        if straddling:
+            first = straddling[0][0]
+            data_len, first_ts = _cut_at(self.fs, directory, first, last + 1)
+            segment = OpenSegment(self.fs, directory, first, data_len, last + 1 - first)
+            segment.first_ts = first_ts
+            self.open[topic.tid] = segment
+        elif segment is not None and segment.first_seq + segment.count - 1 == last:
+            kept.pop()                   # the open segment ends at the cut: it stays open
+            self.open[topic.tid] = segment
+        if kept:
+            self.sealed[topic.tid] = kept
+        else:
+            self.sealed.pop(topic.tid, None)
+
+    def _read_any(self, topic: TopicState, seq: int):
+        """A record of this pass's segments, deleted or not (the compactor's count still
+        holds deleted records: the shard's accounting corrects it at the barrier)."""
+        where = self._locate(topic, seq)
+        return None if where is None else self.reader.read(where[0], where[1], seq)
 
     def flush_open(self, tid: int) -> None:
         segment = self.open.get(tid)
@@ -245,3 +286,16 @@ class SegmentLedger(TopicLedger):
             self.open[topic.tid] = segment
         if segments:
             self.sealed[topic.tid] = segments
+
+
+def _cut_at(fs: Fs, directory: str, first: int, seq: int) -> tuple[int, int]:
+    """(.data length before `seq`, ts of the first record) of segment `first`."""
+    idx = fs.open_read(idx_path(directory, first))
+    try:
+        raw = idx.read_at(IDX_ENTRY_BYTES, (seq - first) * IDX_ENTRY_BYTES)
+        head = idx.read_at(IDX_ENTRY_BYTES, 0)
+    finally:
+        idx.close()
+    if len(raw) != IDX_ENTRY_BYTES or len(head) != IDX_ENTRY_BYTES:
+        raise CorruptionError(f"{directory}: segment {first} has no .idx entry for {seq}")
+    return IDX_ENTRY.unpack(raw)[0], IDX_ENTRY.unpack(head)[2]

@@ -23,7 +23,7 @@ from topics_actors.cluster.epoch_cache import EpochCache
 from topics_actors.ledger.dedupe_index import DedupeEntry
 from topics_actors.ledger.op_log import Op, OpLog
 from topics_actors.ledger.delete_rules import live_floor
-from topics_actors.ledger import router_state
+from topics_actors.ledger import log_truncation, router_state
 from topics_actors.ledger.queue_state import QueueState, queue_of
 from topics_actors.ledger.router_state import RouterState
 from topics_actors.ledger.topic_state import TopicState
@@ -48,6 +48,7 @@ class TopicLedger:
         self.position = (0, 0)      # (layout generation, file idx) of the file being read
         self.audit = None           # a RecoveryAudit (recovery, fsck): mismatches quarantine
         self.frozen: dict = {}      # tid -> its Quarantine: frames not applied from there on
+        self.marks = 0              # checkpoint barriers read (a checkpoint may absorb to them)
 
     # --- hooks -------------------------------------------------------------------------------
 
@@ -69,6 +70,12 @@ class TopicLedger:
 
     def delete_jobs(self, topic: TopicState, seqs: list[int]) -> None:
         """Jobs that left a queue (acked or dead-lettered): deleted like records."""
+
+    def truncate_records(self, topic: TopicState, last: int) -> None:
+        """A follower's cut (ledger/log_truncation.py): records after `last` are dropped.
+        Here (fsck's audit) count and bytes are left alone; the shard's recovery and the
+        compactor read what they drop."""
+        log_truncation.cut(topic, last, None)
 
     # --- the scan ----------------------------------------------------------------------------
 
@@ -233,6 +240,19 @@ class TopicLedger:
         if ops is not None:
             ops.drop_pending()
 
+    def _truncate(self, frame: Frame, view) -> None:
+        topic = self._topic(frame, "truncate")
+        if topic is None:
+            return
+        last = frame_body.decode_body(frame.type, frame.data)
+        if last < topic.absorbed:     # never logged so (replica_book.py checks first)
+            self.ignored["truncate_below_absorbed"] += 1
+            return
+        self.truncate_records(topic, last)
+
+    def _checkpoint_mark(self, frame: Frame, view) -> None:
+        self.marks += 1
+
     def _router_create(self, frame: Frame, view) -> None:
         topic = self._topic(frame, "router")
         if topic is not None:
@@ -375,7 +395,7 @@ _HANDLERS = {
     FrameType.DELETE: TopicLedger._delete,
     FrameType.IDEM_KEY: TopicLedger._idem_key,
     FrameType.LEASE: TopicLedger._lease,
-    FrameType.CHECKPOINT_MARK: lambda self, frame, view: None,
+    FrameType.CHECKPOINT_MARK: TopicLedger._checkpoint_mark,
     FrameType.ROUTER_CREATE: TopicLedger._router_create,
     FrameType.ROUTER_DELETE: TopicLedger._router_delete,
     FrameType.ROUTER_CURSOR: TopicLedger._router_cursor,
@@ -384,4 +404,5 @@ _HANDLERS = {
     FrameType.REPL_OP: TopicLedger._repl_op,
     FrameType.OPS_COMMIT: TopicLedger._ops_commit,
     FrameType.OPS_DROP: TopicLedger._ops_drop,
+    FrameType.TRUNCATE: TopicLedger._truncate,
 }

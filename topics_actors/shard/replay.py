@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 
 from topics_actors.config import ShardOptions
-from topics_actors.ledger import delete_rules, retention_rules
+from topics_actors.ledger import delete_rules, log_truncation, retention_rules
 from topics_actors.ledger.recovery_audit import RecoveryAudit, wal_plan
 from topics_actors.ledger.topic_ledger import TopicLedger
 from topics_actors.ledger.topic_state import TopicState
@@ -71,6 +71,9 @@ class ShardLedger(TopicLedger):
     def delete_jobs(self, topic: TopicState, seqs: list[int]) -> None:
         delete_rules.delete_seqs(topic, self.reader.read, seqs, TopicState.delete_one)
 
+    def truncate_records(self, topic: TopicState, last: int) -> None:
+        log_truncation.cut(topic, last, self.reader.read)
+
     def store_append(self, topic, view, offset, seq, ts, flags, data_len,
                      meta_flag=FLAG_META, plain=PLAIN_OVERHEAD, with_meta=META_OVERHEAD) -> None:
         # The hottest call of a recovery (once per record): record_envelope.payload_bytes,
@@ -82,7 +85,7 @@ class ShardLedger(TopicLedger):
 class Replay:
     def __init__(self, fs: Fs, options: ShardOptions, registry: TopicRegistry,
                  wal: WalFileSet, reader: RecordReader, clock,
-                 book: QuarantineBook | None = None):
+                 book: QuarantineBook | None = None, checkpoints=None):
         self.fs = fs
         self.options = options
         self.registry = registry
@@ -96,6 +99,7 @@ class Replay:
         self.positions: dict[str, list[int]] = {}
         self.done_groups: set[str] = set()
         self.snapshot_id = 0
+        self.checkpoints = checkpoints   # a CheckpointWindow: told of barriers not absorbed
 
     @property
     def applied(self) -> int:
@@ -141,6 +145,9 @@ class Replay:
                  self.ledger.applied, dict(self.ledger.ignored), len(self.registry),
                  len(self.audit.quarantined), len(self.audit.tails))
         self.book.take(self.audit)
+        if self.ledger.marks and self.checkpoints is not None:
+            # A checkpoint of the previous run may still absorb up to one of these barriers.
+            self.checkpoints.barrier()
         self._open_writer(resume)
         head_marks.seal_reservations(self.registry, wal.writer, self.clock, pad=True)
         for topic in self.registry:   # records cap floors and the drop accounting

@@ -10,9 +10,9 @@ from the state machine of cluster/follower_fetch.py; what they bring is applied 
 leader's seqs, through the shard's own WAL and group commit. Readers of a replicated topic
 never see a seq above its high watermark (TopicState.visible).
 
-A replica whose log diverged from the leader's below its own head (KIP-101: the leader it
-followed died with records nobody else had) drops its copy and fetches the topic again:
-the WAL has no record-level truncation, and such a copy is never in sync anyway.
+A replica whose log diverged from the leader's below its own head (KIP-101) is cut back in
+place where the logs part (shard/replica_cut.py: a Truncate frame, never below the high
+watermark), or when that is not safe, or it lacks ops the leader dropped, fetched anew.
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import Append, DeleteRecords, EpochQuery, ReplicaFetch
 from topics_actors.shard import topic_admin
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op, write_op
+from topics_actors.shard.checkpoint_window import CheckpointWindow
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard import replica_records
+from topics_actors.shard.replica_cut import ReplicaCut
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replica_ops import AwaitOp, ReplicaOps, ops_of
 from topics_actors.shard.topic_registry import TopicRegistry
@@ -108,7 +110,8 @@ class Released(NamedTuple):
 
 class ReplicaBook:
     def __init__(self, node_id: str | None, stager: BatchStager, registry: TopicRegistry,
-                 reader: RecordReader, drop_buffer, clock_ms=monotonic_ms):
+                 reader: RecordReader, drop_buffer, clock_ms=monotonic_ms,
+                 checkpoints: CheckpointWindow | None = None):
         self.node_id = node_id
         self.stager, self.registry, self.reader = stager, registry, reader
         self.drop_buffer = drop_buffer
@@ -131,6 +134,7 @@ class ReplicaBook:
         self.ops_durable: dict[str, int] = {}   # followed topic -> its durable op log end
         self.read_memo: dict[str, tuple] = {}   # led topic -> (what was read, its records):
                                                 # followers in step fetch the same range
+        self.cut = ReplicaCut(stager, reader, checkpoints or CheckpointWindow())
 
     @property
     def enabled(self) -> bool:
@@ -483,10 +487,12 @@ class ReplicaBook:
             return read_op(lambda info: {"applied": 0})
         body = msg.body
         if msg.kind == "epoch_query":
+            epochs = topic.epochs.entries()
             cut = fetch.on_epoch_end(body["leader_epoch"],
                                      EpochEnd(body["epoch"], body["end_leo"]))
-            if cut is not None:
-                return self._reset(topic, fetch)
+            if cut is not None:   # cut in place when safe (replica_cut.py), else reset
+                return self.cut.diverged(topic, fetch, cut.leo - 1, epochs, lambda reason:
+                                         self._reset(topic, fetch, reason=reason))
             return read_op(lambda info: {"applied": 0})
         answer = FetchAnswer(body["leader_epoch"], body["first_seq"], body["records"],
                              [tuple(e) for e in body["epochs"]], body["hw"])
@@ -500,33 +506,15 @@ class ReplicaBook:
         return self._stage_copies(topic, fetch, answer, new_epochs if moved else [],
                                   body["end_leo"] if moved else None, body)
 
-    def _reset(self, topic: TopicState, fetch: FollowerFetch, ops_applied: int = 0) -> Staged:
-        """Drop the local copy, which diverged below its head (or lacks ops the leader no
-        longer holds), and start it again empty; its ops start after `ops_applied`, the
-        leader's, whose effects the records it fetches from now on already show."""
-        log.warning("event=replica_reset topic=%s head=%d ops_applied=%d", topic.name,
-                    topic.head, ops_applied)
-        self.stager.save_undo(topic.name, topic)
-        self.stager.frame(FrameType.TOPIC_DELETE, topic,
-                          frame_body.encode_topic(topic.name, b""))
-        self.registry.unregister(topic)
-        fresh = topic_admin.stage_create(self.stager, self.registry, topic.name, topic.config)
-        fresh.epochs, fresh.hw, fresh.follower = EpochCache(), 0, True
-        if ops_applied:
-            self.stager.frame(FrameType.OPS_COMMIT, fresh, frame_body.encode_u64(0),
-                              seq=ops_applied)
-            ops_of(fresh).take_committed(ops_applied)
-        role = self.roles[topic.name]
-        self.following[topic.name] = FollowerFetch(topic.name, role.leader_epoch,
-                                                   fresh.epochs, 1)
+    def _reset(self, topic: TopicState, fetch: FollowerFetch, ops_applied: int = 0,
+               reason: str = "ops_reset") -> Staged:
+        """Drop the local copy and fetch the topic again (replica_cut.py `reset`)."""
+        staged, fresh = self.cut.reset(self.registry, topic, ops_applied, reason,
+                                       self.drop_buffer)
+        self.following[topic.name] = FollowerFetch(
+            topic.name, self.roles[topic.name].leader_epoch, fresh.epochs, 1)
         self.ops_durable[topic.name] = ops_of(fresh).leo
-
-        def publish(info: CommitInfo) -> dict:
-            if topic.ram_file:
-                self.drop_buffer(topic.ram_file)
-            info.woken.add(topic.name)
-            return {"reset": True}
-        return write_op(publish)
+        return staged
 
     def _stage_copies(self, topic: TopicState, fetch: FollowerFetch, answer: FetchAnswer,
                       new_epochs: list[tuple[int, int]], end_leo: int | None,

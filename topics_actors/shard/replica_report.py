@@ -42,6 +42,7 @@ def figures(book: ReplicaBook) -> dict:
     return {"replication": {
         "replicated_topics": len(book.roles), "leading": len(book.leading),
         "following": len(book.following), "leader_changes": book.leader_changes,
+        "copies_truncated": book.cut.truncated, "copies_reset": book.cut.resets,
         "under_replicated": sum(1 for t in book.leading.values()
                                 if len(t.isr) < len(t.replicas)),
         "acks_waiting": sum(len(w) for w in book.waiters.values()),

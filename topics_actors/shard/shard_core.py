@@ -37,6 +37,7 @@ from topics_actors.shard.batch_stager import (
     Batch, BatchStager, CommitInfo, Op, Staged, fail_with, read_op, roll_back,
 )
 from topics_actors.shard.byte_quota import ByteQuota
+from topics_actors.shard.checkpoint_window import CheckpointWindow
 from topics_actors.shard.long_poll import LongPolls, Park, Waiter
 from topics_actors.shard.claim_windows import ClaimPass
 from topics_actors.shard.commit_window import CommitWindow
@@ -95,8 +96,9 @@ class ShardCore:
                                     self.stats)
         self.queues = QueueOps(self.stager, self.registry, self.reader, self.appends)
         self.routers = RouterBook(self.stager, self.registry, self.appends)
+        self.checkpoints = CheckpointWindow()
         self.replicas = ReplicaBook(options.node_id, self.stager, self.registry, self.reader,
-                                    self.wal.files.remove)
+                                    self.wal.files.remove, checkpoints=self.checkpoints)
         self.replica_rules = ReplicaRules(self.replicas, self.registry)
         if self.replicas.enabled:
             self.queues.replication = self.replicas
@@ -116,8 +118,7 @@ class ShardCore:
             DeleteRecords: self._delete_records,
             Retain: lambda m: retention.retain_request(stager, reader, registry),
             Checkpoint: self._barrier,
-            Absorbed: lambda m: absorption.absorb_request(self.fs, data_dir, wal, registry,
-                                                          m.snapshot_id),
+            Absorbed: self._absorbed,
             Status: lambda m: read_op(lambda info: self.status()),
             WatchCreate: lambda m: read_op(lambda info: self.watch.create(m)),
             WatchOpen: lambda m: read_op(lambda info: self.watch.open(m)),
@@ -183,12 +184,28 @@ class ShardCore:
 
     def _barrier(self, msg: Checkpoint) -> Staged:
         self.quarantine.check_checkpoint()
-        return absorption.barrier_request(self.stager, self.wal, self.registry)
+        staged = absorption.barrier_request(self.stager, self.wal, self.registry)
+        self.checkpoints.barrier()
+        return staged
+
+    def _absorbed(self, msg: Absorbed) -> Staged:
+        """Take in a snapshot; it closes the checkpoint window (checkpoint_window.py)."""
+        wal, barriers = self.wal, self.checkpoints.barriers
+        is_write, fn = absorption.absorb_request(self.fs, self.options.data_dir, wal,
+                                                 self.registry, msg.snapshot_id)
+
+        def take_in(info: CommitInfo) -> dict:
+            before = wal.snapshot_id
+            body = fn(info)
+            if wal.snapshot_id > before:
+                self.checkpoints.absorbed(barriers)
+            return body
+        return is_write, take_in
 
     def replay(self) -> Replay:
         """The recovery of this shard's state from its snapshot and WAL (run it first)."""
         return Replay(self.fs, self.options, self.registry, self.wal, self.reader, self.clock,
-                      self.quarantine)
+                      self.quarantine, self.checkpoints)
 
     # --- request intake -------------------------------------------------------------------
 

@@ -257,6 +257,7 @@ _DECODERS = {
     FrameType.REPL_OP: _op,
     FrameType.OPS_COMMIT: lambda r: r.u64(),
     FrameType.OPS_DROP: lambda r: r.u64(),
+    FrameType.TRUNCATE: lambda r: r.u64(),
 }
 
 

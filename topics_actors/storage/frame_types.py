@@ -34,6 +34,8 @@ class FrameType(enum.IntEnum):
     REPL_OP = 16     # a replicated topic's op (a record delete) number seq, not applied yet
     OPS_COMMIT = 17  # the topic's ops up to seq are applied (logged with their Delete frames)
     OPS_DROP = 18    # the topic's ops not applied are dropped (a new leader never had them)
+    TRUNCATE = 19    # a follower's records after seq are dropped (its log diverged from the
+                     # leader's there); the same seqs are written again (body: u64, = seq)
 
 
 KNOWN_TYPES = frozenset(int(t) for t in FrameType)
