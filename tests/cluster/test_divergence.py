@@ -106,6 +106,9 @@ def test_a_diverged_old_leader_cuts_its_copy_in_place_and_converges(make_node, z
     nodes, _old, acked, returned = diverge_and_return(make_node, zk_connect, observer, ENV)
     healed = figures(returned)
     assert (healed["copies_truncated"], healed["copies_reset"]) == (1, 0), healed
+    metrics = returned.http("GET", "/v0/metrics").body.decode()
+    assert re.search(r"^topics_replica_truncations_total 1$", metrics, re.M), metrics
+    assert re.search(r"^topics_replica_resets_total 0$", metrics, re.M)
     cut = re.search(r"event=replica_truncated topic=diverge head=(\d+) last=(\d+) "
                     r"records=(\d+)", returned.log())
     assert cut is not None and int(cut.group(1)) == 300   # 200 acked + 100 its own alone

@@ -163,9 +163,15 @@ def _replication_series(lines: list[str], r: Replication) -> None:
     _gauge(lines, "topics_leader_topics", r.counts["leading"], "replicated topics led here")
     _gauge(lines, "topics_under_replicated_topics", r.counts["under_replicated"],
            "topics led here with fewer in-sync replicas than replicas")
-    lines += ["# HELP topics_leader_changes_total times this node's shards took a topic's "
-              "leadership since they started", "# TYPE topics_leader_changes_total counter",
-              f"topics_leader_changes_total {r.counts['leader_changes']}"]
+    for name, key, what in (
+            ("topics_leader_changes_total", "leader_changes",
+             "times this node's shards took a topic's leadership"),
+            ("topics_replica_truncations_total", "copies_truncated",
+             "diverged copies cut back in place (docs/CLUSTER.md 6)"),
+            ("topics_replica_resets_total", "copies_reset",
+             "diverged copies dropped and fetched again whole (docs/CLUSTER.md 6)")):
+        lines += [f"# HELP {name} {what} since this node's shards started",
+                  f"# TYPE {name} counter", f"{name} {r.counts[key]}"]
     name = "topics_topic_isr_size"
     lines += [f"# HELP {name} in-sync replicas per topic led here", f"# TYPE {name} gauge"]
     lines += [f'{name}{{topic="{_label(t)}"}} {v["isr"]}' for t, v in sorted(r.led.items())]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 COUNTS = ("replicated_topics", "leading", "following", "under_replicated", "leader_changes",
-          "acks_waiting", "ops_pending")
+          "acks_waiting", "ops_pending", "copies_truncated", "copies_reset")
 
 
 @dataclasses.dataclass
