@@ -156,7 +156,7 @@ def test_killing_the_leader_loses_no_acked_write_and_the_copies_converge(
 def test_zookeeper_killed_and_restarted_within_the_session_changes_no_leader(
         make_node, zk_connect, zookeeper, observer):
     """D8 24: sessions resume, no leadership moves; `all` acks pause, then go on."""
-    nodes = {nid: make_node(shards=SHARDS, env=cluster_env(zk_connect, nid, session_ms=8000))
+    nodes = {nid: make_node(shards=SHARDS, env=cluster_env(zk_connect, nid, session_ms=20000))
              for nid in "abc"}
     wait_for(lambda: len(observer.nodes()) == 3, 30, "three registrations")
     nodes["a"].client().put_topic("calm", replication_factor=3, durability="fsync")

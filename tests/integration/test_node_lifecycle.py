@@ -113,7 +113,7 @@ def test_stopped_shard_is_killed_and_restarted(make_node):
     # deadline may already have restarted the shard once before it was stopped here.
     restarted = wait_for(lambda: (lambda s: s if s["incarnation"] > victim["incarnation"]
                                   and s["state"] == "ready" else None)(
-                                      node.status()["shards"][0]), 30, "a restart")
+                                      node.status()["shards"][0]), 90, "a restart")
     assert restarted["pid"] != victim["pid"]
     assert "reason=no heartbeat for 1500 ms status=stopped" in node.log()
     for name in ("hb", "hb2", "hb3"):
