@@ -146,9 +146,9 @@ def pending_of(records: list, options: dict, key: tuple | None,
     wire = [wire_record(r) for r in records]
     if node is not None:
         wire = [_with_node(rec, node) for rec in wire]
-    size = 0
-    for rec in wire:
-        size += sum(len(field) for field in rec if field) + RECORD_OVERHEAD_BYTES
+    size = RECORD_OVERHEAD_BYTES * len(wire)
+    for rec in wire:     # data alone, the common case, without a generator per record
+        size += len(rec[0]) if len(rec) == 1 else sum(len(field) for field in rec if field)
     alone = (key is None or not wire or len(wire) > limits.batch_records_max
              or size > limits.batch_bytes_max)
     return Pending(wire, options.get("return_seqs", True), size, options if alone else None)
