@@ -2,6 +2,7 @@
 
 Fault K-LINGER-1: one `Client(linger_ms=2)` shared by 16 writer threads appending single
 fsync-class records to one topic; SIGKILL its shard mid-stream.
+Fault K-LINGER-2: the same with the adaptive linger (`linger_ms="auto"`).
 Asserted: every caller is answered (no thread hangs); the topic holds exactly the acked
 records, each at the seq its caller was given, seqs dense: a batch whose reply was lost in
 the kill is retried under its session key and answered from the dedupe index, not
@@ -27,12 +28,14 @@ pytestmark = pytest.mark.timeout(180)
 WRITERS = 16
 
 
-def test_sigkill_shard_under_lingering_appends(make_node):
+@pytest.mark.parametrize("linger_ms", [2, "auto"], ids=["fixed", "auto"])
+def test_sigkill_shard_under_lingering_appends(make_node, linger_ms):
     node = make_node(shards=2)
     topic = names_on(1, 1, prefix="lk")[0]
     admin = node.client()
     admin.put_topic(topic, durability="fsync")
-    client = node.client(linger_ms=2, request_timeout_ms=1000, retry_deadline_ms=60_000)
+    client = node.client(linger_ms=linger_ms, request_timeout_ms=1000,
+                         retry_deadline_ms=60_000)
     acked: dict[int, dict] = {}
     errors: list[BaseException] = []
     stop = threading.Event()

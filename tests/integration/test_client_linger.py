@@ -5,12 +5,18 @@ Method: one node (supervisor + 2 shards) for the module, a topic per test. Batch
 asserted through counts, never through timing: the client's statistics() (requests sent
 for its lingering appends) and the owning shard's `requests` counter. A long linger
 (LONG_LINGER_MS) with the batch bound set to the number of callers makes the batch go out
-when the last caller joins, so a test does not wait for the timer.
+when the last caller joins, so a test does not wait for the timer. The adaptive linger
+(linger_ms "auto") sends at once while nothing of the topic is in flight: its tests count
+requests sent at once (statistics().linger_requests_at_once), and hold a request in flight
+by SIGSTOPping the owning shard until the appends behind it are seen waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import threading
 
 import pytest
@@ -37,6 +43,18 @@ def node(tmp_path_factory):
 def shard_requests(client: Client, topic: str) -> int:
     """The `requests` counter of the shard owning `topic`."""
     return client.shard_statuses()[shard_of_name(topic, SHARDS)]["statistics"]["requests"]
+
+
+@contextlib.contextmanager
+def shard_stopped(node, topic: str):
+    """The shard owning `topic` SIGSTOPped for the block (well under the supervisor's
+    heartbeat deadline, 10 s: the tests leave as soon as the appends wait)."""
+    pid = node.shard_pid(shard_of_name(topic, SHARDS))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 def run_threads(count: int, work) -> list:
@@ -236,3 +254,117 @@ def test_a_refusal_of_the_whole_topic_is_every_callers_error_without_a_split(nod
     assert all(isinstance(r, TopicsError) and r.code is ErrorCode.TOPIC_NOT_FOUND
                for r in out), out
     assert (stats.linger_requests, stats.linger_split_batches) == (1, 0)
+
+
+def test_auto_async_sends_concurrent_appends_at_once_as_one_request(node):
+    """Appends made in one turn of the loop with nothing in flight: one request, sent at the
+    end of that turn, without a timer."""
+    plain = node.client()
+    plain.put_topic("lm1", durability="fsync")
+    before = shard_requests(plain, "lm1")
+    sizes = [1 if i % 4 else 3 for i in range(CALLERS)]
+
+    async def run():
+        async with AsyncClient(node.endpoint, linger_ms="auto") as client:
+            replies = await asyncio.gather(*(
+                client.append("lm1", [{"data": [i, k]} for k in range(sizes[i])])
+                for i in range(CALLERS)))
+            return replies, client.statistics()
+    replies, stats = asyncio.run(run())
+    check_own_seqs(plain, "lm1", replies, sizes)
+    assert (stats.linger_appends, stats.linger_requests, stats.linger_requests_at_once) == \
+        (CALLERS, 1, 1)
+    assert shard_requests(plain, "lm1") - before < CALLERS
+
+
+def test_auto_sends_a_lone_append_at_once(node):
+    """One caller appending one record after another: each goes at once, none waits out
+    the bound."""
+    with node.client(linger_ms="auto") as client:
+        for i in range(20):
+            assert client.append("ln1", [{"data": i}])["first_seq"] == i + 1
+        stats = client.statistics()
+    assert (stats.linger_requests, stats.linger_requests_at_once) == (20, 20)
+
+    async def run():
+        async with AsyncClient(node.endpoint, linger_ms="auto") as client:
+            seqs = [(await client.append("ln2", [{"data": i}]))["first_seq"]
+                    for i in range(20)]
+            return seqs, client.statistics()
+    seqs, stats = asyncio.run(run())
+    assert seqs == list(range(1, 21))
+    assert (stats.linger_requests, stats.linger_requests_at_once) == (20, 20)
+
+
+def test_auto_sync_gathers_the_appends_made_while_a_request_is_in_flight(node):
+    plain = node.client()
+    plain.put_topic("lo1", durability="fsync")
+    sizes = [1 if i % 4 else 3 for i in range(CALLERS)]
+    with node.client(linger_ms="auto") as client:
+        results: list = []
+        callers = threading.Thread(target=lambda: results.extend(run_threads(
+            CALLERS, lambda i: client.append(
+                "lo1", [{"data": [i, k]} for k in range(sizes[i])]))))
+        with shard_stopped(node, "lo1"):
+            callers.start()
+            wait_for(lambda: client.statistics().linger_waiting == CALLERS, 20,
+                     "every append to wait")
+        callers.join(40)
+        stats = client.statistics()
+    check_own_seqs(plain, "lo1", results, sizes)
+    # The first request took what waited when the sender woke; the rest went as one.
+    assert 1 <= stats.linger_requests <= 2
+    assert stats.linger_requests_at_once == stats.linger_requests
+
+
+def test_auto_a_bad_record_fails_only_its_own_caller(node):
+    plain = node.client()
+    plain.put_topic("lp1")
+    bad = {5, 30}
+
+    async def run():
+        async with AsyncClient(node.endpoint, linger_ms="auto") as client:
+            out = await asyncio.gather(*(
+                client.append("lp1", [{"data": [i, 0], "tag": "x" * (300 if i in bad else 1)}])
+                for i in range(CALLERS)), return_exceptions=True)
+            return out, client.statistics()
+    out, stats = asyncio.run(run())
+    assert stats.linger_split_batches == 1
+    assert [i for i, r in enumerate(out) if isinstance(r, TopicsError)] == sorted(bad)
+    assert all(out[i].code is ErrorCode.INVALID_REQUEST for i in bad)
+    assert sorted(r["first_seq"] for r in out if isinstance(r, dict)) == \
+        list(range(1, CALLERS - len(bad) + 1))
+
+
+def test_auto_closing_answers_the_appends_waiting_behind_a_request(node):
+    """Closing while a request is out and appends wait behind it: every caller answered."""
+    node.client().put_topic("lq1")
+    client = node.client(linger_ms="auto")
+    results: list = []
+    with shard_stopped(node, "lq1"):
+        threads = [threading.Thread(target=lambda i=i: results.append(
+            client.append("lq1", [{"data": i}]))) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: client.statistics().linger_waiting == 8, 20, "the appends to wait")
+        closing = threading.Thread(target=client.close)
+        closing.start()
+    closing.join(30)
+    for thread in threads:
+        thread.join(10)
+    assert sorted(r["first_seq"] for r in results) == list(range(1, 9))
+
+    async def run():
+        aclient = AsyncClient(node.endpoint, linger_ms="auto")
+        with shard_stopped(node, "lq2"):
+            tasks = [asyncio.create_task(aclient.append("lq2", [{"data": i}]))
+                     for i in range(8)]
+            while aclient.statistics().linger_waiting < 8:
+                await asyncio.sleep(0.01)
+            closing = asyncio.create_task(aclient.close())
+            await asyncio.sleep(0)
+        await closing
+        return [task.result() for task in tasks]
+    node.client().put_topic("lq2")
+    replies = asyncio.run(run())
+    assert sorted(r["first_seq"] for r in replies) == list(range(1, 9))

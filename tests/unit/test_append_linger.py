@@ -1,14 +1,16 @@
 """The linger rules without a node (client/append_linger.py): which appends may share a
-request, the bounds of a batch, the batch's request, each caller's cut of its reply, and
-which refusals send a batch again one caller at a time."""
+request, the bounds of a batch, the batch's request, each caller's cut of its reply, which
+refusals send a batch again one caller at a time, and when an adaptive batch may go."""
 
 from __future__ import annotations
 
 import pytest
 
 from topics_actors.client.append_linger import (
-    RECORD_OVERHEAD_BYTES, LingerOptions, OpenBatch, batch_key, pending_of, splits_on,
+    AUTO_LINGER_MS, IN_FLIGHT_LIMIT, IN_FLIGHT_MAX_DEFAULT, RECORD_OVERHEAD_BYTES,
+    LingerOptions, OpenBatch, batch_key, pending_of, splits_on,
 )
+from topics_actors.client.request_shapes import wire_record
 from topics_actors.errors import ErrorCode, TopicsError, invalid
 from topics_actors.limits import BATCH_RECORDS_MAX
 
@@ -26,12 +28,42 @@ def test_options_are_checked_against_the_server_limits():
             LingerOptions(**bad)
 
 
+def test_auto_is_the_adaptive_linger_bounded_by_auto_linger_ms():
+    options = LingerOptions.of("auto", 10, 1_000, 5)
+    assert (options.adaptive, options.linger_ms, options.in_flight_max) == \
+        (True, AUTO_LINGER_MS, IN_FLIGHT_MAX_DEFAULT)
+    assert LingerOptions.of("auto", 10, 1_000, 5, in_flight_max=2).in_flight_max == 2
+    assert LingerOptions.of(1.5, 10, 1_000, 5).adaptive is False
+    for bad in ("fast", "AUTO", True, [1]):
+        with pytest.raises(TopicsError):
+            LingerOptions.of(bad, 10, 1_000, 5)
+    for in_flight in (0, IN_FLIGHT_LIMIT + 1):
+        with pytest.raises(TopicsError):
+            LingerOptions.of("auto", 10, 1_000, 5, in_flight_max=in_flight)
+
+
+def test_an_adaptive_batch_goes_at_once_only_while_there_is_room_in_flight():
+    two = LingerOptions(5, adaptive=True, in_flight_max=2)
+    assert [two.goes_at_once(n) for n in range(4)] == [True, True, False, False]
+    assert not LingerOptions(5).goes_at_once(0)       # fixed: always waits linger_ms
+
+
 def test_only_plain_appends_share_a_batch():
     assert batch_key({}) == batch_key({"node": "n", "return_seqs": False}) == (None,)
     assert batch_key({"create": False}) == (False,)
     assert batch_key({"idempotency_key": "k"}) is None
     assert batch_key({"config": {}}) is None
     assert batch_key({"something": 1}) is None
+
+
+def test_a_record_of_data_alone_goes_in_the_short_form():
+    assert wire_record({"data": {"a": 1}}) == [b'{"a":1}']
+    assert wire_record({"data": 1, "tag": "t"}) == [b"1", "t", None, None]
+    assert wire_record({"data": 1, "meta": {"m": 2}}) == [b"1", None, None, b'{"m":2}']
+    pending = pending_of([{"data": 1}, {"data": 2, "node": "own"}], {"node": "n"}, (None,),
+                         LIMITS)
+    assert pending.records == [[b"1", None, "n", None], [b"2", None, "own", None]]
+    assert pending_of([{"data": 1}], {}, (None,), LIMITS).records == [[b"1"]]
 
 
 def test_a_pending_append_is_checked_and_sized_like_a_lone_one():

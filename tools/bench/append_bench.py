@@ -1,11 +1,13 @@
 """Append throughput and ack latency of topics-actors, side by side with its peers.
 
     python tools/bench/append_bench.py [--runs N] [--seconds S] [--shards K] [--install-redis]
-        [--linger-ms 0,2] [--shapes single,batch] [--classes fsync] [--no-redis]
+        [--linger-ms 0,2,auto] [--shapes single,batch] [--classes fsync] [--no-redis]
 
 One run = the fdatasync floor of the data dir, then every durability class in two shapes
 (single-record appends from 50 producers; 64-record batches with a window of requests in
-flight; the single shape once per `--linger-ms` value, the client's linger, 0 = off), then
+flight; the single shape once per `--linger-ms` value, the client's linger: 0 = off, a
+number = a fixed linger, `auto` = the adaptive one, `autoN` = adaptive with N requests in
+flight per topic), then
 Redis streams (`appendfsync always` and `everysec`, XADD at -P 1 and -P 64) if
 redis-server and redis-benchmark are installed. Runs repeat `--runs` times; the report gives
 medians with min-max, as a markdown table, and the ratios that matter (see docs/BENCHMARKS.md).
@@ -39,6 +41,33 @@ REDIS_MODES = ("always", "everysec")
 REDIS_TIMEOUT_S = 120.0
 
 
+class AutoLinger(float):
+    """An adaptive linger case of --linger-ms (`auto`, or `autoN`: N requests in flight per
+    topic). It is a float, negative, so the report's case list and labels take it as they
+    take a fixed linger; it prints as its token."""
+
+    def __new__(cls, token: str):
+        in_flight = int(token[4:]) if token[4:] else 0
+        made = super().__new__(cls, -(in_flight or 0.5))
+        made.token, made.in_flight_max = token, in_flight or None
+        return made
+
+    def __format__(self, spec: str) -> str:
+        return self.token
+
+    def __repr__(self) -> str:
+        return self.token
+
+
+def linger_case(token: str) -> float:
+    if token.startswith("auto") and (token[4:] == "" or token[4:].isdigit()):
+        return AutoLinger(token)
+    value = float(token)
+    if not 0 <= value <= 1000:
+        raise ValueError(token)
+    return value
+
+
 def add_load_arguments(p: argparse.ArgumentParser, seconds: float, warmup: float) -> None:
     """The options of the two load shapes and of the runs (also replication_bench's)."""
     p.add_argument("--runs", type=int, default=3, help="repetitions of every measurement")
@@ -58,7 +87,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--classes", default=",".join(CLASSES), help="durability classes")
     p.add_argument("--shapes", default=",".join(SHAPES), help="append shapes")
     p.add_argument("--linger-ms", default="0",
-                   help="client linger_ms values of the single shape, e.g. 0,2 (0 = off)")
+                   help="client linger_ms values of the single shape, e.g. 0,2,auto,auto2 "
+                        "(0 = off, auto = adaptive, autoN = adaptive, N in flight per topic)")
     p.add_argument("--install-redis", action="store_true",
                    help="apt-get install redis-server if redis is missing")
     p.add_argument("--no-redis", action="store_true", help="skip the Redis peer")
@@ -67,12 +97,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.classes = [c for c in args.classes.split(",") if c]
     args.shapes = [s for s in args.shapes.split(",") if s]
     try:
-        args.linger_ms = [float(v) for v in args.linger_ms.split(",") if v]
+        args.linger_ms = [linger_case(v) for v in args.linger_ms.split(",") if v]
     except ValueError:
         p.error("bad --linger-ms")
     if (any(c not in CLASSES for c in args.classes) or args.runs < 1 or args.seconds <= 0
-            or any(s not in SHAPES for s in args.shapes) or not args.linger_ms
-            or any(not 0 <= v <= 1000 for v in args.linger_ms)):
+            or any(s not in SHAPES for s in args.shapes) or not args.linger_ms):
         p.error("bad --classes, --shapes, --linger-ms, --runs or --seconds")
     return args
 
@@ -92,11 +121,14 @@ def shape_jobs(args, shape: str, topics: list[str], start: float, end: float,
     procs = args.client_procs
     total = args.producers if shape == "single" else args.batch_window * procs
     batch = 1 if shape == "single" else args.batch
+    auto = isinstance(linger_ms, AutoLinger)
+    linger = {"linger_ms": "auto" if auto else float(linger_ms),   # plain types: pickled
+              "linger_in_flight_max": linger_ms.in_flight_max if auto else None}
     jobs, first = [], 0
     for count in _split(total, procs):
         jobs.append({"topics": topics, "batch": batch, "producers": count,
                      "first_producer": first, "start": start, "end": end,
-                     "max_in_flight": max(256, count), "linger_ms": linger_ms})
+                     "max_in_flight": max(256, count), **linger})
         first += count
     return jobs
 
@@ -208,6 +240,28 @@ def run_once(run: int, args, node: NodeProcess, pool: WorkerPool, with_redis: bo
     return result
 
 
+def linger_ratios(args, runs: list[dict]) -> str:
+    """Each client linger case against the bars of issue 18: acks/s ÷ Redis `always` -P 1
+    and ack p50 ÷ the fdatasync floor's p50, same runs."""
+    if "fsync" not in args.classes or "single" not in args.shapes:
+        return ""
+    redis_p1 = [r["redis"].get("always_P1", {}).get("ops_per_s", math.nan)
+                if "redis" in r else math.nan for r in runs]
+    lines = []
+    for _, linger_ms, suffix in report.cases(args):
+        if not linger_ms:
+            continue
+        key = f"fsync/single{suffix}"
+        lines.append(report.ratio_line(f"topics `fsync` single-record acks/s, client linger "
+                                       f"{linger_ms:g} ÷ Redis `appendfsync always` -P 1",
+                                       report.series(runs, key, "records_per_s"), redis_p1))
+        lines.append(report.ratio_line(f"topics `fsync` single-record ack p50, client linger "
+                                       f"{linger_ms:g} ÷ fdatasync floor p50",
+                                       report.series(runs, key, "p50_ms"),
+                                       report.series(runs, "floor", "p50_ms")))
+    return "\n".join(lines)
+
+
 def redis_ready(args) -> tuple[bool, str]:
     if args.no_redis:
         return False, "skipped (--no-redis)"
@@ -246,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as handle:
             json.dump({"meta": meta, "runs": runs}, handle, indent=1, default=str)
     print(report.render(args, meta, runs))
+    print(linger_ratios(args, runs))
     return 0
 
 

@@ -100,8 +100,11 @@ async def run_job(endpoint: str, job: dict) -> dict:
         return await run_redis_job(job)
     records = [make_record(i) for i in range(job["batch"])]
     options = job.get("append_options") or {}
+    linger = {"linger_ms": job.get("linger_ms", 0)}
+    if job.get("linger_in_flight_max"):
+        linger["linger_in_flight_max"] = job["linger_in_flight_max"]
     async with AsyncClient(job.get("endpoint") or endpoint, max_in_flight=job["max_in_flight"],
-                           linger_ms=job.get("linger_ms", 0)) as client:
+                           **linger) as client:
         sends = [functools.partial(client.append, topic, records, **options)
                  for topic in _producer_topics(job)]
         return await _drive(sends, len(records), job, _new_sink())

@@ -1,10 +1,15 @@
 """Linger (issue 18): concurrent appends to one topic sent as one Append, each caller
 answered with its own seqs. The pure part both clients share: which appends may share a
-request, the bounds of a batch, the batch's request, and each caller's reply from the
-batch's reply. The sync client's sender thread (linger_sender.py) and the async client's
-timers (async_linger.py) do the waiting and the sending.
+request, the bounds of a batch, the batch's request, each caller's reply from the batch's
+reply, and when a batch may go. The sync client's sender thread (linger_sender.py) and the
+async client's timers (async_linger.py) do the waiting and the sending.
 
 Rules (docs/CLIENT.md "Linger"):
+- When a batch goes. Fixed linger (linger_ms a number): when its oldest append has waited
+  linger_ms, or at once when full. Adaptive linger (linger_ms "auto", Nagle's rule): at
+  once while fewer than `in_flight_max` requests of its topic and key are in flight;
+  otherwise it gathers the appends that arrive until one of them is answered, and goes
+  then, or when its oldest append has waited AUTO_LINGER_MS (the bound), or when full.
 - An append may join a batch when it has no idempotency_key and no config; batches are keyed
   by topic and `create`. Its records are checked here the way a lone append's are (a record
   that is not a dict with `data`, or JSON that cannot be written, fails its caller at once);
@@ -36,6 +41,13 @@ BATCH_RECORDS_MAX_DEFAULT = 1_000
 BATCH_BYTES_MAX_DEFAULT = 1_048_576
 WAITING_MAX_DEFAULT = 4_096             # appends waiting in a client's batches
 LINGER_MS_MAX = 1_000
+LINGER_AUTO = "auto"                    # linger_ms for the adaptive linger
+# The adaptive linger's bound: a batch waiting this long for a slow request in flight goes
+# anyway (a round trip at the benchmark's 50 producers took 1-1.5 ms at its p50, under 8 ms
+# at its p99; docs/BENCHMARKS.md "Issue 18: adaptive linger").
+AUTO_LINGER_MS = 5.0
+IN_FLIGHT_MAX_DEFAULT = 1               # requests of one topic and key in flight, adaptive
+IN_FLIGHT_LIMIT = 4
 RECORD_OVERHEAD_BYTES = 16              # msgpack framing of one wire record, at most
 BATCH_BYTES_LIMIT = MESSAGE_BYTES_MAX // 2   # leaves room for the envelope, with margin
 
@@ -49,29 +61,45 @@ _BATCHABLE = frozenset({"node", "create", "return_seqs"})
 
 @dataclasses.dataclass(frozen=True)
 class LingerOptions:
-    """A client's linger settings, checked against the server's limits."""
+    """A client's linger settings, checked against the server's limits. `linger_ms`: the
+    fixed wait, or with `adaptive` the bound on a batch's wait for a request in flight."""
     linger_ms: float
     batch_records_max: int = BATCH_RECORDS_MAX_DEFAULT
     batch_bytes_max: int = BATCH_BYTES_MAX_DEFAULT
     waiting_max: int = WAITING_MAX_DEFAULT
+    adaptive: bool = False
+    in_flight_max: int = IN_FLIGHT_MAX_DEFAULT
 
     def __post_init__(self):
-        if not 0 < self.linger_ms <= LINGER_MS_MAX:
-            raise invalid(f"linger_ms must be in (0, {LINGER_MS_MAX}]")
+        if (isinstance(self.linger_ms, bool) or not isinstance(self.linger_ms, (int, float))
+                or not 0 < self.linger_ms <= LINGER_MS_MAX):
+            raise invalid(f"linger_ms must be {LINGER_AUTO!r} or in (0, {LINGER_MS_MAX}]")
         if not 1 <= self.batch_records_max <= BATCH_RECORDS_MAX:
             raise invalid(f"linger_batch_records_max must be in [1, {BATCH_RECORDS_MAX}]")
         if not 1 <= self.batch_bytes_max <= BATCH_BYTES_LIMIT:
             raise invalid(f"linger_batch_bytes_max must be in [1, {BATCH_BYTES_LIMIT}]")
         if self.waiting_max < 1:
             raise invalid("linger_waiting_max must be at least 1")
+        if not 1 <= self.in_flight_max <= IN_FLIGHT_LIMIT:
+            raise invalid(f"linger_in_flight_max must be in [1, {IN_FLIGHT_LIMIT}]")
 
     @classmethod
-    def of(cls, linger_ms: float, batch_records_max: int, batch_bytes_max: int,
-           waiting_max: int) -> "LingerOptions | None":
-        """The options, or None for linger_ms 0 (every append sent at once, as before)."""
+    def of(cls, linger_ms: float | str, batch_records_max: int, batch_bytes_max: int,
+           waiting_max: int,
+           in_flight_max: int = IN_FLIGHT_MAX_DEFAULT) -> "LingerOptions | None":
+        """The options, or None for linger_ms 0 (every append sent at once, as before);
+        linger_ms "auto" is the adaptive linger, bounded by AUTO_LINGER_MS."""
+        if linger_ms == LINGER_AUTO:
+            return cls(AUTO_LINGER_MS, batch_records_max, batch_bytes_max, waiting_max,
+                       adaptive=True, in_flight_max=in_flight_max)
         if not linger_ms:
             return None
         return cls(linger_ms, batch_records_max, batch_bytes_max, waiting_max)
+
+    def goes_at_once(self, in_flight: int) -> bool:
+        """Whether a batch of a topic and key with `in_flight` requests out goes without
+        waiting (adaptive: while there is room in flight; fixed: never)."""
+        return self.adaptive and in_flight < self.in_flight_max
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +109,7 @@ class ClientStatistics:
     linger_requests: int = 0       # Append requests sent for them (batches, lone ones)
     linger_split_batches: int = 0  # batches refused and sent again one caller at a time
     linger_waiting: int = 0        # appends waiting for their answer now
+    linger_requests_at_once: int = 0   # requests sent without waiting out linger_ms (auto)
 
 
 class Pending:
@@ -115,19 +144,27 @@ def pending_of(records: list, options: dict, key: tuple | None,
     one that may not join a batch, or is larger than one, keeps its options to go alone."""
     node = options.get("node")
     wire = [wire_record(r) for r in records]
-    size = 0
-    for rec in wire:
-        if node is not None and (rec[2] is None or rec[2] == ""):
-            rec[2] = node
-        size += (len(rec[0]) + len(rec[3] or b"") + len(rec[1] or "") + len(rec[2] or "")
-                 + RECORD_OVERHEAD_BYTES)
+    if node is not None:
+        wire = [_with_node(rec, node) for rec in wire]
+    size = RECORD_OVERHEAD_BYTES * len(wire)
+    for rec in wire:     # data alone, the common case, without a generator per record
+        size += len(rec[0]) if len(rec) == 1 else sum(len(field) for field in rec if field)
     alone = (key is None or not wire or len(wire) > limits.batch_records_max
              or size > limits.batch_bytes_max)
     return Pending(wire, options.get("return_seqs", True), size, options if alone else None)
 
 
+def _with_node(rec: list, node: str) -> list:
+    """A wire record with `node` written in unless it names a node of its own."""
+    if len(rec) == 1:
+        return [rec[0], None, node, None]
+    if rec[2] is None or rec[2] == "":
+        rec[2] = node
+    return rec
+
+
 class OpenBatch:
-    """Appends of one topic and key gathering until linger_ms passes or the batch is full."""
+    """Appends of one topic and key gathering until they may go (module docstring)."""
     __slots__ = ("topic", "create", "pendings", "records", "bytes")
 
     def __init__(self, topic: str, create: bool | None):

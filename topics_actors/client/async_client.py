@@ -2,8 +2,8 @@
 
 Same API, retries and idempotency as the blocking Client; every method is a coroutine.
 At most `max_in_flight` requests per shard are outstanding (a bounded window, which also
-keeps a session's retries inside the shard's dedupe ring). With `linger_ms` > 0, concurrent
-appends to one topic travel together in one request (async_linger.py).
+keeps a session's retries inside the shard's dedupe ring). With `linger_ms` > 0 or "auto",
+concurrent appends to one topic travel together in one request (async_linger.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import zmq.asyncio
 from topics_actors.client import request_shapes as shapes
 from topics_actors.client import router_admin
 from topics_actors.client.append_linger import (
-    BATCH_BYTES_MAX_DEFAULT, BATCH_RECORDS_MAX_DEFAULT, WAITING_MAX_DEFAULT,
-    ClientStatistics, LingerOptions,
+    BATCH_BYTES_MAX_DEFAULT, BATCH_RECORDS_MAX_DEFAULT, IN_FLIGHT_MAX_DEFAULT,
+    WAITING_MAX_DEFAULT, ClientStatistics, LingerOptions,
 )
 from topics_actors.client.async_linger import AsyncLinger
 from topics_actors.client.curve_credentials import (
@@ -143,19 +143,21 @@ class _Connection:
 class AsyncClient:
     """`endpoint`, `route` and the linger options as for Client; an HTTP URL is resolved
     here, with a blocking request of at most `request_timeout_ms` (build the client before
-    the loop is busy)."""
+    the loop is busy). `linger_in_flight_max` (linger_ms "auto" only): requests of one topic
+    in flight before its appends gather for the next one (docs/CLIENT.md "Linger")."""
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, max_in_flight: int = 256,
                  connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
                  ctx: zmq.asyncio.Context | None = None, route: bool = True,
                  curve_server_key=None, curve_public_key=None, curve_secret_key=None,
-                 linger_ms: float = 0,
+                 linger_ms: float | str = 0,
                  linger_batch_records_max: int = BATCH_RECORDS_MAX_DEFAULT,
                  linger_batch_bytes_max: int = BATCH_BYTES_MAX_DEFAULT,
-                 linger_waiting_max: int = WAITING_MAX_DEFAULT):
+                 linger_waiting_max: int = WAITING_MAX_DEFAULT,
+                 linger_in_flight_max: int = IN_FLIGHT_MAX_DEFAULT):
         linger = LingerOptions.of(linger_ms, linger_batch_records_max, linger_batch_bytes_max,
-                                  linger_waiting_max)
+                                  linger_waiting_max, linger_in_flight_max)
         self.endpoint = front_endpoint(endpoint, request_timeout_ms)
         self.route = route
         self._curve = CurveCredentials.of(curve_server_key, curve_public_key, curve_secret_key)

@@ -5,7 +5,10 @@ room). The thread takes what waits once the oldest append has waited linger_ms (
 when a batch is full, or the client is closing), groups it into batches per topic, sends
 each batch through a Client of its own (its own sockets: a ZeroMQ socket is used by this
 thread only) and answers every caller. One request is in flight at a time; appends that
-arrive meanwhile gather for the next round.
+arrive meanwhile gather for the next round. Adaptive (linger_ms "auto"): the thread takes
+what waits as soon as it is free, without waiting out linger_ms, so an append made while
+nothing is in flight goes at once and the ones made during a request go when it is answered
+(one request in flight per client: in_flight_max is the AsyncClient's).
 
 close() stops taking appends and waits for the thread: it sends what was already waiting
 (a flush) and answers each caller; what is still unsent retry_deadline_ms after the close
@@ -65,6 +68,7 @@ class LingerSender:
         self._closing = False
         self._close_deadline = 0.0
         self._appends = self._requests = self._splits = self._in_flight = 0
+        self._at_once = 0
         self._thread = threading.Thread(target=self._run, name="topics-client-linger",
                                         daemon=True)
         self._thread.start()
@@ -107,7 +111,7 @@ class LingerSender:
     def statistics(self) -> ClientStatistics:
         with self._cond:
             return ClientStatistics(self._appends, self._requests, self._splits,
-                                    len(self._waiting) + self._in_flight)
+                                    len(self._waiting) + self._in_flight, self._at_once)
 
     def close(self) -> None:
         with self._cond:
@@ -127,6 +131,7 @@ class LingerSender:
         try:
             while (batches := self._take()) is not None:
                 for batch in batches:
+                    self._at_once += self._limits.adaptive
                     self._send(batch)
                 with self._cond:
                     self._in_flight = 0
@@ -141,7 +146,7 @@ class LingerSender:
                     return None
                 self._cond.wait(IDLE_WAIT_S)
             due = self._waiting[0][0] + self._linger_s
-            while (not self._full and not self._closing
+            while (not self._limits.adaptive and not self._full and not self._closing
                    and (left_s := due - time.monotonic()) > 0):
                 self._cond.wait(left_s)
             taken, self._waiting = self._waiting, collections.deque()

@@ -18,12 +18,16 @@ _MISSING = object()
 
 
 def wire_record(record: dict) -> list:
-    """{"data", "tag"?, "node"?, "meta"?} -> [data JSON bytes, tag, node, meta JSON bytes]."""
+    """{"data", "tag"?, "node"?, "meta"?} -> [data JSON bytes, tag, node, meta JSON bytes],
+    or [data JSON bytes] alone when the others are absent: the shard reads both the same
+    way, and the short form is what the gateway sends (record_batch.stage_batch)."""
     if not isinstance(record, dict) or "data" not in record:
         raise invalid("each record must be a dict with a 'data' field")
-    meta = record.get("meta")
-    return [json_rules.dumps(record["data"], "record data"), record.get("tag"),
-            record.get("node"), None if meta is None else json_rules.dumps(meta, "record meta")]
+    data = json_rules.dumps(record["data"], "record data")
+    tag, node, meta = record.get("tag"), record.get("node"), record.get("meta")
+    if tag is None and node is None and meta is None:
+        return [data]
+    return [data, tag, node, None if meta is None else json_rules.dumps(meta, "record meta")]
 
 
 def append_request(topic: str, records: list, session_key: str, *, node: str | None = None,

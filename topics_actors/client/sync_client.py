@@ -2,9 +2,9 @@
 with route=False, sent to the front, which forwards it (one address is all it needs).
 
 Not thread-safe (ZeroMQ sockets are not): use one Client per thread. The exception is
-`append` on a client with `linger_ms` > 0: any number of threads may call it at once, since
-a sender thread of its own, with its own sockets, sends every append (linger_sender.py);
-the other methods still want one thread at a time.
+`append` on a client with linger (`linger_ms` > 0 or "auto"): any number of threads may call
+it at once, since a sender thread of its own, with its own sockets, sends every append
+(linger_sender.py); the other methods still want one thread at a time.
 
 Retries: `not_ready` and `throttled` replies, and silence (a shard that died), are retried
 until `retry_deadline_ms`, refreshing the shard map so a restarted shard is found again.
@@ -54,15 +54,16 @@ class Client:
     shard's endpoint), or, when False, to the front, which forwards it. `curve_server_key`
     (Z85, or a file holding it), `curve_public_key`, `curve_secret_key`: for a node that
     requires CURVE client keys (curve_credentials). `linger_ms` > 0: appends from
-    concurrent threads to one topic wait up to that long to be sent together as one request
-    (docs/CLIENT.md "Linger"; `linger_batch_records_max`, `linger_batch_bytes_max` bound a
-    batch, `linger_waiting_max` the appends waiting)."""
+    concurrent threads to one topic wait up to that long to be sent together as one request;
+    "auto": they wait only while a request is in flight (docs/CLIENT.md "Linger";
+    `linger_batch_records_max`, `linger_batch_bytes_max` bound a batch,
+    `linger_waiting_max` the appends waiting)."""
 
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
                  ctx: zmq.Context | None = None, route: bool = True,
                  node_local: bool = False, curve_server_key=None, curve_public_key=None,
-                 curve_secret_key=None, linger_ms: float = 0,
+                 curve_secret_key=None, linger_ms: float | str = 0,
                  linger_batch_records_max: int = BATCH_RECORDS_MAX_DEFAULT,
                  linger_batch_bytes_max: int = BATCH_BYTES_MAX_DEFAULT,
                  linger_waiting_max: int = WAITING_MAX_DEFAULT):
@@ -314,7 +315,7 @@ class Client:
 
     def append(self, name: str, records: list[dict], **options) -> dict:
         """Append records ({"data", "tag"?, "node"?, "meta"?}) as one all-or-nothing batch.
-        Options: node, idempotency_key, create, config, return_seqs. With linger_ms > 0,
+        Options: node, idempotency_key, create, config, return_seqs. With linger,
         concurrent appends to `name` may travel in one request (docs/CLIENT.md "Linger")."""
         if self._linger is not None:
             if self._closed:
