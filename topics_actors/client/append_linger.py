@@ -210,28 +210,38 @@ class OpenBatch:
         """Each caller's reply, cut from the batch's."""
         if self.pendings[0].alone:
             return [reply]
-        out, first = [], reply["first_seq"]
-        head, created, deduped = reply["head_seq"], reply.get("created", False), \
-            reply.get("deduped", False)
-        performance = reply.get("performance")
-        for pending in self.pendings:
-            count = len(pending.records)
-            last = first + count - 1
-            own = {"topic": reply["topic"], "first_seq": first, "last_seq": last,
-                   "head_seq": head, "count": count, "created": created, "deduped": deduped}
-            if pending.return_seqs:
-                own["seqs"] = list(range(first, last + 1))
-            if performance is not None:
-                own["performance"] = dict(performance)
-            out.append(own)
-            first, created = last + 1, False
-        return out
+        return cut_replies(reply, [(len(p.records), p.return_seqs) for p in self.pendings])
+
+
+def cut_replies(reply: dict, shares: list[tuple[int, bool]]) -> list[dict]:
+    """The replies of the callers whose appends went as one batch, in order, each
+    (records, return_seqs), cut from the batch's reply (module docstring). The gateway's
+    append coalescer cuts its batches' replies the same way."""
+    out, first = [], reply["first_seq"]
+    head, created, deduped = reply["head_seq"], reply.get("created", False), \
+        reply.get("deduped", False)
+    performance = reply.get("performance")
+    for count, return_seqs in shares:
+        last = first + count - 1
+        own = {"topic": reply["topic"], "first_seq": first, "last_seq": last,
+               "head_seq": head, "count": count, "created": created, "deduped": deduped}
+        if return_seqs:
+            own["seqs"] = list(range(first, last + 1))
+        if performance is not None:
+            own["performance"] = dict(performance)
+        out.append(own)
+        first, created = last + 1, False
+    return out
 
 
 def splits_on(batch: OpenBatch, error: TopicsError) -> bool:
     """Whether a refused batch is sent again one caller at a time (module docstring)."""
-    if len(batch.pendings) < 2:
-        return False
+    return len(batch.pendings) >= 2 and refused_for_content(error)
+
+
+def refused_for_content(error: TopicsError) -> bool:
+    """Whether a batch's refusal may be one caller's alone (SPLIT_CODES, or a 429 naming a
+    limit): then each caller's append is sent again by itself."""
     return error.code in SPLIT_CODES or (
         error.code is ErrorCode.THROTTLED and bool((error.detail or {}).get("limit")))
 
