@@ -127,8 +127,11 @@ class GatewayCore:
             limit = self.settings.body_bytes_max
             if limit and len(request.body) > limit:
                 raise rb.payload_too_large(limit)
-            with self.inflight.admit(key.label if key is not None else None):
-                return name, await getattr(self, "_" + name)(route, request, key, t0)
+            handler = getattr(self, "_" + name)
+            if key is None or not self.inflight.per_key_max:      # nothing to count
+                return name, await handler(route, request, key, t0)
+            with self.inflight.admit(key.label):
+                return name, await handler(route, request, key, t0)
         except TopicsError as error:
             return name, error_response(error)
         except InvariantViolation:
