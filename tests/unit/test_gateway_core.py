@@ -140,9 +140,12 @@ def test_append_plan_order_and_wire_form():
     assert plan.message.records == [[b'{"a":1}'], [b'"x"', "g", None, b"[1]"]]
     assert plan.message.idempotency_key == "hdr" and plan.message.return_seqs is False
     assert plan.message.prevalidated      # the shard trusts it only from its ipc socket
-    assert plan.payload_bytes == 7 + 3 + 3 and plan.may_create
-    assert parse_append("t", {"records": [{"data": 1}]}, None, True, "fb").message \
-        .idempotency_key == "fb"
+    assert plan.wire_bytes == 7 + 3 + 3 + 1 + 2 * 16 and plan.may_create
+    assert not plan.batchable             # the client's own idempotency key
+    alone = parse_append("t", {"records": [{"data": 1}]}, None, True, "fb")
+    assert alone.message.idempotency_key == "fb" and alone.batchable
+    assert not parse_append("t", {"records": [{"data": 1}], "config": {}}, None, True,
+                            "fb").batchable
     assert not parse_append("t", {"records": [{"data": 1}], "config": {"auto_create": False}},
                             None, True, "fb").may_create
     assert parse_append("t", {"records": [{"data": 1}], "create": True,

@@ -26,12 +26,15 @@ from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import check_batch_size
 from topics_actors.topic_config import parse_config
 
+RECORD_OVERHEAD_BYTES = 16    # msgpack framing of one wire record, at most
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class AppendPlan:
     message: Append
     may_create: bool          # an absent topic would be created by this append
-    payload_bytes: int        # data + meta bytes of the batch (the total-bytes quota)
+    wire_bytes: int           # data, meta, tag and node bytes, plus RECORD_OVERHEAD_BYTES each
+    batchable: bool = False   # may share a request with others (no client key, no config)
 
 
 def _records(body: dict) -> list:
@@ -54,7 +57,8 @@ def _key(body: dict, header_key: str | None) -> str | None:
 
 
 def wire_records(records: list) -> tuple[list, int]:
-    """[[data, tag?, node?, meta?], ...] with JSON bytes, and the batch's payload bytes."""
+    """[[data, tag?, node?, meta?], ...] with JSON bytes, and the batch's wire bytes (data,
+    meta, tag and node, plus RECORD_OVERHEAD_BYTES a record)."""
     try:
         return _wire_records(records)
     except TypeError as error:   # orjson refused a value (too deep, an integer too large)
@@ -78,8 +82,13 @@ def _wire_records(records: list) -> tuple[list, int]:
             raise invalid("record 'tag' and 'node' must be strings")
         meta_raw = None if meta is None else dumps(meta)
         total += len(meta_raw) if meta_raw is not None else 0
+        total += _utf8_len(tag) + _utf8_len(node)
         wire.append([data, tag, node, meta_raw])
-    return wire, total
+    return wire, total + RECORD_OVERHEAD_BYTES * len(wire)
+
+
+def _utf8_len(text: str | None) -> int:
+    return 0 if text is None else len(text.encode("utf-8", "surrogatepass"))
 
 
 def parse_append(topic: str, body: dict, header_key: str | None, return_seqs: bool,
@@ -93,7 +102,7 @@ def parse_append(topic: str, body: dict, header_key: str | None, return_seqs: bo
     config = body.get("config")
     parsed = parse_config(config, topic) if config is not None else None
     field_bool(body, "disable_backpressure", None)     # accepted, no effect
-    wire, payload = wire_records(records)
+    wire, size = wire_records(records)
     may_create = create if create is not None else (
         parsed.auto_create if parsed is not None else True)
     acks = field_str(body, "acks")
@@ -101,4 +110,4 @@ def parse_append(topic: str, body: dict, header_key: str | None, return_seqs: bo
         raise invalid("field 'acks' must be one of none, leader, all")
     message = Append(topic, wire, node, key or fallback_key, create, config, return_seqs,
                      prevalidated=True, acks=acks)
-    return AppendPlan(message, may_create, payload)
+    return AppendPlan(message, may_create, size, key is None and config is None)

@@ -23,6 +23,7 @@ from topics_actors.gateway import quarantine_api, queue_api, replication_report,
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope, forbidden
 from topics_actors.gateway.append_body import parse_append
+from topics_actors.gateway.append_coalescer import AppendCoalescer
 from topics_actors.gateway.diff_page import render_diff
 from topics_actors.gateway.engine_link import Census, EngineLink, node_ready
 from topics_actors.gateway.gateway_settings import GatewaySettings
@@ -85,11 +86,18 @@ class GatewayCore:
         self._parked: set[asyncio.Future] = set()     # long polls' stop signals
         self._session = new_session()
         self._appends = itertools.count(1)
+        self.appends = AppendCoalescer(lambda topic, msg: self.engine.call(topic, msg),
+                                       self._session_key)
         self.watch = WatchService(settings, engine)
         self.work = WorkService(self.watch)
         self.ws = WsService(self.watch, self.work, self.append_reply)
         self.routed_reads = router_api.RoutedReads(engine)
         self.requests = requests if requests is not None else RequestStats(None, 0)
+
+    def _session_key(self) -> str:
+        """The next key of this gateway's session: an append the client sent without one
+        gets it, so the client library's retry after a lost reply never appends twice."""
+        return f"{self._session}:{next(self._appends)}"
 
     def stop(self) -> None:
         """Shutdown: new readiness probes and watch streams get 503 shutting_down, watch
@@ -119,8 +127,11 @@ class GatewayCore:
             limit = self.settings.body_bytes_max
             if limit and len(request.body) > limit:
                 raise rb.payload_too_large(limit)
-            with self.inflight.admit(key.label if key is not None else None):
-                return name, await getattr(self, "_" + name)(route, request, key, t0)
+            handler = getattr(self, "_" + name)
+            if key is None or not self.inflight.per_key_max:      # nothing to count
+                return name, await handler(route, request, key, t0)
+            with self.inflight.admit(key.label):
+                return name, await handler(route, request, key, t0)
         except TopicsError as error:
             return name, error_response(error)
         except InvariantViolation:
@@ -256,8 +267,7 @@ class GatewayCore:
                            return_seqs: bool, key: ApiKey | None, t0: int) -> tuple[int, dict]:
         """An append (spec/api.md 5.5) of an HTTP request or a WebSocket publish: its
         status (201 when it created the topic) and reply."""
-        plan = parse_append(name, body, header_key, return_seqs,
-                            f"{self._session}:{next(self._appends)}")
+        plan = parse_append(name, body, header_key, return_seqs, self._session_key())
         no_admin = (plan.message.config is not None and key is not None
                     and "admin" not in key.scopes)
         cap = self.settings.topics_max
@@ -266,7 +276,7 @@ class GatewayCore:
         if no_admin or at_cap:     # may append to an existing topic, must not create one
             msg = dataclasses.replace(msg, create=False, config=None)
         try:
-            reply = await self.engine.call(name, msg)
+            reply = await self.appends.append(msg, plan.batchable, plan.wire_bytes)
         except TopicsError as error:
             if error.code != ErrorCode.TOPIC_NOT_FOUND or msg is plan.message \
                     or not plan.may_create:

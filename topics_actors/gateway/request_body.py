@@ -14,6 +14,10 @@ from topics_actors.gateway.http_message import HttpRequest
 
 U64_MAX = 2**64 - 1
 _MISSING = object()
+# Every digit as b"0", every other byte as itself: a body holds a run of INT_DIGITS_MIN
+# digits exactly when its translation holds that many b"0"s in a row.
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_LONG_RUN = b"0" * json_rules.INT_DIGITS_MIN
 
 
 def unsupported_media_type() -> TopicsError:
@@ -43,8 +47,16 @@ def json_object(request: HttpRequest, empty_ok: bool) -> dict:
         raise invalid(f"the body is not valid JSON: {error.msg}") from None
     if not isinstance(value, dict):
         raise invalid("the body must be a JSON object")
-    json_rules.check_integers(body, "the body")
+    check_integers(body, "the body")
     return value
+
+
+def check_integers(text: bytes, what: str) -> None:
+    """json_rules.check_integers, with a cheaper look for its long digit runs first: its
+    regular expression costs about 9 ns a byte (60 us for a 64-record body), a translate
+    and a substring search under 1 ns."""
+    if _LONG_RUN in text.translate(_DIGITS_AS_ZERO):
+        json_rules.check_integers(text, what)
 
 
 def query_params(query: str) -> dict[str, str]:

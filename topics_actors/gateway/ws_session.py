@@ -20,7 +20,6 @@ import dataclasses
 
 import orjson
 
-from topics_actors import json_rules
 from topics_actors.errors import ErrorCode, TopicsError, invalid
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.request_body import payload_too_large
@@ -104,7 +103,7 @@ def parse_op(text: str | None, binary: bool = False, frame_bytes_max: int = 0):
         raise OpError(None, ErrorCode.INVALID_REQUEST.wire, "a frame must be a JSON object")
     request_id = value.get("request_id")
     try:
-        json_rules.check_integers(raw, "the frame")
+        rb.check_integers(raw, "the frame")
         return _op(value, request_id)
     except TopicsError as error:
         raise OpError.of(request_id, error) from None

@@ -1,0 +1,188 @@
+"""The gateway's append path: the cheap look for long digit runs before json_rules'
+integer check, and the coalescing of concurrent appends to one topic
+(gateway/append_coalescer.py). Method: the prefilter against json_rules itself on bodies
+with digit runs in every position; the coalescer against a fake engine whose replies and
+refusals are scripted, checking what each caller gets against what it would get alone."""
+
+import asyncio
+import itertools
+
+import pytest
+
+from topics_actors import json_rules
+from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.gateway import request_body as rb
+from topics_actors.gateway.append_coalescer import AppendCoalescer, CoalescerStatistics
+from topics_actors.protocol.messages import Append
+
+
+def _outcome(check, text: bytes):
+    try:
+        check(text, "the body")
+    except TopicsError as error:
+        return error.code, error.message
+    return None
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("text", [
+    b'{"a":1}', b'{"a":1234567890123456789}', b'{"a":18446744073709551615}',
+    b'{"a":18446744073709551616}', b'{"a":-9223372036854775809}',
+    b'{"a":"123456789012345678901234"}', b'{"a":[1,2,3],"b":12345678901234567890123}',
+    b'{"a":1.12345678901234567890123}', b'{"a":123456789012345678}',
+    b'{"x":"' + b"9" * 18 + b'","y":' + b"9" * 25 + b"}",
+])
+def test_the_digit_run_prefilter_decides_as_json_rules_does(text):
+    assert _outcome(rb.check_integers, text) == _outcome(json_rules.check_integers, text)
+
+
+# --- the coalescer --------------------------------------------------------------------------
+
+class ScriptedShard:
+    """Answers Appends like a shard (contiguous seqs from 1), each call held until
+    `release()`; `refuse(data)` refuses any append holding that data."""
+
+    def __init__(self):
+        self.sent: list[Append] = []
+        self.head = 0
+        self.gates: list[asyncio.Event] = []
+        self.refused: dict[bytes, TopicsError] = {}
+
+    async def call(self, topic, msg):
+        self.sent.append(msg)
+        gate = asyncio.Event()
+        self.gates.append(gate)
+        await gate.wait()
+        for rec in msg.records:
+            if rec[0] in self.refused:
+                raise self.refused[rec[0]]
+        first = self.head + 1
+        self.head += len(msg.records)
+        reply = {"topic": topic, "first_seq": first, "last_seq": self.head,
+                 "head_seq": self.head, "count": len(msg.records), "created": first == 1,
+                 "deduped": False, "performance": {"fsync_ms": 0.1}}
+        if msg.return_seqs:
+            reply["seqs"] = list(range(first, self.head + 1))
+        return reply
+
+    async def release(self):
+        """Let every call made so far answer, then let the loop run their follow-ups."""
+        for gate in self.gates:
+            gate.set()
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+
+def _append(data: bytes, count: int = 1, return_seqs: bool = True, key: str = "fb",
+            create=None) -> Append:
+    return Append("t", [[data]] * count, None, key, create, None, return_seqs,
+                  prevalidated=True)
+
+
+def _coalescer(shard, **limits) -> AppendCoalescer:
+    keys = itertools.count(1)
+    return AppendCoalescer(shard.call, lambda: f"s:{next(keys)}", **limits)
+
+
+@pytest.mark.timeout(10)
+def test_appends_during_a_round_trip_leave_together_and_get_their_own_replies():
+    async def scenario():
+        shard = ScriptedShard()
+        appends = _coalescer(shard)
+        first = _append(b"1")
+        tasks = [asyncio.ensure_future(appends.append(first, True, 20))]
+        await asyncio.sleep(0)
+        tasks += [asyncio.ensure_future(appends.append(_append(b"2", 2), True, 40)),
+                  asyncio.ensure_future(appends.append(_append(b"3", 1, False), True, 20)),
+                  asyncio.ensure_future(appends.append(_append(b"4"), True, 20))]
+        await asyncio.sleep(0)
+        assert shard.sent == [first]          # a lone append goes at once, as it was built
+        await shard.release()
+        await shard.release()
+        replies = await asyncio.gather(*tasks)
+        return shard, appends, replies
+
+    shard, appends, replies = asyncio.run(scenario())
+    assert len(shard.sent) == 2
+    batch = shard.sent[1]
+    assert batch.records == [[b"2"], [b"2"], [b"3"], [b"4"]]
+    assert batch.idempotency_key == "s:1" and batch.prevalidated and not batch.return_seqs
+    assert replies[0]["seqs"] == [1] and replies[0]["created"]
+    assert [(r["first_seq"], r["last_seq"], r["count"], r["created"]) for r in replies[1:]] \
+        == [(2, 3, 2, False), (4, 4, 1, False), (5, 5, 1, False)]
+    assert replies[1]["seqs"] == [2, 3] and "seqs" not in replies[2]
+    assert replies[3]["seqs"] == [5] and replies[3]["head_seq"] == 5
+    assert replies[3]["performance"] == {"fsync_ms": 0.1}
+    assert replies[1]["performance"] is not replies[3]["performance"]
+    assert appends.statistics() == CoalescerStatistics(4, 2, 0)
+
+
+@pytest.mark.timeout(10)
+def test_an_append_that_may_not_join_goes_alone_and_limits_cut_batches():
+    async def scenario():
+        shard = ScriptedShard()
+        appends = _coalescer(shard, records_max=3, bytes_max=1_000)
+        tasks = [asyncio.ensure_future(appends.append(_append(b"a"), True, 20))]
+        await asyncio.sleep(0)
+        keyed = _append(b"k", key="client-key")
+        tasks.append(asyncio.ensure_future(appends.append(keyed, False, 20)))
+        big = _append(b"b", 4)
+        tasks.append(asyncio.ensure_future(appends.append(big, True, 80)))
+        tasks += [asyncio.ensure_future(appends.append(_append(d, 2), True, 40))
+                  for d in (b"c", b"d", b"e")]
+        await asyncio.sleep(0)
+        assert shard.sent == [shard.sent[0], keyed, big]   # alone, at once
+        for _ in range(4):
+            await shard.release()
+        await asyncio.gather(*tasks)
+        return shard
+
+    shard = asyncio.run(scenario())
+    assert [m.records for m in shard.sent[3:]] == [[[b"c"], [b"c"]], [[b"d"], [b"d"]],
+                                                   [[b"e"], [b"e"]]]
+
+
+@pytest.mark.timeout(10)
+def test_a_batch_refused_for_its_content_is_sent_again_one_caller_at_a_time():
+    async def scenario():
+        shard = ScriptedShard()
+        shard.refused[b"bad"] = TopicsError("record too large", ErrorCode.RECORD_TOO_LARGE)
+        appends = _coalescer(shard)
+        tasks = [asyncio.ensure_future(appends.append(_append(b"0"), True, 20))]
+        await asyncio.sleep(0)
+        good, bad = _append(b"good"), _append(b"bad")
+        tasks += [asyncio.ensure_future(appends.append(good, True, 20)),
+                  asyncio.ensure_future(appends.append(bad, True, 20))]
+        for _ in range(4):
+            await shard.release()
+        return shard, appends, await asyncio.gather(*tasks, return_exceptions=True)
+
+    shard, appends, outcomes = asyncio.run(scenario())
+    assert shard.sent[2:] == [_append(b"good"), _append(b"bad")]   # each as it was built
+    assert outcomes[1]["seqs"] == [2]
+    assert isinstance(outcomes[2], TopicsError)
+    assert outcomes[2].code == ErrorCode.RECORD_TOO_LARGE
+    assert appends.statistics().split_batches == 1
+
+
+@pytest.mark.timeout(10)
+def test_any_other_refusal_is_every_callers_own_copy_and_a_caller_gone_is_dropped():
+    async def scenario():
+        shard = ScriptedShard()
+        appends = _coalescer(shard)
+        tasks = [asyncio.ensure_future(appends.append(_append(b"0"), True, 20))]
+        await asyncio.sleep(0)
+        tasks += [asyncio.ensure_future(appends.append(_append(d), True, 20))
+                  for d in (b"1", b"2", b"3")]
+        await asyncio.sleep(0)
+        tasks[2].cancel()                      # its client went away while it waited
+        shard.refused[b"1"] = TopicsError("no such topic", ErrorCode.TOPIC_NOT_FOUND)
+        for _ in range(3):
+            await shard.release()
+        return shard, await asyncio.gather(*tasks, return_exceptions=True)
+
+    shard, outcomes = asyncio.run(scenario())
+    assert shard.sent[1].records == [[b"1"], [b"3"]]
+    assert isinstance(outcomes[2], asyncio.CancelledError)
+    one, three = outcomes[1], outcomes[3]
+    assert one.code == three.code == ErrorCode.TOPIC_NOT_FOUND and one is not three
