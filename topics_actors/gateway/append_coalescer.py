@@ -12,7 +12,8 @@ a whole, as a lone append's is.
 
 Each caller gets its own reply, cut from the batch's: its first_seq is the batch's plus the
 records before it, seqs its own range, head_seq the batch's, `created` true for the first
-caller only. A batch refused for its content (SPLIT_CODES, or a 429 naming a limit) is sent
+caller only (the cut is client/append_linger.py's, which the client's linger makes the same
+way). A batch refused for its content (SPLIT_CODES, or a 429 naming a limit) is sent
 again one caller at a time, each as it would have been sent alone, so only the callers
 whose own append is refused fail, with their own error (an append is all or nothing, so
 nothing of the refused batch was written); any other error is every caller's.
@@ -21,20 +22,17 @@ nothing of the refused batch was written); any other error is every caller's.
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.client.append_linger import cut_replies, own_error, refused_for_content
+from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import Append
 
 IN_FLIGHT_MAX = 1                 # requests of one lane out at once before appends wait
 BATCH_RECORDS_MAX = 1_000         # records of one coalesced Append
 BATCH_BYTES_MAX = 1_048_576       # its wire bytes (AppendPlan.wire_bytes)
-SPLIT_CODES = frozenset({ErrorCode.INVALID_REQUEST, ErrorCode.BATCH_TOO_LARGE,
-                         ErrorCode.RECORD_TOO_LARGE, ErrorCode.PAYLOAD_TOO_LARGE,
-                         ErrorCode.TOPIC_FULL})
 
 Call = Callable[[str, Append], Awaitable[dict]]
 
@@ -156,7 +154,7 @@ class AppendCoalescer:
         try:
             reply = await self._call(first.topic, msg)
         except TopicsError as error:
-            if _splits_on(error):
+            if refused_for_content(error):
                 self._splits += 1
                 self._requests += len(batch)
                 await asyncio.gather(*(_answer_alone(self._call, w) for w in batch))
@@ -169,7 +167,8 @@ class AppendCoalescer:
         except Exception as error:  # noqa: BLE001 - every caller raises it instead
             _fail(batch, error)
         else:
-            for waiting, own in zip(batch, _cut(reply, batch)):
+            shares = [(len(w.message.records), w.message.return_seqs) for w in batch]
+            for waiting, own in zip(batch, cut_replies(reply, shares)):
                 if not waiting.future.done():
                     waiting.future.set_result(own)
 
@@ -188,39 +187,9 @@ async def _answer_alone(call: Call, waiting: _Waiting) -> None:
             waiting.future.set_result(reply)
 
 
-def _splits_on(error: TopicsError) -> bool:
-    return error.code in SPLIT_CODES or (
-        error.code is ErrorCode.THROTTLED and bool((error.detail or {}).get("limit")))
-
-
 def _fail(batch: list[_Waiting], error: BaseException) -> None:
     """Every caller raises its own copy (one exception object raised in many tasks would
     pile their tracebacks onto one another)."""
     for waiting in batch:
         if not waiting.future.done():
-            try:
-                own = copy.copy(error)
-            except Exception:  # noqa: BLE001 - an exception that cannot be copied is shared
-                own = error
-            waiting.future.set_exception(own)
-
-
-def _cut(reply: dict, batch: list[_Waiting]) -> list[dict]:
-    """Each caller's reply from the batch's: every field of the batch's reply, with the
-    caller's own seqs, count and `created`."""
-    out, first = [], reply["first_seq"]
-    created = reply.get("created", False)
-    performance = reply.get("performance")
-    for waiting in batch:
-        count = len(waiting.message.records)
-        last = first + count - 1
-        own = dict(reply)
-        own["first_seq"], own["last_seq"], own["count"] = first, last, count
-        own["created"] = created
-        if waiting.message.return_seqs:
-            own["seqs"] = list(range(first, last + 1))
-        if performance is not None:
-            own["performance"] = dict(performance)
-        out.append(own)
-        first, created = last + 1, False
-    return out
+            waiting.future.set_exception(own_error(error))

@@ -29,7 +29,6 @@ DRAIN_MS = 5_000
 DRAIN_POLL_S = 0.02
 WS_CLOSE_WAIT_S = 1.0
 WS_FLUSH_S = 0.1
-PROFILE_ENV = "TOPICS_GATEWAY_PROFILE"    # cProfile the process into "<this path>.<pid>"
 
 
 class GatewayServer:
@@ -44,19 +43,10 @@ class GatewayServer:
     def serve(self) -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        profile = os.environ.get(PROFILE_ENV)
-        profiler = None
-        if profile:           # a measurement aid (docs/BENCHMARKS.md), never set in service
-            import cProfile
-            profiler = cProfile.Profile()
-            profiler.enable()
         try:
             loop.run_until_complete(self._main(loop))
         finally:
             loop.close()
-            if profiler is not None:
-                profiler.disable()
-                profiler.dump_stats(f"{profile}.{os.getpid()}")
 
     async def _main(self, loop: asyncio.AbstractEventLoop) -> None:
         stop = asyncio.Event()
