@@ -21,7 +21,8 @@ from topics_actors.shard.dead_letter_moves import MoveDone
 from topics_actors.shard.dead_letter_sender import DeadLetterSender
 from topics_actors.topic_identity import shard_of_name
 from tests.support import wait_for
-from tests.unit.test_queue_ops import Clock, rec
+from tools.testing.manual_clock import ManualClock
+from tests.unit.test_queue_ops import rec
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.timeout(30)
 def test_moves_are_sent_retried_and_finished(env, tmp_path, monkeypatch):
     monkeypatch.setattr(dead_letter_sender, "RETRY_MS", 1)
     monkeypatch.setattr(dead_letter_sender, "TIMEOUT_MS", 200)
-    clock = Clock()
+    clock = ManualClock()
     dead = next(f"d{i}" for i in range(100) if shard_of_name(f"d{i}", 2) == 1)
     env.layout(2)
     owner = env.shard(0, 2, clock=clock).start()

@@ -14,12 +14,13 @@ from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.wal_scan import FileScan
-from tests.unit.test_queue_ops import Clock, rec, seqs
+from tools.testing.manual_clock import ManualClock
+from tests.unit.test_queue_ops import rec, seqs
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 def make(env, clock, **config):

@@ -11,19 +11,13 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from tools.testing.manual_clock import ManualClock
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply
 from topics_actors.protocol.messages import Ack, Append, Claim, DeleteTopic, Diff, Extend, Nack
 from topics_actors.shard.dead_letter_moves import MoveDone
 from topics_actors.topic_identity import shard_of_name
 
-
-class Clock:
-    def __init__(self, now: int = 1_000_000):
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def rec(data: bytes = b'{"x":1}', tag=None, node=None, meta=None) -> list:
@@ -36,8 +30,8 @@ def code(reply) -> str:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture

@@ -9,19 +9,13 @@ import os
 import pytest
 
 from tools.testing.fault_fs import FaultFs
+from tools.testing.manual_clock import ManualClock
 from tools.testing.replica_pair import ReplicaPair
 from tools.testing.shard_harness import ShardEnv
 from topics_actors.protocol.messages import Retain
 
 pytestmark = pytest.mark.timeout(30)
 
-
-class Clock:
-    def __init__(self, now: int = 1_000_000):
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def _env(root, name: str) -> ShardEnv:
@@ -32,7 +26,7 @@ def _env(root, name: str) -> ShardEnv:
 
 @pytest.fixture
 def clock():
-    return Clock()
+    return ManualClock()
 
 
 @pytest.fixture

@@ -7,19 +7,13 @@ import os
 
 import pytest
 
+from tools.testing.manual_clock import ManualClock
 from tools.testing.shard_harness import rec
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import Append, Diff, GetTopic, Retain
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.wal_scan import FileScan
 
-
-class Clock:
-    def __init__(self, now: int = 1_000_000):
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def diff(h, topic: str, from_seq: int = 0) -> dict:
@@ -54,7 +48,7 @@ def test_records_cap_tombstones_the_evicted_prefix(shard):
 
 
 def test_ttl_floor_is_logged_before_it_takes_effect_and_survives_a_crash(env):
-    clock = Clock()
+    clock = ManualClock()
     h = env.single(clock=clock)
     h.put("t", ttl_ms=150, durable=True)
     for i in range(3):
@@ -106,7 +100,7 @@ def test_discard_reject_refuses_and_changes_nothing(shard):
 
 
 def test_floors_and_counts_survive_restarts_and_checkpoints(env):
-    clock = Clock()
+    clock = ManualClock()
     h = env.single(clock=clock)
     h.put("c", cap_records=10, durable=True)   # disk class pads its head after a crash,
     h.put("t", ttl_ms=1000, durable=True)      # and the records cap is seq-based
@@ -145,7 +139,7 @@ def test_checkpoints_drop_segments_below_the_floor(env):
 
 
 def test_retain_applies_ttl_to_an_idle_topic(env):
-    clock = Clock()
+    clock = ManualClock()
     h = env.single(clock=clock)
     h.put("idle", ttl_ms=50)
     h.append("idle", rec(b"1"), rec(b"2"))
@@ -157,7 +151,7 @@ def test_retain_applies_ttl_to_an_idle_topic(env):
 
 
 def test_a_failed_watermark_commit_moves_no_floor(env, ffs):
-    clock = Clock()
+    clock = ManualClock()
     h = env.single(clock=clock)
     h.put("t", ttl_ms=50, durable=True)
     h.append("t", rec(b"1"))

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from tools.testing.manual_clock import ManualClock
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway import sse_frame as sse
 from topics_actors.gateway.api_keys import parse_api_keys
@@ -173,16 +174,9 @@ def test_read_views_are_hashable_and_equal_for_equal_options():
 
 # --- the shard's session store ----------------------------------------------------------
 
-class Clock:
-    def __init__(self):
-        self.now = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now
-
 
 def test_sessions_bind_the_owner_and_only_rewind():
-    clock = Clock()
+    clock = ManualClock()
     store = WatchSessions(clock)
     store.create(WatchCreate("w1", "owner-a", {"t": 5, "u": 2}, {"limit": 1}))
     with pytest.raises(TopicsError) as caught:
@@ -204,7 +198,7 @@ def test_sessions_bind_the_owner_and_only_rewind():
 
 
 def test_idle_sessions_are_collected_but_never_with_an_open_stream():
-    clock = Clock()
+    clock = ManualClock()
     store = WatchSessions(clock)
     store.create(WatchCreate("idle", "", {"t": 0}, {}))
     store.create(WatchCreate("busy", "o", {"t": 0}, {}))
@@ -222,7 +216,7 @@ def test_idle_sessions_are_collected_but_never_with_an_open_stream():
 
 
 def test_a_stream_whose_lease_runs_out_no_longer_counts():
-    clock = Clock()
+    clock = ManualClock()
     store = WatchSessions(clock)
     store.create(WatchCreate("w", "o", {"t": 0}, {}))
     store.open(WatchOpen("w", "s", "o", 1000))

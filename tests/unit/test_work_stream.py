@@ -17,6 +17,7 @@ import json
 
 import pytest
 
+from tools.testing.manual_clock import ManualClock
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway.work_service import parse_work
 from topics_actors.gateway.work_stream import WorkPlan, WorkStream
@@ -27,19 +28,12 @@ from topics_actors.protocol.messages import (
 pytestmark = pytest.mark.timeout(60)
 
 
-class Clock:
-    def __init__(self, now: int = 1_000_000):
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
 
 # --- the shard: held, stream_lease -----------------------------------------------------------
 
 @pytest.fixture
 def q(env):
-    clock = Clock()
+    clock = ManualClock()
     harness = env.single(clock=clock)
     harness.put("q", type="queue", lease_ms=1000)
     harness.call(Append("q", [[b"%d" % n, None, None, None] for n in (1, 2, 3)]))
