@@ -159,21 +159,31 @@ class SegmentLedger(TopicLedger):
         self.flipped.add(data_path(directory, first))
 
     def store_append(self, topic, view, offset, seq, ts, flags, data_len) -> None:
-        segment = self.open.get(topic.tid)
-        if segment is None or seq != segment.next_seq or self._full(segment, ts):
-            segment = self._start(topic, seq)
-        segment.add_from_wal(view, offset, ts)
-        if len(segment.data_buf) >= BUFFER_BYTES_MAX:
-            segment.flush()
+        self._segment_for(topic, seq, ts).add_from_wal(view, offset, ts)
+        topic.publish_one(seq, 0, payload_bytes(data_len, flags), ts)
+
+    def store_plain(self, topic, view, offset, seq, ts, flags, data_len) -> None:
+        self._segment_for(topic, seq, ts).add_plain(view, offset, flags, seq, ts, data_len)
         topic.publish_one(seq, 0, payload_bytes(data_len, flags), ts)
 
     # --- segments --------------------------------------------------------------------------------
 
+    def _segment_for(self, topic: TopicState, seq: int, ts: int) -> OpenSegment:
+        """The open segment that takes `seq` next: the topic's, unless it is full, holds a
+        hole before `seq`, or has none (its buffer is flushed first when it is large)."""
+        segment = self.open.get(topic.tid)
+        if segment is None or seq != segment.next_seq or self._full(segment, ts):
+            return self._start(topic, seq)
+        if len(segment.data_buf) >= BUFFER_BYTES_MAX:
+            segment.flush()
+        return segment
+
     def _full(self, segment: OpenSegment, ts: int) -> bool:
         limits = self.limits
-        return (segment.pending_count >= limits.max_events
-                or segment.pending_bytes >= limits.max_bytes
-                or (limits.max_age_ms > 0 and segment.pending_count > 0
+        pending = segment.next_seq - segment.first_seq
+        return (pending >= limits.max_events
+                or segment.data_len + len(segment.data_buf) >= limits.max_bytes
+                or (limits.max_age_ms > 0 and pending > 0
                     and ts - segment.first_ts >= limits.max_age_ms))
 
     def _dir_of(self, tid: int) -> str:

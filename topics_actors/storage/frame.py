@@ -58,14 +58,19 @@ _FRAME_STRUCTS: dict[int, struct.Struct] = {}
 _FRAME_STRUCTS_MAX = 4096
 
 
-def _frame_struct(sections_len: int) -> struct.Struct:
-    """Header and sections packed in one call (cached per sections length)."""
-    st = _FRAME_STRUCTS.get(sections_len)
+def sized_struct(cache: dict[int, struct.Struct], header: str, size: int) -> struct.Struct:
+    """A Struct of `header` followed by `size` bytes, so a header and its sections are
+    packed in one call; cached per size in `cache` (cleared when it holds 4096)."""
+    st = cache.get(size)
     if st is None:
-        if len(_FRAME_STRUCTS) >= _FRAME_STRUCTS_MAX:
-            _FRAME_STRUCTS.clear()
-        st = _FRAME_STRUCTS[sections_len] = struct.Struct(f"<IBBQQQHHI{sections_len}s")
+        if len(cache) >= _FRAME_STRUCTS_MAX:
+            cache.clear()
+        st = cache[size] = struct.Struct(f"{header}{size}s")
     return st
+
+
+def _frame_struct(sections_len: int) -> struct.Struct:
+    return sized_struct(_FRAME_STRUCTS, "<IBBQQQHHI", sections_len)
 
 
 def encode(buf: bytearray, ftype: int, flags: int, topic_id: int, seq: int, ts: int,

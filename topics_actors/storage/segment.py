@@ -42,7 +42,7 @@ import xxhash
 
 from topics_actors.errors import CorruptionError
 from topics_actors.storage import failpoint
-from topics_actors.storage.frame import HEADER
+from topics_actors.storage.frame import HEADER, HEADER_BYTES, sized_struct
 from topics_actors.storage.frame_types import FLAG_META, FLAG_NODE, FLAG_TAG, HOPS_MASK
 from topics_actors.storage.fs import Fs, FsFile
 
@@ -56,6 +56,8 @@ DEL_LIVE = 0x00
 DEL_DELETED = 0xD5
 SEGMENT_FLAGS = FLAG_TAG | FLAG_NODE | FLAG_META | HOPS_MASK   # hops: a router's copy
 _CHECKSUM = struct.Struct("<Q")
+_TAIL = struct.Struct("<QB")                  # checksum, del byte
+_PLAIN_FRAMES: dict[int, struct.Struct] = {}  # data_len -> packer of header + data
 _SEGMENT_RE = re.compile(r"seg-(\d{16})\.(data|idx)")
 _digest = xxhash.xxh3_64_intdigest
 assert array("I").itemsize == 4     # index_words reads .idx entries as five u32 words
@@ -131,6 +133,11 @@ def _append(data_buf, idx_buf, data_base, flags, seq, ts, node_len, tag_len, dat
     data_buf.append(DEL_LIVE)
     idx_buf += IDX_ENTRY.pack(offset, frame_len + 4, ts, flags)
     return seq
+
+
+def _plain_frame(data_len: int) -> struct.Struct:
+    """The packer of a segment frame's header and data for a record without node or tag."""
+    return sized_struct(_PLAIN_FRAMES, "<IBQQHHI", data_len)
 
 
 # --- decoding ---------------------------------------------------------------------------------
@@ -213,6 +220,7 @@ class OpenSegment:
         self.data_buf = bytearray()
         self.idx_buf = bytearray()
         self.first_ts = 0
+        self.next_seq = first_seq + count  # the seq the next add must carry
         self._data: FsFile | None = None
         self._idx: FsFile | None = None
 
@@ -238,14 +246,30 @@ class OpenSegment:
     def pending_bytes(self) -> int:
         return self.data_len + len(self.data_buf)
 
-    @property
-    def next_seq(self) -> int:
-        return self.first_seq + self.pending_count
-
     def add_from_wal(self, wal_view, wal_offset: int, ts: int) -> None:
-        if not self.pending_count:
+        if self.next_seq == self.first_seq:
             self.first_ts = ts
-        append_from_wal(self.data_buf, self.idx_buf, self.data_len, wal_view, wal_offset)
+        self.next_seq = 1 + append_from_wal(self.data_buf, self.idx_buf, self.data_len,
+                                            wal_view, wal_offset)
+
+    def add_plain(self, wal_view, wal_offset: int, flags: int, seq: int, ts: int,
+                  data_len: int) -> None:
+        """add_from_wal for an Append the WAL scan already unpacked and found plain (no node,
+        no tag): the same bytes, in a third of the calls (the compactor's hottest path)."""
+        if seq == self.first_seq:
+            self.first_ts = ts
+        flags &= SEGMENT_FLAGS
+        start = wal_offset + HEADER_BYTES
+        data = wal_view[start:start + data_len]
+        frame = (_PLAIN_FRAMES.get(data_len) or _plain_frame(data_len)).pack(
+            DATA_FRAME_LEN_MIN + data_len, flags, seq, ts, 0, 0, data_len,
+            data if type(data) is bytes else bytes(data))
+        data_buf = self.data_buf
+        at = self.data_len + len(data_buf)
+        data_buf += frame
+        data_buf += _TAIL.pack(_digest(memoryview(frame)[4:]), DEL_LIVE)
+        self.idx_buf += IDX_ENTRY.pack(at, DATA_FRAME_LEN_MIN + 4 + data_len, ts, flags)
+        self.next_seq = seq + 1
 
     def delete_pending(self, seq: int) -> bool:
         """Mark `seq` deleted while its frame is still in the buffer (its del byte is
