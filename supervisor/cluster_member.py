@@ -17,7 +17,7 @@ from topics_actors.cluster import role_table
 from topics_actors.cluster.leader_election import new_topic, reelect
 from topics_actors.cluster.metadata_store import MetadataStore, Versioned
 from topics_actors.errors import TopicsError
-from topics_actors.protocol.control import IsrChange, PlaceTopic
+from topics_actors.protocol.control import IsrChange, PlaceTopic, ReconfigureTopic
 from topics_actors.topic_config import parse_config
 from topics_actors.topic_identity import topic_id
 
@@ -87,7 +87,7 @@ class ClusterMember:
                 self._fenced, self._roles_serial = fenced, self._roles_serial + 1
                 log.warning("event=leaders_fenced" if fenced else "event=leaders_unfenced")
 
-    def submit(self, msg: IsrChange | PlaceTopic) -> None:
+    def submit(self, msg: IsrChange | PlaceTopic | ReconfigureTopic) -> None:
         """A shard's request (from the supervisor's loop): done by the thread."""
         self._requests.append(msg)
         self._changed.set()
@@ -175,6 +175,8 @@ class ClusterMember:
             msg = self._requests.popleft()
             if type(msg) is IsrChange:
                 self._change_isr(msg, nodes)
+            elif type(msg) is ReconfigureTopic:
+                self._reconfigure(msg)
             else:
                 self._place(msg, nodes)
 
@@ -189,6 +191,20 @@ class ClusterMember:
         if after and self.store.swap(msg.topic, after, current.version):
             log.info("event=isr_changed topic=%s leader_epoch=%d isr=%s", msg.topic,
                      after.leader_epoch, ",".join(after.isr))
+
+    def _reconfigure(self, msg: ReconfigureTopic) -> None:
+        """A leader's new config for its topic, written by compare-and-swap; a lost race is
+        tried again by the shard's next request."""
+        current = self.store.read(msg.topic)
+        try:
+            after = current and role_table.config_changed(
+                msg.topic, current.state, self.store.node_id, msg.leader_epoch, msg.config)
+        except TopicsError as error:
+            log.warning("event=reconfigure_refused topic=%s error=%s", msg.topic, error.message)
+            return
+        if after and self.store.swap(msg.topic, after, current.version):
+            log.info("event=topic_reconfigured topic=%s leader_epoch=%d", msg.topic,
+                     msg.leader_epoch)
 
     def _place(self, msg: PlaceTopic, nodes: dict[str, dict]) -> None:
         """Create the topic's state unless it exists (the first creator wins); a topic

@@ -34,7 +34,9 @@ from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.curve_auth import CurveAuth, identity_of
 from topics_actors.errors import CannotListen, ProtocolError, TopicsError
 from topics_actors.protocol import decode, encode
-from topics_actors.protocol.control import Heartbeat, Hello, IsrChange, PlaceTopic, ReplicaRoles
+from topics_actors.protocol.control import (
+    Heartbeat, Hello, IsrChange, PlaceTopic, ReconfigureTopic, ReplicaRoles,
+)
 from topics_actors.protocol.envelope import encode_event
 from topics_actors.shard import byte_quota
 from topics_actors.storage.fs import RealFs
@@ -437,7 +439,7 @@ class Supervisor:
             child.endpoint, child.ipc = msg.endpoint, msg.ipc
             child.port = int(msg.endpoint.rsplit(":", 1)[1]) if msg.endpoint else 0
             child.peer, child.roles_sent = peer, (0, 0.0)
-        elif isinstance(msg, (IsrChange, PlaceTopic)):
+        elif isinstance(msg, (IsrChange, PlaceTopic, ReconfigureTopic)):
             if self.cluster is not None:
                 self.cluster.submit(msg)
         elif isinstance(msg, Heartbeat):

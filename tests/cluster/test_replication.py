@@ -73,7 +73,26 @@ def test_a_replicated_topic_is_written_and_read_through_any_node(cluster, observ
     assert "topics_under_replicated_topics 0" in metrics
     assert re.search(r"^topics_leader_topics [1-9]", metrics, re.M)
     assert metrics.count('topics_follower_lag_records{topic="orders"') == 2
-    assert len(converged(cluster, SHARDS, "orders")) == 23
+    _change_config_through_a_follower(cluster, state.leader, follower)
+    assert sorted(converged(cluster, SHARDS, "orders")) == list(range(15, 25))
+
+
+def _change_config_through_a_follower(cluster, leader: str, follower: str) -> None:
+    """A config change through a node that does not lead the topic: the leader writes it
+    into the topic's cluster state and every copy takes it (docs/CLUSTER.md 10)."""
+    config = {"replication_factor": 3, "durability": "fsync", "cap_records": 10}
+    changed = cluster[follower].http("PUT", "/v0/topics/orders", config)
+    assert changed.status == 200 and changed.json()["config"]["cap_records"] == 10, (
+        changed.body)
+    for nid, node in cluster.items():
+        wait_for(lambda node=node: node.http("GET", "/v0/topics/orders").json()["config"][
+            "cap_records"] == 10, 20, f"the new config on node {nid}")
+    refused = cluster[follower].http("PUT", "/v0/topics/orders", {"cap_records": 10})
+    assert refused.status == 400 and "replication_factor" in refused.json()["error"][
+        "message"]
+    cluster[follower].client().append("orders", [{"data": {"last": 1}}], acks="all")
+    state = cluster[leader].http("GET", "/v0/topics/orders").json()
+    assert (state["earliest_seq"], state["head_seq"], state["count"]) == (15, 24, 10)
 
 
 def test_a_watch_through_a_follower_node_wakes_when_its_copy_moves(cluster, observer):

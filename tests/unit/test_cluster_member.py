@@ -78,3 +78,28 @@ def test_a_topic_is_placed_once_and_an_impossible_one_is_refused():
     assert "needs 3 live nodes" in nodes["a"].roles()[3]["big"]
     assert sorted(nodes["a"].store.read("two").state.replicas) == ["a", "b"]
     assert [r["topic"] for r in nodes["b"].roles()[1]] == ["two"]
+
+
+def test_a_leaders_config_change_is_written_only_by_the_leader_and_keeps_the_copies():
+    from topics_actors.protocol.control import ReconfigureTopic
+    from topics_actors.topic_config import parse_config
+    nodes = members("a", "b")
+    nodes["a"].turn()
+    store = nodes["a"].store
+    before = parse_config({"replication_factor": 2, "cap_records": 100}, "t").to_json()
+    after = parse_config({"replication_factor": 2, "cap_records": 10}, "t").to_json()
+    store.create("t", ReplicaState(("a", "b"), ("a", "b"), "a", 3, 1, before))
+    nodes["b"].submit(ReconfigureTopic("shard", 0, 1, "t", 3, after))   # not the leader
+    nodes["a"].submit(ReconfigureTopic("shard", 0, 1, "t", 2, after))   # an old epoch
+    nodes["a"].submit(ReconfigureTopic("shard", 0, 1, "t", 3, {**after,
+                                                              "replication_factor": 1}))
+    for node_id in "ab":
+        nodes[node_id].turn()
+    assert store.read("t").state.config == before and store.read("t").version == 0
+    nodes["a"].submit(ReconfigureTopic("shard", 0, 1, "t", 3, after))
+    nodes["a"].turn()
+    written = store.read("t")
+    assert written.state.config == after and written.version == 1
+    assert written.state.leader_epoch == 3 and written.state.isr == ("a", "b")
+    nodes["b"].turn()
+    assert [r["config"] for r in nodes["b"].roles()[1]] == [after]

@@ -27,11 +27,18 @@ class ReplicaPair:
     def roles(self, leader: str = LEADER, epoch: int = 1,
               isr: tuple[str, ...] = (LEADER, FOLLOWER)) -> None:
         """Both shards take the topic's state: `leader` leads it in `epoch`."""
-        role = {"topic": self.topic, "leader": leader, "leader_epoch": epoch,
-                "isr": list(isr), "replicas": [LEADER, FOLLOWER], "version": epoch,
-                "config": self.config, "leader_shards": [f"inproc://{leader}"]}
         for harness in (self.leader, self.follower):
-            harness.call(ReplicaRoles([role], complete=True))
+            harness.call(self.roles_message(leader, epoch, isr))
+
+    def roles_message(self, leader: str = LEADER, epoch: int = 1,
+                      isr: tuple[str, ...] = (LEADER, FOLLOWER),
+                      version: int | None = None) -> ReplicaRoles:
+        """The topic's state as a supervisor sends it (`config`: the pair's)."""
+        role = {"topic": self.topic, "leader": leader, "leader_epoch": epoch,
+                "isr": list(isr), "replicas": [LEADER, FOLLOWER],
+                "version": epoch if version is None else version,
+                "config": self.config, "leader_shards": [f"inproc://{leader}"]}
+        return ReplicaRoles([role], complete=True)
 
     def round(self) -> int:
         """Every request the follower would send now, answered by the leader (never

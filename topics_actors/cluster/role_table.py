@@ -8,6 +8,8 @@ import dataclasses
 
 from topics_actors.cluster.metadata_store import Versioned
 from topics_actors.cluster.replica_state import ReplicaState
+from topics_actors.errors import invalid
+from topics_actors.topic_config import TopicConfig, parse_config
 
 
 def roles(states: dict[str, Versioned], nodes: dict[str, dict]) -> list[dict]:
@@ -56,3 +58,26 @@ def isr_changed(state: ReplicaState, node: str, leader_epoch: int,
     if ordered == state.isr:
         return None
     return dataclasses.replace(state, isr=ordered)
+
+
+def config_changed(topic_name: str, state: ReplicaState, node: str, leader_epoch: int,
+                   config: dict) -> ReplicaState | None:
+    """The state with a leader's new topic config, or None when the request is stale
+    (another leader or epoch now) or changes nothing. Raises invalid_request for a config
+    the topic cannot take (its shard checked it already: replica_rules.py)."""
+    if state.leader != node or state.leader_epoch != leader_epoch or state.config == config:
+        return None
+    check_reconfig(topic_name, state.config or {}, config, len(state.replicas))
+    return dataclasses.replace(state, config=config)
+
+
+def check_reconfig(topic: str, before: dict, after: dict, copies: int) -> TopicConfig:
+    """The new config of a placed topic, parsed; invalid_request when it changes the type
+    or the number of copies (there is no reassignment)."""
+    config = parse_config(after, topic)
+    if config.type != parse_config(before, topic).type:
+        raise invalid(f"the type of {topic!r} cannot change")
+    if config.replication_factor != copies:
+        raise invalid(f"the replication_factor of {topic!r} cannot change "
+                      f"(it has {copies} copies)")
+    return config

@@ -82,3 +82,17 @@ class PlaceTopic(Message):
     topic: str
     config: dict
     create: bool = True
+
+
+@message
+class ReconfigureTopic(Message):
+    """leader shard -> supervisor. Write `config` as the config of placed `topic`, if this
+    node still leads it in `leader_epoch`; the answer comes back in `replica_roles` (every
+    replica takes the new config from there)."""
+    KIND = "reconfigure_topic"
+    role: str
+    index: int
+    pid: int
+    topic: str
+    leader_epoch: int
+    config: dict

@@ -127,6 +127,7 @@ class ReplicaBook:
                                                # place or look up in the cluster (shell sends)
         self.refusals: dict[str, str] = {}     # placements the cluster refused, and why
         self.placed: set[str] = set()          # topics whose state arrived (wake put_topic)
+        self.reconfiguring: dict[str, dict] = {}   # topic -> the config a put_topic waits for
         self.leader_changes = 0
         self.fenced = False                    # our ZooKeeper session is not connected
         self.ops = ReplicaOps(stager, reader, lambda *answer: self.released.append(
@@ -175,6 +176,10 @@ class ReplicaBook:
             self.following.pop(role.topic, None)
             return
         topic = self._local_copy(role)
+        if before is None or before.config != role.config:
+            topic_admin.take_cluster_config(self.stager, topic, role.config)
+            if self.reconfiguring.get(role.topic) == role.config:
+                self.placed.add(role.topic)      # wakes the put_topic waiting for it
         topic.follower = role.leader != self.node_id
         if role.leader == self.node_id:
             self.following.pop(role.topic, None)
@@ -222,7 +227,7 @@ class ReplicaBook:
                      role.leader_epoch, ",".join(role.isr), topic.head + 1)
             self._advance(topic, tracker.leader_committed(topic.head + 1))
         else:
-            tracker.replicas = role.replicas
+            tracker.replicas, tracker.min_isr = role.replicas, topic.config.min_isr
             if tracker.isr != role.isr:
                 self._advance(topic, tracker.isr_written(role.isr))
         tracker.leader_epoch = role.leader_epoch

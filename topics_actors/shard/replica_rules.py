@@ -8,10 +8,11 @@ place it (a topic of one copy stays on this node) and parks until the state arri
 client then retries and is answered by the topic's leader. Every request naming a placed
 topic goes to its leader: elsewhere it is refused `not_leader` with where the topic is led,
 which the gateway and the client library follow. On a topic with several copies, the
-operations whose effects are not replicated yet (routers into the topic, topic deletion,
-config changes) are refused with a clear error rather than let
-the copies drift apart; deleting a topic of one copy is refused too (its state would bring
-it back). Topics a node held before it joined a cluster stay its own.
+operations whose effects are not replicated yet (routers into the topic, topic deletion)
+are refused with a clear error rather than let the copies drift apart; deleting a topic of
+one copy is refused too (its state would bring it back). A config change is made in the
+topic's cluster state by its leader, and every copy takes it from there. Topics a node held
+before it joined a cluster stay its own.
 """
 
 from __future__ import annotations
@@ -63,9 +64,10 @@ class ReplicaRules:
         if type(msg) is PutTopic:
             topic = self.registry.get(msg.topic)
             config = parse_config(msg.config, msg.topic)
-            if topic is not None and config != topic.config and (
-                    copies > 1 or config.replication_factor != copies):
-                raise invalid("the config of a replicated topic cannot change yet")
+            if (topic is not None and config.type == topic.config.type
+                    and config.replication_factor != copies):
+                raise invalid(f"the replication_factor of {msg.topic!r} cannot change "
+                              f"(it has {copies} copies: there is no reassignment)")
 
     def ops_replicated(self, msg) -> bool:
         """Whether a record delete goes through the topic's op log: the topic has several
@@ -102,6 +104,40 @@ class ReplicaRules:
 
     def place(self, msg: PutTopic) -> Staged:
         return self._place(msg.topic, parse_config(msg.config, msg.topic), True, retry=False)
+
+    def reconfigures(self, msg: PutTopic) -> bool:
+        """A put_topic that changes the config of a placed topic (on its leader: check()
+        ran). The cluster's state holds the config, so the change is made there, and every
+        copy takes it from there (replica_book.py); a type change is refused as on a single
+        node (topic_admin.put)."""
+        topic = self.registry.get(msg.topic)
+        if topic is None or msg.topic not in self.book.roles:
+            return False
+        config = parse_config(msg.config, msg.topic)
+        return config != topic.config and config.type == topic.config.type
+
+    def reconfigure(self, msg: PutTopic) -> Staged:
+        """Ask the supervisor to write the new config into the topic's state (the shell
+        sends it while it is wanted); park until the state carries it and this copy logged
+        it. A put_topic not answered in time is answered not_ready: the client sends it
+        again (it is idempotent)."""
+        name = msg.topic
+        wanted = parse_config(msg.config, name).to_json()
+        self.book.reconfiguring[name] = wanted
+
+        def taken() -> bool:
+            role = self.book.roles.get(name)
+            return role is not None and role.config == wanted
+
+        def now() -> dict:
+            self.book.reconfiguring.pop(name, None)
+            if not taken():
+                raise TopicsError(f"the cluster has not taken the new config of {name!r} "
+                                  f"yet; retry", ErrorCode.NOT_READY, {"reason": "reconfiguring"})
+            return {"topic": name, "created": False, "config": wanted}
+
+        return read_op(lambda _info: now() if taken() else
+                       Park(PLACE_PREFIX + name, PLACE_WAIT_MS, now))
 
     def _place(self, name: str, config: TopicConfig, create: bool, retry: bool) -> Staged:
         """Ask the supervisor for the topic's state (creating it if `create`); park until it

@@ -169,6 +169,8 @@ class ShardCore:
     def _put_topic(self, msg: PutTopic) -> Staged:
         if self.replica_rules.places(msg):
             return self.replica_rules.place(msg)
+        if self.replica_rules.reconfigures(msg):
+            return self.replica_rules.reconfigure(msg)
         return topic_admin.put(self.stager, self.registry, msg)
 
     def _get_topic(self, msg: GetTopic) -> Staged:

@@ -20,7 +20,7 @@ from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
 from topics_actors.protocol import decode, encode_error
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
-from topics_actors.protocol.control import IsrChange, PlaceTopic, ReplicaRoles
+from topics_actors.protocol.control import IsrChange, PlaceTopic, ReconfigureTopic, ReplicaRoles
 from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import VouchedRecords
 from topics_actors.shard.commit_publisher import CommitPublisher
@@ -251,6 +251,11 @@ class ShardServer:
         for topic, (config, create) in replicas.placing.items():
             self.link.send(PlaceTopic("shard", self.core.options.shard, os.getpid(), topic,
                                       config, create))
+        for topic, config in replicas.reconfiguring.items():
+            tracker = replicas.leading.get(topic)
+            if tracker is not None:
+                self.link.send(ReconfigureTopic("shard", self.core.options.shard, os.getpid(),
+                                                topic, tracker.leader_epoch, config))
 
     def _watch_feed_sockets(self, sockets: list) -> None:
         """Let a feed's answer end the poll (its sockets open on first use)."""

@@ -8,6 +8,8 @@ since its past records are not in the WAL.
 
 from __future__ import annotations
 
+import logging
+
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
 from topics_actors.ledger.queue_state import counters
 from topics_actors.ledger.topic_state import TopicState
@@ -22,6 +24,8 @@ from topics_actors.storage import frame_body
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.topic_config import TopicConfig, parse_config
 from topics_actors.topic_identity import topic_id, valid_topic_name
+
+log = logging.getLogger(__name__)
 
 LIST_LIMIT_MAX = 1001
 UNCOMMITTED = 1 << 62     # created_at of a topic whose creation is not durable yet
@@ -45,7 +49,9 @@ def stage_create(stager: BatchStager, registry: TopicRegistry, name: str,
     return topic
 
 
-def _stage_config(stager: BatchStager, topic: TopicState, config: TopicConfig) -> None:
+def stage_config(stager: BatchStager, topic: TopicState, config: TopicConfig) -> None:
+    """Give `topic` a new config now and log it (a put_topic, or a cluster's config of a
+    placed topic arriving in its replication state)."""
     stager.save_undo(topic.name, topic)
     was_logged = topic.config.logged
     topic.config = config
@@ -58,6 +64,23 @@ def _stage_config(stager: BatchStager, topic: TopicState, config: TopicConfig) -
         topic.reserved_head = max(topic.reserved_head, staged_head)
         stager.frame(FrameType.HEAD_WATERMARK, topic,
                      frame_body.encode_u64(topic.reserved_head), seq=staged_head)
+
+
+def take_cluster_config(stager: BatchStager, topic: TopicState, raw: dict) -> None:
+    """A cluster's config of a placed topic (its replication state; a leader's put_topic
+    changes it there, replica_rules.py): logged when it differs from the copy's own. A state
+    without a config, or one this node cannot read, leaves the copy's as it is."""
+    if not raw:
+        return
+    try:
+        config = parse_config(raw, topic.name)
+    except TopicsError as error:
+        log.error("event=cluster_config_unreadable topic=%s error=%s", topic.name,
+                  error.message)
+        return
+    if config != topic.config:
+        stage_config(stager, topic, config)
+        log.info("event=cluster_config_taken topic=%s", topic.name)
 
 
 def put(stager: BatchStager, registry: TopicRegistry, msg: PutTopic) -> Staged:
@@ -74,7 +97,7 @@ def put(stager: BatchStager, registry: TopicRegistry, msg: PutTopic) -> Staged:
                           {"topic": msg.topic, "existing_type": topic.config.type,
                            "requested_type": config.type})
     elif topic.config != config:
-        _stage_config(stager, topic, config)
+        stage_config(stager, topic, config)
     return write_op(lambda info: {"topic": msg.topic, "created": created,
                                   "config": config.to_json()})
 
