@@ -17,7 +17,7 @@ from topics_actors.cluster import role_table
 from topics_actors.cluster.leader_election import new_topic, reelect
 from topics_actors.cluster.metadata_store import MetadataStore, Versioned
 from topics_actors.errors import TopicsError
-from topics_actors.protocol.control import IsrChange, PlaceTopic, ReconfigureTopic
+from topics_actors.protocol.control import IsrChange, PlaceTopic, TopicChange
 from topics_actors.topic_config import parse_config
 from topics_actors.topic_identity import topic_id
 
@@ -87,7 +87,7 @@ class ClusterMember:
                 self._fenced, self._roles_serial = fenced, self._roles_serial + 1
                 log.warning("event=leaders_fenced" if fenced else "event=leaders_unfenced")
 
-    def submit(self, msg: IsrChange | PlaceTopic | ReconfigureTopic) -> None:
+    def submit(self, msg: IsrChange | PlaceTopic | TopicChange) -> None:
         """A shard's request (from the supervisor's loop): done by the thread."""
         self._requests.append(msg)
         self._changed.set()
@@ -148,7 +148,8 @@ class ClusterMember:
         with self._lock:
             self._view = {"node_id": self.store.node_id, "session": session,
                           "controller": self.store.controller(), "nodes": nodes,
-                          "topics": {t: v.state.view() for t, v in states.items()}}
+                          "topics": {t: v.state.view() for t, v in states.items()
+                                     if not v.state.deleted}}
             if roles != self._roles or keys != self._peer_keys:
                 self._roles, self._peer_keys = roles, keys
                 self._roles_serial += 1
@@ -175,8 +176,8 @@ class ClusterMember:
             msg = self._requests.popleft()
             if type(msg) is IsrChange:
                 self._change_isr(msg, nodes)
-            elif type(msg) is ReconfigureTopic:
-                self._reconfigure(msg)
+            elif type(msg) is TopicChange:
+                self._change(msg)
             else:
                 self._place(msg, nodes)
 
@@ -192,30 +193,37 @@ class ClusterMember:
             log.info("event=isr_changed topic=%s leader_epoch=%d isr=%s", msg.topic,
                      after.leader_epoch, ",".join(after.isr))
 
-    def _reconfigure(self, msg: ReconfigureTopic) -> None:
-        """A leader's new config for its topic, written by compare-and-swap; a lost race is
-        tried again by the shard's next request."""
+    def _change(self, msg: TopicChange) -> None:
+        """A leader's new config for its topic, or its deletion, written by
+        compare-and-swap; a lost race is tried again by the shard's next request."""
         current = self.store.read(msg.topic)
+        node = self.store.node_id
         try:
-            after = current and role_table.config_changed(
-                msg.topic, current.state, self.store.node_id, msg.leader_epoch, msg.config)
+            after = current and (
+                role_table.deleted(current.state, node, msg.leader_epoch) if msg.delete else
+                role_table.config_changed(msg.topic, current.state, node, msg.leader_epoch,
+                                          msg.config or {}))
         except TopicsError as error:
-            log.warning("event=reconfigure_refused topic=%s error=%s", msg.topic, error.message)
+            log.warning("event=topic_change_refused topic=%s error=%s", msg.topic,
+                        error.message)
             return
         if after and self.store.swap(msg.topic, after, current.version):
-            log.info("event=topic_reconfigured topic=%s leader_epoch=%d", msg.topic,
-                     msg.leader_epoch)
+            log.info("event=topic_%s topic=%s leader_epoch=%d",
+                     "deleted" if msg.delete else "reconfigured", msg.topic, msg.leader_epoch)
 
     def _place(self, msg: PlaceTopic, nodes: dict[str, dict]) -> None:
-        """Create the topic's state unless it exists (the first creator wins); a topic
-        that cannot be placed is reported back to the shards as refused."""
-        if self.store.read(msg.topic) is not None or not msg.create:
+        """Create the topic's state unless it exists (the first creator wins; a deleted
+        topic's tombstone is replaced, its epochs continued); a topic that cannot be placed
+        is reported back to the shards as refused."""
+        found = self.store.read(msg.topic)
+        if (found is not None and not found.state.deleted) or not msg.create:
             return
         try:
             config = parse_config(msg.config, msg.topic)
             state = new_topic(sorted(nodes), config.replication_factor, topic_id(msg.topic),
                               self.store.controller_epoch, config.to_json(),
-                              local=self.store.node_id)
+                              local=self.store.node_id,
+                              first_epoch=found.state.leader_epoch + 1 if found else 1)
         except TopicsError as error:
             log.warning("event=place_failed topic=%s error=%s", msg.topic, error.message)
             with self._lock:
@@ -227,7 +235,8 @@ class ClusterMember:
             return
         with self._lock:
             self._refused.pop(msg.topic, None)
-        if self.store.create(msg.topic, state):
+        if (self.store.swap(msg.topic, state, found.version) if found
+                else self.store.create(msg.topic, state)):
             log.info("event=topic_placed topic=%s replicas=%s leader=%s", msg.topic,
                      ",".join(state.replicas), state.leader)
 
@@ -236,6 +245,8 @@ class ClusterMember:
         written. The number of topics changed."""
         live, changed = set(nodes), 0
         for topic, current in states.items():
+            if current.state.deleted:
+                continue
             quarantined = {node for node, info in nodes.items()
                            if topic in info.get("quarantined", ())}
             after = reelect(current.state, live, quarantined, self.store.controller_epoch)

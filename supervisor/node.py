@@ -35,7 +35,7 @@ from topics_actors.curve_auth import CurveAuth, identity_of
 from topics_actors.errors import CannotListen, ProtocolError, TopicsError
 from topics_actors.protocol import decode, encode
 from topics_actors.protocol.control import (
-    Heartbeat, Hello, IsrChange, PlaceTopic, ReconfigureTopic, ReplicaRoles,
+    Heartbeat, Hello, IsrChange, PlaceTopic, TopicChange, ReplicaRoles,
 )
 from topics_actors.protocol.envelope import encode_event
 from topics_actors.shard import byte_quota
@@ -439,7 +439,7 @@ class Supervisor:
             child.endpoint, child.ipc = msg.endpoint, msg.ipc
             child.port = int(msg.endpoint.rsplit(":", 1)[1]) if msg.endpoint else 0
             child.peer, child.roles_sent = peer, (0, 0.0)
-        elif isinstance(msg, (IsrChange, PlaceTopic, ReconfigureTopic)):
+        elif isinstance(msg, (IsrChange, PlaceTopic, TopicChange)):
             if self.cluster is not None:
                 self.cluster.submit(msg)
         elif isinstance(msg, Heartbeat):

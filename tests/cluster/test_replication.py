@@ -406,3 +406,36 @@ def test_a_stalled_follower_shard_leaves_the_isr_on_lag_and_rejoins(make_node, z
     writer.stop()
     wait_caught_up(cluster[state.leader], "laggy")
     converged(cluster, SHARDS, "laggy", writer.acked)
+
+
+def test_a_deleted_topic_leaves_every_copy_and_its_name_can_be_used_again(
+        cluster, observer, make_node, zk_connect):
+    """Deleting a replicated topic through a node that does not lead it: every copy drops
+    it, a node away at the time drops its copy when it returns (the tombstone in the
+    topic's state), and a new topic of the name starts empty (docs/CLUSTER.md 10)."""
+    client = cluster["a"].client()
+    client.put_topic("scratch", replication_factor=3, durability="fsync")
+    wait_isr(cluster["a"], "scratch", 3)
+    for i in range(10):
+        client.append("scratch", [{"data": i}], acks="all")
+    first = observer.read("scratch").state
+    away, entry = [n for n in "abc" if n != first.leader]
+    cluster[away].stop()
+    wait_for(lambda: away not in observer.nodes(), 30, "the stopped node's session gone")
+    gone = cluster[entry].http("DELETE", "/v0/topics/scratch")
+    assert gone.status == 200 and gone.json()["deleted"] is True, gone.body
+    assert observer.read("scratch").state.deleted
+    for nid in (first.leader, entry):
+        assert cluster[nid].http("GET", "/v0/topics/scratch").status == 404
+    back = make_node(shards=SHARDS, data_dir=cluster[away].data_dir,
+                     env=cluster_env(zk_connect, away))
+    nodes = {**cluster, away: back}
+    wait_for(lambda: back.http("GET", "/v0/topics/scratch").status == 404, 30,
+             "the returned node's copy dropped")
+    nodes[entry].client().put_topic("scratch", replication_factor=3, durability="fsync")
+    again = observer.read("scratch").state
+    assert not again.deleted and again.first_epoch > first.leader_epoch
+    wait_isr(nodes[entry], "scratch", 3, timeout_s=60)
+    reply = nodes[away].client().append("scratch", [{"data": "new"}], acks="all")
+    assert reply["first_seq"] == 1
+    assert sorted(converged(nodes, SHARDS, "scratch")) == [1]

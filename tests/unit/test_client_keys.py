@@ -81,7 +81,7 @@ def test_every_client_kind_has_its_scopes_written_down():
     import topics_actors.protocol.control  # noqa: F401  (registers hello and heartbeat)
     internal = {"checkpoint", "absorbed", "retain", "watch_create", "watch_open",
                 "watch_cursor", "stream_lease", "hello", "heartbeat", "replica_roles",
-                "isr_change", "place_topic", "reconfigure_topic"}
+                "isr_change", "place_topic", "topic_change"}
     assert set(registered_kinds()) - internal == set(KIND_SCOPES)
 
 

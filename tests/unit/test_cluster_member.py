@@ -81,7 +81,7 @@ def test_a_topic_is_placed_once_and_an_impossible_one_is_refused():
 
 
 def test_a_leaders_config_change_is_written_only_by_the_leader_and_keeps_the_copies():
-    from topics_actors.protocol.control import ReconfigureTopic
+    from topics_actors.protocol.control import TopicChange
     from topics_actors.topic_config import parse_config
     nodes = members("a", "b")
     nodes["a"].turn()
@@ -89,17 +89,45 @@ def test_a_leaders_config_change_is_written_only_by_the_leader_and_keeps_the_cop
     before = parse_config({"replication_factor": 2, "cap_records": 100}, "t").to_json()
     after = parse_config({"replication_factor": 2, "cap_records": 10}, "t").to_json()
     store.create("t", ReplicaState(("a", "b"), ("a", "b"), "a", 3, 1, before))
-    nodes["b"].submit(ReconfigureTopic("shard", 0, 1, "t", 3, after))   # not the leader
-    nodes["a"].submit(ReconfigureTopic("shard", 0, 1, "t", 2, after))   # an old epoch
-    nodes["a"].submit(ReconfigureTopic("shard", 0, 1, "t", 3, {**after,
+    nodes["b"].submit(TopicChange("shard", 0, 1, "t", 3, after))   # not the leader
+    nodes["a"].submit(TopicChange("shard", 0, 1, "t", 2, after))   # an old epoch
+    nodes["a"].submit(TopicChange("shard", 0, 1, "t", 3, {**after,
                                                               "replication_factor": 1}))
     for node_id in "ab":
         nodes[node_id].turn()
     assert store.read("t").state.config == before and store.read("t").version == 0
-    nodes["a"].submit(ReconfigureTopic("shard", 0, 1, "t", 3, after))
+    nodes["a"].submit(TopicChange("shard", 0, 1, "t", 3, after))
     nodes["a"].turn()
     written = store.read("t")
     assert written.state.config == after and written.version == 1
     assert written.state.leader_epoch == 3 and written.state.isr == ("a", "b")
     nodes["b"].turn()
     assert [r["config"] for r in nodes["b"].roles()[1]] == [after]
+
+
+def test_a_deleted_topic_leaves_a_tombstone_and_a_new_one_of_its_name_starts_above_it():
+    from topics_actors.protocol.control import PlaceTopic, TopicChange
+    nodes = members("a", "b")
+    nodes["a"].turn()
+    store = nodes["a"].store
+    store.create("t", ReplicaState(("a", "b"), ("a", "b"), "a", 4, 1, {"replication_factor": 2}))
+    nodes["b"].submit(TopicChange("shard", 0, 1, "t", 4, delete=True))     # not the leader
+    nodes["b"].turn()
+    assert not store.read("t").state.deleted
+    nodes["a"].submit(TopicChange("shard", 0, 1, "t", 4, delete=True))
+    nodes["a"].turn()
+    tomb = store.read("t").state
+    assert (tomb.deleted, tomb.leader, tomb.isr, tomb.leader_epoch) == (True, None, (), 5)
+    assert "t" not in nodes["a"].view()["topics"]                 # gone from the view
+    assert nodes["a"].roles()[1][0]["deleted"] is True            # shards drop their copies
+    nodes["b"].store.znodes.close()
+    nodes["a"].turn()                                             # no election on a tombstone
+    assert store.read("t").state == tomb
+    nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {"replication_factor": 1}, create=False))
+    nodes["a"].turn()
+    assert store.read("t").state == tomb                          # a lookup creates nothing
+    nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {"replication_factor": 1}))
+    nodes["a"].turn()
+    again = store.read("t")
+    assert (again.state.deleted, again.state.leader, again.state.first_epoch) == (False, "a", 6)
+    assert again.state.leader_epoch == 6 and again.version == 2

@@ -1,18 +1,14 @@
 """A placed topic's config lives in its cluster state (docs/CLUSTER.md 10): a put_topic that
 changes it, on the topic's leader, waits while the supervisor writes the new config there
-(reconfigure_topic), and every copy takes it from its next replica_roles and logs it. The
+(topic_change), and every copy takes it from its next replica_roles and logs it. The
 type and the replication factor cannot change; a follower sends the request to the leader.
 Two shards of two nodes in one process (tools/testing/replica_pair.py)."""
 
-import os
 
 import pytest
 
-from tools.testing.fault_fs import FaultFs
-from tools.testing.replica_pair import ReplicaPair
-from tools.testing.shard_harness import ShardEnv
+from tools.testing.replica_pair import ReplicaPair, pair_env
 from topics_actors.errors import ErrorCode, TopicsError
-from topics_actors.protocol import decode_reply
 from topics_actors.protocol.messages import PutTopic, Retain
 from topics_actors.topic_config import parse_config
 
@@ -22,33 +18,11 @@ BEFORE = {"durability": "disk", "cap_records": 1000}
 AFTER = {"durability": "disk", "cap_records": 10, "replication_factor": 2}
 
 
-def _env(root, name: str) -> ShardEnv:
-    path = os.path.join(str(root), name)
-    os.makedirs(path)
-    return ShardEnv(path, FaultFs())
-
-
 @pytest.fixture
 def pair(tmp_path):
-    pair = ReplicaPair(_env(tmp_path, "a"), _env(tmp_path, "b"), "logs", BEFORE)
+    pair = ReplicaPair(pair_env(tmp_path, "a"), pair_env(tmp_path, "b"), "logs", BEFORE)
     yield pair
     pair.close()
-
-
-def _turn(harness, *msgs, first: int = 1) -> dict[int, object]:
-    """Submit `msgs` (corr first, first + 1, ...) and commit once: the replies that came
-    out, by corr (a parked request's comes with a later commit)."""
-    for corr, msg in enumerate(msgs, first):
-        harness.core.submit(b"peer", corr, msg, 0)
-    out = {}
-    for _peer, raw in harness.core.commit():
-        try:
-            corr, body = decode_reply(raw)
-            body.pop("performance", None)
-        except TopicsError as error:
-            corr, body = error.corr, error
-        out[corr] = body
-    return out
 
 
 def _config(harness) -> dict:
@@ -57,11 +31,11 @@ def _config(harness) -> dict:
 
 def test_a_config_change_waits_for_the_cluster_state_and_every_copy_takes_it(pair):
     wanted = parse_config(AFTER, "logs").to_json()
-    assert _turn(pair.leader, PutTopic("logs", AFTER)) == {}       # parked
+    assert pair.leader.turn(PutTopic("logs", AFTER)) == {}       # parked
     assert pair.leader.core.replicas.reconfiguring == {"logs": wanted}
     assert _config(pair.leader)["cap_records"] == 1000           # not before the state says
     pair.config = wanted                                          # the supervisor's CAS
-    replies = _turn(pair.leader, pair.roles_message(version=2), first=2)
+    replies = pair.leader.turn(pair.roles_message(version=2), first=2)
     assert replies == {2: {"roles": 1},
                        1: {"topic": "logs", "created": False, "config": wanted}}
     assert _config(pair.leader) == wanted

@@ -4,24 +4,15 @@ fetches (never past its own log end), logs them, and keeps them across a restart
 shards of two nodes in one process (tools/testing/replica_pair.py), with a hand-moved
 clock."""
 
-import os
 
 import pytest
 
-from tools.testing.fault_fs import FaultFs
 from tools.testing.manual_clock import ManualClock
-from tools.testing.replica_pair import ReplicaPair
-from tools.testing.shard_harness import ShardEnv
+from tools.testing.replica_pair import ReplicaPair, pair_env
 from topics_actors.protocol.messages import Retain
 
 pytestmark = pytest.mark.timeout(30)
 
-
-
-def _env(root, name: str) -> ShardEnv:
-    path = os.path.join(str(root), name)
-    os.makedirs(path)
-    return ShardEnv(path, FaultFs())
 
 
 @pytest.fixture
@@ -31,7 +22,7 @@ def clock():
 
 @pytest.fixture
 def pair(tmp_path, clock):
-    pair = ReplicaPair(_env(tmp_path, "a"), _env(tmp_path, "b"), "logs",
+    pair = ReplicaPair(pair_env(tmp_path, "a"), pair_env(tmp_path, "b"), "logs",
                        {"durability": "fsync", "ttl_ms": 60_000}, clock=clock)
     yield pair
     pair.close()
@@ -69,7 +60,7 @@ def test_a_follower_drops_what_its_leader_dropped_and_nothing_on_its_own(pair, c
 
 def test_a_follower_behind_a_capped_leader_gets_its_floors_and_no_record_below(tmp_path,
                                                                               clock):
-    pair = ReplicaPair(_env(tmp_path, "c"), _env(tmp_path, "d"), "capped",
+    pair = ReplicaPair(pair_env(tmp_path, "c"), pair_env(tmp_path, "d"), "capped",
                        {"durability": "disk", "cap_records": 100}, clock=clock)
     try:
         for first in range(0, 3000, 500):

@@ -11,16 +11,13 @@ import random
 import pytest
 
 from tools.testing.crash_fs import CrashFs
-from tools.testing.replica_pair import FOLLOWER, LEADER, ReplicaPair
-from tools.testing.shard_harness import ShardEnv
+from tools.testing.replica_pair import FOLLOWER, LEADER, ReplicaPair, pair_env
 
 pytestmark = pytest.mark.timeout(60)
 
 
-def _env(root, name: str) -> ShardEnv:
-    path = os.path.join(str(root), name)
-    os.makedirs(path)
-    return ShardEnv(path, CrashFs(grave=os.path.join(str(root), name + ".grave")))
+def _crash_env(root, name: str):
+    return pair_env(root, name, CrashFs(grave=os.path.join(str(root), name + ".grave")))
 
 
 def _copy(harness, name: str = "t") -> dict[int, bytes]:
@@ -38,7 +35,7 @@ def _write(pair, first: int, count: int) -> None:
 @pytest.mark.parametrize("new_leader", [LEADER, FOLLOWER])
 def test_what_the_watermark_covered_survives_power_loss_on_every_replica(tmp_path,
                                                                           new_leader):
-    pair = ReplicaPair(_env(tmp_path, "a"), _env(tmp_path, "b"), "t",
+    pair = ReplicaPair(_crash_env(tmp_path, "a"), _crash_env(tmp_path, "b"), "t",
                        {"durability": "fsync"})
     try:
         for first in range(0, 300, 50):

@@ -7,13 +7,22 @@ leader and the answers back by hand, one round at a time. Unit tests of what rep
 from __future__ import annotations
 
 import dataclasses
+import os
 
+from tools.testing.fault_fs import FaultFs
 from tools.testing.shard_harness import ShardEnv, ShardHarness
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import ReplicaFetch
 from topics_actors.shard.replica_book import ReplicaAnswer
 
 LEADER, FOLLOWER = "a", "b"
+
+
+def pair_env(root, name: str, fs=None) -> ShardEnv:
+    """A node's data dir `name` under `root` (a FaultFs unless `fs`)."""
+    path = os.path.join(str(root), name)
+    os.makedirs(path)
+    return ShardEnv(path, fs if fs is not None else FaultFs())
 
 
 class ReplicaPair:
@@ -32,12 +41,13 @@ class ReplicaPair:
 
     def roles_message(self, leader: str = LEADER, epoch: int = 1,
                       isr: tuple[str, ...] = (LEADER, FOLLOWER),
-                      version: int | None = None) -> ReplicaRoles:
-        """The topic's state as a supervisor sends it (`config`: the pair's)."""
+                      version: int | None = None, **state) -> ReplicaRoles:
+        """The topic's state as a supervisor sends it (`config`: the pair's; `state`: more
+        fields, such as `deleted` or `first_epoch`)."""
         role = {"topic": self.topic, "leader": leader, "leader_epoch": epoch,
                 "isr": list(isr), "replicas": [LEADER, FOLLOWER],
                 "version": epoch if version is None else version,
-                "config": self.config, "leader_shards": [f"inproc://{leader}"]}
+                "config": self.config, "leader_shards": [f"inproc://{leader}"], **state}
         return ReplicaRoles([role], complete=True)
 
     def round(self) -> int:

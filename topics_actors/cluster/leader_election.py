@@ -31,14 +31,16 @@ def place_replicas(live: list[str], factor: int, topic_id: int) -> tuple[str, ..
 
 def new_topic(live: list[str], factor: int, topic_id: int,
               controller_epoch: int, config: dict | None = None,
-              local: str | None = None) -> ReplicaState:
+              local: str | None = None, first_epoch: int = 1) -> ReplicaState:
     """A topic of one copy stays on the node that asked (`local`), as on a single node;
-    copies of a replicated one are spread by placement."""
+    copies of a replicated one are spread by placement. `first_epoch`: above every epoch
+    of a deleted topic of the same name (replica_state.py)."""
     if factor == 1 and local is not None and local in live:
         replicas = (local,)
     else:
         replicas = place_replicas(live, factor, topic_id)
-    return ReplicaState(replicas, replicas, replicas[0], 1, controller_epoch, config)
+    return ReplicaState(replicas, replicas, replicas[0], first_epoch, controller_epoch, config,
+                        first_epoch=first_epoch)
 
 
 def reelect(state: ReplicaState, live: set[str], quarantined: set[str],

@@ -4,6 +4,11 @@ epoch, which replicas are in sync.
 Stored as one JSON object per topic and changed only by a versioned compare-and-swap
 fenced by the controller epoch (cluster/metadata_store.py), so two controllers can never
 both win a leader change.
+
+A deleted topic leaves a tombstone (`deleted`, no leader, its epoch bumped) so that a node
+that was away learns of the deletion; creating the name again replaces the tombstone with
+a state whose epochs start above every epoch of the deleted one (`first_epoch`), so a copy
+of the old topic is never taken for one of the new (replica_book.py).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ class ReplicaState:
     leader_epoch: int                   # bumped by every leader change, never reused
     controller_epoch: int               # the controller generation that wrote this
     config: dict | None = None          # the topic's config, as its replicas create it
+    deleted: bool = False               # a tombstone: the topic was deleted
+    first_epoch: int = 1                # the leader epoch this incarnation of the name began
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(dataclasses.asdict(self))
@@ -33,7 +40,8 @@ class ReplicaState:
             fields = orjson.loads(raw)
             return cls(tuple(fields["replicas"]), tuple(fields["isr"]), fields["leader"],
                        int(fields["leader_epoch"]), int(fields["controller_epoch"]),
-                       fields.get("config"))
+                       fields.get("config"), bool(fields.get("deleted", False)),
+                       int(fields.get("first_epoch", 1)))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise invalid(f"unreadable replica state: {exc}") from exc
 

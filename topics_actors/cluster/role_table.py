@@ -21,7 +21,8 @@ def roles(states: dict[str, Versioned], nodes: dict[str, dict]) -> list[dict]:
         out.append({"topic": topic, "leader": state.leader,
                     "leader_epoch": state.leader_epoch, "isr": list(state.isr),
                     "replicas": list(state.replicas), "version": version,
-                    "config": state.config or {},
+                    "config": state.config or {}, "deleted": state.deleted,
+                    "first_epoch": state.first_epoch,
                     "leader_shards": (leader or {}).get("shards") or [],
                     "leader_front": _front(leader), "leader_http": _http(leader),
                     "leader_curve": (leader or {}).get("curve_public")})
@@ -69,6 +70,15 @@ def config_changed(topic_name: str, state: ReplicaState, node: str, leader_epoch
         return None
     check_reconfig(topic_name, state.config or {}, config, len(state.replicas))
     return dataclasses.replace(state, config=config)
+
+
+def deleted(state: ReplicaState, node: str, leader_epoch: int) -> ReplicaState | None:
+    """The tombstone of a topic its leader deletes (no leader, the epoch bumped so the next
+    incarnation of the name starts above it), or None when the request is stale."""
+    if state.deleted or state.leader != node or state.leader_epoch != leader_epoch:
+        return None
+    return dataclasses.replace(state, deleted=True, leader=None, isr=(),
+                               leader_epoch=state.leader_epoch + 1)
 
 
 def check_reconfig(topic: str, before: dict, after: dict, copies: int) -> TopicConfig:

@@ -85,14 +85,16 @@ class PlaceTopic(Message):
 
 
 @message
-class ReconfigureTopic(Message):
-    """leader shard -> supervisor. Write `config` as the config of placed `topic`, if this
-    node still leads it in `leader_epoch`; the answer comes back in `replica_roles` (every
-    replica takes the new config from there)."""
-    KIND = "reconfigure_topic"
+class TopicChange(Message):
+    """leader shard -> supervisor. Write a change of placed `topic` into its cluster state,
+    if this node still leads it in `leader_epoch`: `config` as its new config, or with
+    `delete` its deletion (a tombstone). The answer comes back in `replica_roles`: every
+    replica takes the change from there."""
+    KIND = "topic_change"
     role: str
     index: int
     pid: int
     topic: str
     leader_epoch: int
-    config: dict
+    config: dict | None = None
+    delete: bool = False

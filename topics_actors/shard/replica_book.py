@@ -17,7 +17,6 @@ watermark), or when that is not safe, or it lacks ops the leader dropped, fetche
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import NamedTuple
@@ -40,12 +39,13 @@ from topics_actors.shard import replica_records
 from topics_actors.shard.replica_cut import ReplicaCut
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replica_ops import AwaitOp, ReplicaOps, ops_of
+from topics_actors.shard.replica_role import Role
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage import frame_body
 from topics_actors.storage.file_table import make_loc
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.topic_config import parse_config
-from topics_actors.topic_identity import shard_of_name, topic_id
+from topics_actors.topic_identity import topic_id
 
 log = logging.getLogger(__name__)
 
@@ -61,36 +61,6 @@ PLACE_PREFIX = "\0p"          # a put_topic waiting for the cluster to place its
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
-
-
-@dataclasses.dataclass(frozen=True)
-class Role:
-    """One topic's replication state as the supervisor sent it."""
-    topic: str
-    leader: str | None
-    leader_epoch: int
-    isr: tuple[str, ...]
-    replicas: tuple[str, ...]
-    version: int
-    config: dict
-    leader_shard: str | None        # the leader's shard endpoint for this topic
-    leader_front: str | None
-    leader_http: str | None
-    leader_curve: str | None = None  # the CURVE key its leader's shards serve under
-
-    @classmethod
-    def from_wire(cls, raw: dict) -> "Role":
-        shards = raw.get("leader_shards") or []
-        shard = shards[shard_of_name(raw["topic"], len(shards))] if shards else None
-        return cls(raw["topic"], raw.get("leader"), int(raw["leader_epoch"]),
-                   tuple(raw["isr"]), tuple(raw["replicas"]), int(raw.get("version", 0)),
-                   raw.get("config") or {}, shard, raw.get("leader_front"),
-                   raw.get("leader_http"), raw.get("leader_curve"))
-
-    def hint(self) -> dict:
-        return {"topic": self.topic, "leader": self.leader, "leader_epoch": self.leader_epoch,
-                "leader_front": self.leader_front, "leader_http": self.leader_http,
-                "leader_curve": self.leader_curve}
 
 
 class AwaitHw(NamedTuple):
@@ -128,6 +98,9 @@ class ReplicaBook:
         self.refusals: dict[str, str] = {}     # placements the cluster refused, and why
         self.placed: set[str] = set()          # topics whose state arrived (wake put_topic)
         self.reconfiguring: dict[str, dict] = {}   # topic -> the config a put_topic waits for
+        self.deleting: set[str] = set()        # topics a delete_topic waits to see deleted
+        self.tombstones: dict[str, int] = {}   # deleted topic -> its tombstone's version
+        self.retired: list[str] = []           # copies this batch drops (woken at commit)
         self.leader_changes = 0
         self.fenced = False                    # our ZooKeeper session is not connected
         self.ops = ReplicaOps(stager, reader, lambda *answer: self.released.append(
@@ -161,9 +134,19 @@ class ReplicaBook:
                 self._stop_leading(gone)
                 self.following.pop(gone, None)
                 del self.roles[gone]
-        return write_op(lambda info: {"roles": len(owned)})
+        retired, self.retired = self.retired, []
+
+        def taken(info: CommitInfo) -> dict:
+            info.woken.update(retired)       # parked readers learn that the topic is gone
+            return {"roles": len(owned)}
+        return write_op(taken)
 
     def _take(self, role: Role) -> None:
+        if role.deleted:
+            self._retire(role)
+            return
+        if self.tombstones.get(role.topic, -1) >= role.version:
+            return                                   # a state from before the deletion
         before = self.roles.get(role.topic)
         if before is not None and before.version > role.version and (
                 before.leader_epoch >= role.leader_epoch):
@@ -188,8 +171,31 @@ class ReplicaBook:
             self._stop_leading(role.topic)
             self._follow(role, topic)
 
+    def _retire(self, role: Role) -> None:
+        """A deleted topic's tombstone: no role here any more, and no copy (again at every
+        roles message while one is left: a failed batch may have kept it)."""
+        self.tombstones[role.topic] = max(role.version, self.tombstones.get(role.topic, -1))
+        self._stop_leading(role.topic)
+        self.following.pop(role.topic, None)
+        self.roles.pop(role.topic, None)
+        topic = self.registry.get(role.topic)
+        if topic is not None and self.node_id in role.replicas:
+            topic_admin.stage_delete(self.stager, self.registry, topic)
+            self.retired.append(role.topic)
+            log.info("event=copy_deleted topic=%s", role.topic)
+        if role.topic in self.deleting:
+            self.placed.add(role.topic)          # wakes the delete_topic waiting for it
+
     def _local_copy(self, role: Role) -> TopicState:
         topic = self.registry.get(role.topic)
+        if topic is not None and topic_admin.stale_cluster_copy(topic, role.first_epoch,
+                                                                role.config):
+            log.warning("event=stale_copy_dropped topic=%s first_epoch=%d", role.topic,
+                        role.first_epoch)       # of a deleted topic of the same name
+            topic_admin.stage_delete(self.stager, self.registry, topic)
+            self._stop_leading(role.topic)
+            self.following.pop(role.topic, None)      # its fetch state goes with it
+            topic = None
         if topic is None:
             topic = topic_admin.stage_create(self.stager, self.registry, role.topic,
                                              parse_config(role.config, role.topic))

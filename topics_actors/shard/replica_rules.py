@@ -8,11 +8,11 @@ place it (a topic of one copy stays on this node) and parks until the state arri
 client then retries and is answered by the topic's leader. Every request naming a placed
 topic goes to its leader: elsewhere it is refused `not_leader` with where the topic is led,
 which the gateway and the client library follow. On a topic with several copies, the
-operations whose effects are not replicated yet (routers into the topic, topic deletion)
-are refused with a clear error rather than let the copies drift apart; deleting a topic of
-one copy is refused too (its state would bring it back). A config change is made in the
-topic's cluster state by its leader, and every copy takes it from there. Topics a node held
-before it joined a cluster stay its own.
+operations whose effects are not replicated yet (routers into the topic) are refused with
+a clear error rather than let the copies drift apart. A config change or a topic deletion is
+made in the topic's cluster state by its leader (a deleted topic leaves a tombstone there),
+and every copy takes it from there. Topics a node held before it joined a cluster stay its
+own.
 """
 
 from __future__ import annotations
@@ -54,9 +54,6 @@ class ReplicaRules:
         if role is None:
             return
         copies = len(role.replicas)
-        if type(msg) is DeleteTopic:
-            raise invalid("deleting a topic of a cluster is not supported yet "
-                          "(docs/CLUSTER.md)")
         if copies > 1 and type(msg) in NOT_REPLICATED_YET:
             raise invalid(f"{msg.KIND} is not supported on replicated topics yet "
                           f"(docs/CLUSTER.md)")
@@ -104,6 +101,36 @@ class ReplicaRules:
 
     def place(self, msg: PutTopic) -> Staged:
         return self._place(msg.topic, parse_config(msg.config, msg.topic), True, retry=False)
+
+    def retires(self, msg: DeleteTopic) -> bool:
+        """A delete_topic of a placed topic (on its leader: check() ran): the topic's
+        cluster state becomes a tombstone, and every copy drops the topic from there."""
+        return msg.topic in self.book.roles
+
+    def retire(self, msg: DeleteTopic) -> Staged:
+        """Ask the supervisor to write the topic's tombstone (the shell sends it while it
+        is wanted); park until this shard has dropped its copy. Not in time: not_ready, and
+        the client sends it again."""
+        name = msg.topic
+        topic = self.registry.get(name)
+        if msg.if_empty and topic is not None and (topic.count or topic.next_seq - 1 >
+                                                   topic.head):
+            raise TopicsError(f"topic {name!r} is not empty", ErrorCode.TOPIC_NOT_EMPTY,
+                              {"topic": name, "count": topic.count})
+        self.book.deleting.add(name)
+
+        def gone() -> bool:
+            return name in self.book.tombstones and self.registry.get(name) is None
+
+        def now() -> dict:
+            self.book.deleting.discard(name)
+            if not gone():
+                raise TopicsError(f"the cluster has not deleted {name!r} yet; retry",
+                                  ErrorCode.NOT_READY, {"reason": "deleting"})
+            return {"topic": name, "deleted": True, "routers_removed": []}
+
+        return read_op(lambda _info: now() if gone() else
+                       Park(PLACE_PREFIX + name, PLACE_WAIT_MS, now))
 
     def reconfigures(self, msg: PutTopic) -> bool:
         """A put_topic that changes the config of a placed topic (on its leader: check()

@@ -105,12 +105,12 @@ class ShardCore:
         self._handlers = self._handler_table()
 
     def _handler_table(self) -> dict[type, Callable[[object], Staged]]:
-        stager, registry, reader, wal = self.stager, self.registry, self.reader, self.wal
+        stager, registry, reader = self.stager, self.registry, self.reader
         data_dir, appends, queues = self.options.data_dir, self.appends, self.queues
         return {
             Append: self._append,
             PutTopic: self._put_topic,
-            DeleteTopic: lambda m: topic_admin.delete(stager, registry, m, wal.files.remove),
+            DeleteTopic: self._delete_topic,
             GetTopic: self._get_topic,
             ListTopics: lambda m: topic_admin.list_page(stager, registry, m),
             Diff: lambda m: diff_read.diff_request(stager, registry, reader, m),
@@ -172,6 +172,11 @@ class ShardCore:
         if self.replica_rules.reconfigures(msg):
             return self.replica_rules.reconfigure(msg)
         return topic_admin.put(self.stager, self.registry, msg)
+
+    def _delete_topic(self, msg: DeleteTopic) -> Staged:
+        if self.replica_rules.retires(msg):
+            return self.replica_rules.retire(msg)
+        return topic_admin.delete(self.stager, self.registry, msg, self.wal.files.remove)
 
     def _get_topic(self, msg: GetTopic) -> Staged:
         is_write, fn = topic_admin.get(self.stager, self.registry, self.reader, msg)

@@ -20,7 +20,7 @@ from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
 from topics_actors.protocol import decode, encode_error
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
-from topics_actors.protocol.control import IsrChange, PlaceTopic, ReconfigureTopic, ReplicaRoles
+from topics_actors.protocol.control import IsrChange, PlaceTopic, TopicChange, ReplicaRoles
 from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import VouchedRecords
 from topics_actors.shard.commit_publisher import CommitPublisher
@@ -251,11 +251,12 @@ class ShardServer:
         for topic, (config, create) in replicas.placing.items():
             self.link.send(PlaceTopic("shard", self.core.options.shard, os.getpid(), topic,
                                       config, create))
-        for topic, config in replicas.reconfiguring.items():
+        changes = [(t, {"config": c}) for t, c in replicas.reconfiguring.items()]
+        for topic, change in changes + [(t, {"delete": True}) for t in replicas.deleting]:
             tracker = replicas.leading.get(topic)
             if tracker is not None:
-                self.link.send(ReconfigureTopic("shard", self.core.options.shard, os.getpid(),
-                                                topic, tracker.leader_epoch, config))
+                self.link.send(TopicChange("shard", self.core.options.shard, os.getpid(),
+                                           topic, tracker.leader_epoch, **change))
 
     def _watch_feed_sockets(self, sockets: list) -> None:
         """Let a feed's answer end the poll (its sockets open on first use)."""

@@ -83,6 +83,19 @@ def take_cluster_config(stager: BatchStager, topic: TopicState, raw: dict) -> No
         log.info("event=cluster_config_taken topic=%s", topic.name)
 
 
+def stale_cluster_copy(topic: TopicState, first_epoch: int, raw: dict) -> bool:
+    """Whether a local copy belongs to an earlier topic of the name, deleted and created
+    again while this node was away: its history starts before the state's first epoch, or
+    it is of another type."""
+    entries = topic.epochs.entries() if topic.epochs is not None else []
+    if entries and entries[0][0] < first_epoch:
+        return True
+    try:
+        return bool(raw) and parse_config(raw, topic.name).type != topic.config.type
+    except TopicsError:
+        return False
+
+
 def put(stager: BatchStager, registry: TopicRegistry, msg: PutTopic) -> Staged:
     stager.throttle()
     if not valid_topic_name(msg.topic):
@@ -113,10 +126,7 @@ def delete(stager: BatchStager, registry: TopicRegistry, msg: DeleteTopic,
     if msg.if_empty and (topic.count or topic.next_seq - 1 > topic.head):
         raise TopicsError(f"topic {msg.topic!r} is not empty", ErrorCode.TOPIC_NOT_EMPTY,
                           {"topic": msg.topic, "count": topic.count})
-    stager.save_undo(topic.name, topic)
-    stager.frame(FrameType.TOPIC_DELETE, topic, frame_body.encode_topic(topic.name, b""))
-    registry.unregister(topic)
-    routers = sorted(topic.routers or ())   # the routers feeding it go with it
+    routers = stage_delete(stager, registry, topic)
 
     def publish(info: CommitInfo) -> dict:
         if topic.ram_file:
@@ -124,6 +134,15 @@ def delete(stager: BatchStager, registry: TopicRegistry, msg: DeleteTopic,
         info.woken.add(msg.topic)   # parked readers learn that the topic is gone
         return {"topic": msg.topic, "deleted": True, "routers_removed": routers}
     return write_op(publish)
+
+
+def stage_delete(stager: BatchStager, registry: TopicRegistry, topic: TopicState) -> list[str]:
+    """Unregister `topic` now (later requests of the batch do not see it) and log its
+    deletion; the routers feeding it, which go with it."""
+    stager.save_undo(topic.name, topic)
+    stager.frame(FrameType.TOPIC_DELETE, topic, frame_body.encode_topic(topic.name, b""))
+    registry.unregister(topic)
+    return sorted(topic.routers or ())
 
 
 def get(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,

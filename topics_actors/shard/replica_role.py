@@ -1,0 +1,41 @@
+"""One replicated topic's state as a shard holds it: what the supervisor sent in
+`replica_roles` (protocol/control.py), with the leader's shard for this topic picked out."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from topics_actors.topic_identity import shard_of_name
+
+
+@dataclasses.dataclass(frozen=True)
+class Role:
+    """One topic's replication state as the supervisor sent it."""
+    topic: str
+    leader: str | None
+    leader_epoch: int
+    isr: tuple[str, ...]
+    replicas: tuple[str, ...]
+    version: int
+    config: dict
+    leader_shard: str | None        # the leader's shard endpoint for this topic
+    leader_front: str | None
+    leader_http: str | None
+    leader_curve: str | None = None  # the CURVE key its leader's shards serve under
+    deleted: bool = False            # a tombstone: the topic was deleted
+    first_epoch: int = 1             # where this incarnation of the name began
+
+    @classmethod
+    def from_wire(cls, raw: dict) -> "Role":
+        shards = raw.get("leader_shards") or []
+        shard = shards[shard_of_name(raw["topic"], len(shards))] if shards else None
+        return cls(raw["topic"], raw.get("leader"), int(raw["leader_epoch"]),
+                   tuple(raw["isr"]), tuple(raw["replicas"]), int(raw.get("version", 0)),
+                   raw.get("config") or {}, shard, raw.get("leader_front"),
+                   raw.get("leader_http"), raw.get("leader_curve"),
+                   bool(raw.get("deleted", False)), int(raw.get("first_epoch", 1)))
+
+    def hint(self) -> dict:
+        return {"topic": self.topic, "leader": self.leader, "leader_epoch": self.leader_epoch,
+                "leader_front": self.leader_front, "leader_http": self.leader_http,
+                "leader_curve": self.leader_curve}
