@@ -46,3 +46,18 @@ def test_the_window_closes_when_the_last_cohort_is_back():
     assert not window.complete(7) and window.complete(8)
     window.synced(1.0, 1)
     assert not window.complete(5)                # a lone writer is no cohort to wait for
+
+
+def test_the_quiet_slice_follows_the_arrival_rate():
+    window = CommitWindow()
+    for _ in range(50):
+        window.synced(0.08, 20)                  # a fast disk: a quarter fsync is 20 us
+    assert window.quiet_ms() == 0.05             # the floor, until arrivals are seen
+    for _ in range(50):
+        window.arrived(0.12, 3)                  # three requests every 120 us
+    assert window.quiet_ms() == pytest.approx(0.12, rel=0.02)
+    for _ in range(50):
+        window.arrived(5.0, 1)                   # stragglers: never past the ceiling
+    assert window.quiet_ms() == 0.5
+    window.arrived(1.0, 0)                       # a wake-up with nothing in it is no gap
+    assert window.quiet_ms() == 0.5

@@ -277,17 +277,26 @@ class ShardServer:
         """Gather more fsync-class writers for this commit (shard/commit_window.py): until
         the previous commit's writers are back, a quiet slice passes, or the window's
         limit (about one fsync) is reached."""
-        window = self.core.window
-        deadline = time.perf_counter() + window.limit_ms() / 1000
+        window, stats = self.core.window, self.core.stats
+        last = time.perf_counter()
+        deadline = last + window.limit_ms() / 1000
         quiet_ms = window.quiet_ms()
+        stats.windows += 1
         while not self.core.gathered_enough():
             left_ms = (deadline - time.perf_counter()) * 1000
             if left_ms <= 0:
+                stats.windows_limit += 1
                 return
             ready = self.poller.poll(min(quiet_ms, left_ms))
-            if not ready or not self._drain(2 * INBOX_REQUESTS_MAX, ready):
+            drained = self._drain(2 * INBOX_REQUESTS_MAX, ready) if ready else 0
+            if not drained:
+                stats.windows_quiet += 1
                 return
+            now = time.perf_counter()
+            window.arrived((now - last) * 1000, drained)
+            last = now
             self._send_released()
+        stats.windows_full += 1
 
     def _send_released(self) -> None:
         """A cluster node's `acks: all` answers that a follower's fetch released: out now."""

@@ -14,6 +14,10 @@ class ShardStats:
     throttled: int = 0        # writes refused because the inbox was full
     failed_batches: int = 0   # commits whose write or sync failed (rolled back)
     trusted_appends: int = 0  # prevalidated appends taken from the node's ipc socket
+    windows: int = 0          # group-commit windows opened (shard/commit_window.py), and
+    windows_full: int = 0     # how they closed: the previous commit's writers all back,
+    windows_quiet: int = 0    # a quiet slice without an arrival,
+    windows_limit: int = 0    # or the window's limit reached
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)
