@@ -39,6 +39,7 @@ CLASSES = ("ephemeral", "memory", "disk", "fsync")
 SHAPES = ("single", "batch")
 REDIS_MODES = ("always", "everysec")
 REDIS_TIMEOUT_S = 120.0
+WINDOW_COUNTERS = ("windows", "windows_full", "windows_quiet", "windows_limit")
 
 
 class AutoLinger(float):
@@ -181,6 +182,7 @@ def summarise_append(results: list[dict], before: dict, after: dict, seconds: fl
         out["records_per_sync"] = out["requests_per_sync"] = math.nan
     out["throttled"] = delta.get("throttled", 0)
     out["failed_batches"] = delta.get("failed_batches", 0)
+    out["windows"] = {k: delta.get(k, 0) for k in WINDOW_COUNTERS}
     return out
 
 
@@ -218,11 +220,12 @@ def measure_redis(args, run: int) -> dict:
 
 def _log_case(run: int, key: str, res: dict) -> None:
     log.info("run %d %s: %.0f rec/s, ack p50 %.3f ms p99 %.3f ms (server p50 %.3f ms), "
-             "rec/sync %.1f, cores: server %.2f client %.2f other %.2f, errors %d", run, key,
+             "rec/sync %.1f, cores: server %.2f client %.2f other %.2f, errors %d, "
+             "group-commit windows %s", run, key,
              res["records_per_s"], res["p50_ms"], res["p99_ms"],
              res.get("server_p50_ms", math.nan), res.get("records_per_sync", math.nan),
              res.get("server_cpu", math.nan), res.get("client_cpu", math.nan),
-             res.get("other_cpu", math.nan), res["errors"])
+             res.get("other_cpu", math.nan), res["errors"], res.get("windows", {}))
 
 
 def run_once(run: int, args, node: NodeProcess, pool: WorkerPool, with_redis: bool) -> dict:
