@@ -14,6 +14,7 @@ class ShardStats:
     throttled: int = 0        # writes refused because the inbox was full
     failed_batches: int = 0   # commits whose write or sync failed (rolled back)
     trusted_appends: int = 0  # prevalidated appends taken from the node's ipc socket
+    fetch_answers_refused: int = 0   # a leader's fetch answers whose frames failed a check
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)
