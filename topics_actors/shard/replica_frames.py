@@ -65,36 +65,45 @@ def read(files: FileTable, topic: TopicState, seq: int, budget: int, used: int,
     locs, base = topic.locs, topic.wal_base
     last = min(topic.head, base + len(locs) - 1)       # a seq past the index is a hole
     spans: list[bytes] = []
-    file_no, start, end, view, next_seq = 0, 0, -1, b"", topic.head + 1
-    for seq in range(seq, last + 1):
-        loc = locs[seq - base]
-        if not loc:
-            continue                                   # a hole
-        at = loc & OFFSET_MASK
-        if at != end or loc >> OFFSET_BITS != file_no:     # not the next frame in the span
-            if end > start:
-                spans.append(view[start:end])
-            if loc >> OFFSET_BITS != file_no:
-                file_no = loc >> OFFSET_BITS
-                view = files.view(file_no, at + 4)
-            start = at
-        if at + 4 > len(view):
-            view = files.view(file_no, at + 4)
+    view, view_len, file_loc, start = b"", 0, 0, 0
+    expect = -1                   # the location right after the span: its next frame's
+    next_seq = topic.head + 1
+    for seq, loc in zip(range(seq, last + 1), locs[seq - base:last + 1 - base]):
+        if loc != expect:                              # not the next frame of the span
+            if not loc:
+                continue                               # a hole
+            if expect > file_loc + start:
+                spans.append(_span(files, file_loc, view, start, expect))
+            file_loc = loc & ~OFFSET_MASK
+            start, expect = loc - file_loc, loc
+            view = files.view(loc >> OFFSET_BITS, start + 4)
+            view_len = len(view)
+        at = loc - file_loc
+        if at + 4 > view_len:
+            view = files.view(loc >> OFFSET_BITS, at + 4)
+            view_len = len(view)
         size = 4 + _frame_len(view, at)[0]
         if count and used + size > budget:
             next_seq = seq
             break
-        end = at + size
-        if end > len(view):
-            view = files.view(file_no, end)
+        expect = loc + size
         used += size
         count += 1
         if count >= count_max:
             next_seq = seq + 1
             break
-    if end > start:
-        spans.append(view[start:end])
+    if expect > file_loc + start:
+        spans.append(_span(files, file_loc, view, start, expect))
     return spans, next_seq, used
+
+
+def _span(files: FileTable, file_loc: int, view, start: int, end_loc: int) -> bytes:
+    """The bytes of a span from `start` in the file at `file_loc` up to location `end_loc`
+    (mapped again when the file grew past its view)."""
+    end = end_loc - file_loc
+    if end > len(view):
+        view = files.view(file_loc >> OFFSET_BITS, end)
+    return view[start:end]
 
 
 # --- the follower's side ------------------------------------------------------------------
