@@ -179,6 +179,9 @@ def test_records_from_segments_then_frames_from_the_wal(tmp_path):
         body = _fetch(pair)
         assert [r[0] for r in body["records"]] == list(range(1, 51))
         assert [f.seq for f in _frames_of(body["frames"])] == list(range(51, 81))
+        bad = {**body, "records": body["records"][:-1] + [[55, *body["records"][-1][1:]]]}
+        assert _apply(pair, bad)["applied"] == 0           # a frame not after the records
+        assert pair.follower.core.stats.fetch_answers_refused == 1
         pair.rounds(3)
         _same_copies(pair)
     finally:
@@ -273,6 +276,7 @@ CORRUPTIONS = {
     "insane_flags": lambda body: _reframe(body, 0, tag=b"", node=b"", flags=FLAG_TAG),
     "past_end_leo": lambda body: body.__setitem__("end_leo", 5),
     "not_bin": lambda body: body["frames"].__setitem__(0, "text"),
+    "not_a_list": lambda body: body.__setitem__("frames", b""),
 }
 
 

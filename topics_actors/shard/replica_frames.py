@@ -113,10 +113,10 @@ def verified(topic: TopicState, body: dict, stats) -> list[FrameRun] | None:
     it is refused: logged, counted in `stats.fetch_answers_refused`; nothing is staged and
     the fetch is asked again."""
     spans = body.get("frames")
-    if not spans:
+    if spans is None or spans == []:
         return []
-    records = body["records"]
-    after = max(body["first_seq"] - 1, topic.head, records[-1][0] if records else 0)
+    after = max(body["first_seq"] - 1, topic.next_seq - 1,
+                max((record[0] for record in body["records"]), default=0))
     try:
         if not topic.config.logged:
             raise BadFrames("frames for a topic that is not logged")
