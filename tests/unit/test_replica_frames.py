@@ -100,14 +100,12 @@ def _apply(pair: ReplicaPair, body: dict) -> dict:
     return pair.follower.call(ReplicaAnswer(TOPIC, "replica_fetch", body))
 
 
-def _frames_of(spans: list[bytes]) -> list:
-    out = []
-    for span in spans:
-        pos = 0
-        while pos < len(span):
-            frame = decode_at(span, pos, len(span))
-            out.append(frame)
-            pos += frame.size
+def _frames_of(frames: bytes) -> list:
+    out, pos = [], 0
+    while pos < len(frames):
+        frame = decode_at(frames, pos, len(frames))
+        out.append(frame)
+        pos += frame.size
     return out
 
 
@@ -118,7 +116,7 @@ def test_the_follower_writes_the_leaders_frames_byte_for_byte(tmp_path):
             _write(pair, first, 60)
             pair.rounds(2)
         body = _fetch(pair)
-        assert body["frames"] == [] and body["records"] == []       # caught up
+        assert body["frames"] == b"" and body["records"] == []      # caught up
         _write(pair, 300, 40)
         body = _fetch(pair)
         assert body["records"] == [] and len(_frames_of(body["frames"])) == 40
@@ -129,18 +127,17 @@ def test_the_follower_writes_the_leaders_frames_byte_for_byte(tmp_path):
         pair.close()
 
 
-def test_spans_hold_only_the_topics_appends_within_the_budget(tmp_path):
+def test_frames_are_only_the_topics_appends_within_the_budget(tmp_path):
     pair = _pair(tmp_path, {"durability": "disk"})
     try:
         for first in range(0, 30, 10):        # an IdemKey frame after each append
             _write(pair, first, 10, idempotency_key=f"k{first}")
         body = _fetch(pair)
-        assert [len(_frames_of([span])) for span in body["frames"]] == [10, 10, 10]
         frames = _frames_of(body["frames"])
         assert [f.seq for f in frames] == list(range(1, 31))
         assert {(f.type, f.topic_id) for f in frames} == {(FrameType.APPEND, topic_id(TOPIC))}
         small = _fetch(pair, max_bytes=500)
-        used = sum(map(len, small["frames"]))
+        used = len(small["frames"])
         assert 0 < used <= 500 and small["end_leo"] == 1 + len(_frames_of(small["frames"]))
         _apply(pair, small)
         pair.rounds(3)
@@ -242,41 +239,41 @@ def test_deleted_and_evicted_records_replicate_as_holes(tmp_path):
 
 
 def _flip(body: dict) -> None:
-    span = bytearray(body["frames"][0])
-    span[60] ^= 0x20                                   # inside the first envelope
-    body["frames"][0] = bytes(span)
+    frames = bytearray(body["frames"])
+    frames[60] ^= 0x20                                 # inside the first envelope
+    body["frames"] = bytes(frames)
 
 
 def _reframe(body: dict, index: int, **change) -> None:
-    """Frame `index` of the first span encoded again, with `change` (a valid checksum)."""
-    frames = _frames_of(body["frames"][:1])
+    """Frame `index` encoded again, with `change` (and a valid checksum)."""
+    frames = _frames_of(body["frames"])
     f = frames[index]
     fields = {"ftype": f.type, "topic_id": f.topic_id, "seq": f.seq, "ts": f.ts,
               "data": f.data, "tag": (f.tag or "").encode(), "node": (f.node or "").encode(),
               "flags": f.flags, **change}
-    span = body["frames"][0]
+    raw = body["frames"]
     start = sum(g.size for g in frames[:index])
-    body["frames"][0] = span[:start] + encode_frame(**fields) + span[start + f.size:]
+    body["frames"] = raw[:start] + encode_frame(**fields) + raw[start + f.size:]
 
 
 def _control_frame(body: dict) -> None:
-    first = _frames_of(body["frames"][:1])[0]
+    first = _frames_of(body["frames"])[0]
     mark = encode_frame(FrameType.HEAD_WATERMARK, first.topic_id, first.seq, first.ts,
                         frame_body.encode_u64(first.seq))
-    body["frames"][0] = mark + body["frames"][0]
+    body["frames"] = mark + body["frames"]
 
 
 CORRUPTIONS = {
     "flipped_byte": _flip,
     "other_topic": lambda body: _reframe(body, 0, topic_id=topic_id("other")),
     "seq_back": lambda body: _reframe(body, 1, seq=1),
-    "seq_skips_back_over_spans": lambda body: body["frames"].append(body["frames"][0]),
-    "truncated": lambda body: body["frames"].__setitem__(0, body["frames"][0][:-5]),
+    "seq_repeated": lambda body: body.__setitem__("frames", body["frames"] * 2),
+    "truncated": lambda body: body.__setitem__("frames", body["frames"][:-5]),
     "not_an_append": _control_frame,
     "insane_flags": lambda body: _reframe(body, 0, tag=b"", node=b"", flags=FLAG_TAG),
     "past_end_leo": lambda body: body.__setitem__("end_leo", 5),
-    "not_bin": lambda body: body["frames"].__setitem__(0, "text"),
-    "not_a_list": lambda body: body.__setitem__("frames", b""),
+    "not_bin": lambda body: body.__setitem__("frames", [body["frames"]]),
+    "empty_but_not_bin": lambda body: body.__setitem__("frames", []),
 }
 
 
@@ -288,7 +285,7 @@ def test_an_answer_with_a_bad_frame_is_refused_whole_and_the_next_applied(tmp_pa
         _write(pair, 0, 20)
         _write(pair, 20, 20)
         body = _fetch(pair)
-        assert len(body["frames"]) == 1
+        assert len(_frames_of(body["frames"])) == 40
         CORRUPTIONS[corrupt](body)
         core = pair.follower.core
         stats = dataclasses.replace(core.stats)
@@ -305,18 +302,18 @@ def test_an_answer_with_a_bad_frame_is_refused_whole_and_the_next_applied(tmp_pa
         pair.close()
 
 
-def test_holes_inside_a_span_split_its_runs():
+def test_holes_among_the_frames_split_their_runs():
     tid = topic_id(TOPIC)
-    span = b"".join(encode_frame(FrameType.APPEND, tid, seq, 7, b'{"d":1}')
-                    for seq in (3, 4, 7, 8, 9))
-    runs = replica_frames.check(tid, [span], 2, 11)
+    frames = b"".join(encode_frame(FrameType.APPEND, tid, seq, 7, b'{"d":1}')
+                      for seq in (3, 4, 7, 8, 9))
+    runs = replica_frames.check(tid, frames, 2, 11)
     assert [(r.first, len(r.offsets)) for r in runs] == [(3, 2), (7, 3)]
-    assert bytes(runs[0].frames) + bytes(runs[1].frames) == span
+    assert bytes(runs[0].frames) + bytes(runs[1].frames) == frames
     assert all(decode_at(run.frames, offset, len(run.frames)) is not None
                for run in runs for offset in run.offsets)
     assert [r.payload_bytes for r in runs] == [2, 3]
     with pytest.raises(replica_frames.BadFrames):
-        replica_frames.check(tid, [span], 3, 11)                    # seq 3 is held
+        replica_frames.check(tid, frames, 3, 11)                    # seq 3 is held
 
 
 @pytest.mark.parametrize("committed", [True, False])

@@ -1,10 +1,13 @@
 """The CPU cost of replicating a record, in process: a leader shard and a follower shard of
 two nodes (tools/testing/replica_pair.py), no sockets, no other process.
 
-    python tools/bench/replica_cost_bench.py [--runs 5] [--records 64000] [--profile]
+    python tools/bench/replica_cost_bench.py [--runs 5] [--records 64000] [--batch 64]
+                                             [--profile]
 
-The leader takes `--records` records in 64-record appends (the 100-byte JSON record of
-core_bench, `memory` class, so no fdatasync: CPU only; not measured), then the follower
+The leader takes `--records` records in `--batch`-record appends, each with an idempotency
+key as the client library sends (so an IdemKey frame follows each append's frames in the
+leader's WAL), the 100-byte JSON record of core_bench, `memory` class (no fdatasync: CPU
+only); none of that is measured. Then the follower
 fetches until it holds them all. Measured per fetch, in process CPU time (not wall time, so
 a busy machine disturbs it less): the leader's answer (its core reads the range and encodes
 the reply, as its shell sends it), the decoding of that reply (the follower's shell), and
@@ -34,7 +37,6 @@ from topics_actors.shard.replica_book import ReplicaAnswer
 from topics_actors.storage.fs import RealFs
 
 RECORD = [b'{"sku":"A-1","qty":2,"note":"a hundred bytes of json payload for the bench.."}']
-BATCH = 64
 TOPIC = "t"
 
 
@@ -52,9 +54,9 @@ def _commit(core, msg) -> bytes:
     return raw
 
 
-def _fill(pair: ReplicaPair, records: int) -> None:
-    for i in range(records // BATCH):
-        pair.leader.call(Append(TOPIC, [RECORD] * BATCH, None, f"~b:{i}", acks="leader"))
+def _fill(pair: ReplicaPair, records: int, batch: int) -> None:
+    for i in range(records // batch):
+        pair.leader.call(Append(TOPIC, [RECORD] * batch, None, f"~b:{i}", acks="leader"))
 
 
 def _catch_up(pair: ReplicaPair) -> list[float]:
@@ -82,12 +84,13 @@ def _catch_up(pair: ReplicaPair) -> list[float]:
     return spent
 
 
-def one_run(records: int, profiler: cProfile.Profile | None = None) -> list[float]:
+def one_run(records: int, batch: int, profiler: cProfile.Profile | None = None
+            ) -> list[float]:
     """CPU us per record of [leader answer, decoding, follower staging and commit]."""
     root = tempfile.mkdtemp(prefix="topics-replica-bench-")
     pair = _pair(root)
     try:
-        _fill(pair, records)
+        _fill(pair, records, batch)
         if profiler is not None:
             profiler.enable()
         spent = _catch_up(pair)
@@ -103,21 +106,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--records", type=int, default=64_000)
+    parser.add_argument("--batch", type=int, default=64, help="records per append")
     parser.add_argument("--profile", action="store_true",
                         help="one run under cProfile, functions by own time")
     args = parser.parse_args()
-    records = args.records // BATCH * BATCH
+    records = args.records // args.batch * args.batch
     if args.profile:
         profiler = cProfile.Profile()
-        one_run(records, profiler)
+        one_run(records, args.batch, profiler)
         pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
         return
-    runs = [one_run(records) for _ in range(args.runs)]
+    runs = [one_run(records, args.batch) for _ in range(args.runs)]
     leader, decode, follower, total = (statistics.median(r[i] if i < 3 else sum(r)
                                                          for r in runs) for i in range(4))
     print(f"replicated record, CPU us: leader answer {leader:.2f}, decode {decode:.2f}, "
           f"follower stage+commit {follower:.2f}, sum {total:.2f} "
-          f"({records} records in {BATCH}-record appends, medians of {args.runs})")
+          f"({records} records in {args.batch}-record appends, medians of {args.runs})")
 
 
 if __name__ == "__main__":

@@ -536,10 +536,10 @@ class ReplicaBook:
         hw = answer.hw_seq
 
         def publish(info: CommitInfo) -> dict:
-            for first, ts, start, offsets, payload in staged:
-                topic.pad_to(first - 1)
-                base = make_loc(info.file_no, info.offset) + start
-                topic.publish(first, [base + rel for rel in offsets], payload, ts)
+            for run in staged:
+                topic.pad_to(run.first - 1)
+                topic.publish(run.first, run.locs(make_loc(info.file_no, info.offset)),
+                              run.payload_bytes, run.ts)
             if end_leo:
                 topic.pad_to(end_leo - 1)
                 fetch.committed(topic.head + 1)
@@ -550,7 +550,7 @@ class ReplicaBook:
             self.ops_durable[topic.name] = ops_of(topic).leo
             topic.hw = max(topic.hw or 0, min(hw, topic.head))
             info.woken.add(topic.name)
-            return {"applied": sum(len(r[3]) for r in staged)}
+            return {"applied": sum(len(run.offsets) for run in staged)}
         return write_op(publish)
 
     def leader_behind(self, name: str) -> None:

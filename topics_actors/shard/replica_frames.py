@@ -4,15 +4,16 @@ fetch answer (docs/PROTOCOL.md 6.27, `frames`), asked for by a follower whose fe
 
 A follower writes a leader's Append frames byte for byte as the leader wrote them (same
 topic id, seq, ts, flags, node, tag and envelope), so a leader sends the frames of the
-records still in its WAL as they are: spans of frames adjacent in one WAL file, each span
-one `bin`, cut wherever the next record's frame is elsewhere (another topic's frame or a
-control frame sits between, a hole, another file). These are still per-topic frames, not
+records still in its WAL as they are, in one `bin`: read as spans of frames adjacent in
+one WAL file (a span ends wherever the next record's frame is elsewhere: another topic's
+frame or a control frame sits between, a hole, another file), the spans joined. These
+are still per-topic frames, not
 shard WAL bytes (spec/replication.md D2): only the topic's own Appends travel, and the
 follower appends them through its own WAL and group commit, among its own frames.
 
 The follower checks every frame of an answer before it stages any (lengths, checksum,
 type, topic, seqs, flags: `check`), refuses the whole answer on the first fault, and
-otherwise copies the spans into its batch unchanged (shard/replica_records.py `stage`):
+otherwise copies them into its batch unchanged (shard/replica_records.py `stage`):
 no record is decoded on either side, and neither side encodes one again.
 """
 
@@ -43,10 +44,10 @@ _SUMS: dict[int, struct.Struct] = {}     # frame_len -> Struct: checksummed byte
 
 
 class FrameRun(NamedTuple):
-    """Frames of contiguous seqs from one span of an answer, checked, ready to stage."""
+    """Frames of contiguous seqs of an answer, checked, ready to stage."""
     first: int              # the seq of its first frame
     ts: int                 # its last frame's ts (the topic's last write once published)
-    frames: memoryview      # the frames, as the leader's WAL holds them
+    frames: bytes | memoryview      # the frames, as the leader's WAL holds them
     offsets: list[int]      # where each frame starts in `frames`
     payload_bytes: int      # the records' data and meta bytes (the topic's byte count)
 
@@ -58,10 +59,10 @@ class BadFrames(ValueError):
 # --- the leader's side --------------------------------------------------------------------
 
 def read(files: FileTable, topic: TopicState, seq: int, budget: int, used: int,
-         count: int, count_max: int) -> tuple[list[bytes], int, int]:
+         count: int, count_max: int) -> tuple[bytes, int, int]:
     """The frames of the topic's records from `seq` on, all in the WAL (its index `locs`),
-    as spans of adjacent frames; `used` bytes and `count` records are in the answer
-    already. Returns (spans, the next seq, the bytes used)."""
+    read as spans of adjacent frames and joined; `used` bytes and `count` records are in
+    the answer already. Returns (the frames, the next seq, the bytes used)."""
     locs, base = topic.locs, topic.wal_base
     last = min(topic.head, base + len(locs) - 1)       # a seq past the index is a hole
     spans: list[bytes] = []
@@ -74,10 +75,11 @@ def read(files: FileTable, topic: TopicState, seq: int, budget: int, used: int,
                 continue                               # a hole
             if expect > file_loc + start:
                 spans.append(_span(files, file_loc, view, start, expect))
-            file_loc = loc & ~OFFSET_MASK
+            if loc & ~OFFSET_MASK != file_loc:
+                file_loc = loc & ~OFFSET_MASK
+                view = files.view(loc >> OFFSET_BITS)
+                view_len = len(view)
             start, expect = loc - file_loc, loc
-            view = files.view(loc >> OFFSET_BITS, start + 4)
-            view_len = len(view)
         at = loc - file_loc
         if at + 4 > view_len:
             view = files.view(loc >> OFFSET_BITS, at + 4)
@@ -94,7 +96,7 @@ def read(files: FileTable, topic: TopicState, seq: int, budget: int, used: int,
             break
     if expect > file_loc + start:
         spans.append(_span(files, file_loc, view, start, expect))
-    return spans, next_seq, used
+    return spans[0] if len(spans) == 1 else b"".join(spans), next_seq, used
 
 
 def _span(files: FileTable, file_loc: int, view, start: int, end_loc: int) -> bytes:
@@ -112,15 +114,15 @@ def verified(topic: TopicState, body: dict, stats) -> list[FrameRun] | None:
     """The frames of a fetch answer as runs to stage ([] when it has none), or None when
     it is refused: logged, counted in `stats.fetch_answers_refused`; nothing is staged and
     the fetch is asked again."""
-    spans = body.get("frames")
-    if spans is None or spans == []:
+    frames = body.get("frames")
+    if frames is None or frames == b"":
         return []
     after = max(body["first_seq"] - 1, topic.next_seq - 1,
                 max((record[0] for record in body["records"]), default=0))
     try:
         if not topic.config.logged:
             raise BadFrames("frames for a topic that is not logged")
-        return check(topic.tid, spans, after, body["end_leo"])
+        return check(topic.tid, frames, after, body["end_leo"])
     except BadFrames as error:
         stats.fetch_answers_refused += 1
         log.error("event=fetch_answer_refused topic=%s first_seq=%d end_leo=%s reason=%s",
@@ -128,40 +130,30 @@ def verified(topic: TopicState, body: dict, stats) -> list[FrameRun] | None:
         return None
 
 
-def check(tid: int, spans: list, after: int, end_leo: int) -> list[FrameRun]:
-    """Every frame of `spans` checked (BadFrames on the first fault): its length, checksum,
+def check(tid: int, span: bytes, after: int, end_leo: int) -> list[FrameRun]:
+    """Every frame of `span` checked (BadFrames on the first fault): its length, checksum,
     type (Append), topic id `tid`, seq (strictly ascending, above `after`, below
     `end_leo`), flags and node and tag text, as recovery reads them. Returns the runs of
-    contiguous seqs, a run never crossing a span."""
-    if type(spans) is not list or type(end_leo) is not int:
-        raise BadFrames("frames is not a list of bin")
+    contiguous seqs. The hot loop tests the usual case in one condition; _fault() tells
+    a hole from a fault."""
+    if type(span) is not bytes or type(end_leo) is not int:
+        raise BadFrames("frames is not a bin")
     runs: list[FrameRun] = []
-    for span in spans:
-        if type(span) is not bytes:
-            raise BadFrames("frames is not a list of bin")
-        after = _check_span(tid, span, after, end_leo, runs)
-    return runs
-
-
-def _check_span(tid: int, span: bytes, after: int, end_leo: int,
-                runs: list[FrameRun]) -> int:
-    """check() of one span, its runs appended to `runs`; returns its last seq. The hot
-    loop tests the usual case in one condition; _fault() tells a hole from a fault."""
-    size, pos, start, first = len(span), 0, 0, after + 1
+    size, pos, start, first, ts = len(span), 0, 0, after + 1, 0
     offsets: list[int] = []
     envelopes = metas = 0
     sums, add = _SUMS, offsets.append
     while pos < size:
         if size - pos < 4 + FRAME_LEN_MIN:
-            raise BadFrames(f"a frame cut short at byte {pos} of a span")
-        (frame_len, ftype, flags, frame_tid, seq, _ts,
+            raise BadFrames(f"a frame cut short at byte {pos}")
+        (frame_len, ftype, flags, frame_tid, seq, ts_now,
          node_len, tag_len, data_len) = _header(span, pos)
         end = pos + 4 + frame_len
         if (seq != after + 1 or end > size or 42 + node_len + tag_len + data_len != frame_len
                 or ftype != _APPEND or frame_tid != tid or seq >= end_leo):
             _fault(span, pos, tid, after, end_leo)       # raises unless after a hole
             if offsets:
-                runs.append(_run(span, first, start, pos, offsets, envelopes, metas))
+                runs.append(_run(span, first, ts, start, pos, offsets, envelopes, metas))
                 offsets, envelopes, metas = [], 0, 0
                 add = offsets.append
             first, start = seq, pos
@@ -175,10 +167,10 @@ def _check_span(tid: int, span: bytes, after: int, end_leo: int,
         add(pos)
         envelopes += data_len
         metas += flags & FLAG_META
-        after, pos = seq, end
+        after, pos, ts = seq, end, ts_now
     if offsets:
-        runs.append(_run(span, first, start, size, offsets, envelopes, metas))
-    return after
+        runs.append(_run(span, first, ts, start, size, offsets, envelopes, metas))
+    return runs
 
 
 def _fault(span: bytes, pos: int, tid: int, after: int, end_leo: int) -> None:
@@ -217,12 +209,13 @@ def _check_text(span: bytes, pos: int, flags: int, node_len: int, tag_len: int,
         raise BadFrames(f"node or tag of seq {seq} is not UTF-8") from None
 
 
-def _run(span: bytes, first: int, start: int, end: int, offsets: list[int], envelopes: int,
-         metas: int) -> FrameRun:
+def _run(span: bytes, first: int, ts: int, start: int, end: int, offsets: list[int],
+         envelopes: int, metas: int) -> FrameRun:
     """The frames of `span` in [start, end), starting at `offsets`: a run from seq `first`
-    whose envelopes are `envelopes` bytes, `metas` // FLAG_META of them with meta."""
-    ts = _header(span, offsets[-1])[5]
+    to one of time `ts`, whose envelopes are `envelopes` bytes, `metas` // FLAG_META of
+    them with meta."""
+    frames = span if start == 0 and end == len(span) else memoryview(span)[start:end]
     if start:
         offsets = [offset - start for offset in offsets]
-    return FrameRun(first, ts, memoryview(span)[start:end], offsets,
+    return FrameRun(first, ts, frames, offsets,
                     payloads_bytes(envelopes, len(offsets), metas // FLAG_META))

@@ -8,6 +8,8 @@ leader's (an EvictWatermark)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from topics_actors.cluster.epoch_cache import EpochCache
 from topics_actors.ledger.retention_rules import Floors
 from topics_actors.ledger.topic_state import TopicState
@@ -26,16 +28,16 @@ def read_for(reader: RecordReader, topic: TopicState, fetch_leo: int, budget: in
              frames: bool = False) -> dict:
     """The records of a fetch answer from `fetch_leo` (seqs without a record are holes),
     each a StoredRecord: (seq, ts, envelope, tag, node, flags), the wire's order. With
-    `frames`, those still in the WAL come as spans of their Append frames instead (after
-    the records, under "frames")."""
+    `frames`, those still in the WAL come as their Append frames instead (after the
+    records, under "frames", one bin)."""
     seq = max(fetch_leo, topic.earliest_seq())
     records, used = [], 0
     wal_from = max(topic.absorbed + 1, topic.wal_base)
-    spans = None
+    frames_read = None
     while seq <= topic.head and len(records) < RECORDS_MAX:
         if seq >= wal_from and frames and topic.config.logged:
-            spans, seq, used = replica_frames.read(reader.files, topic, seq, budget, used,
-                                                   len(records), RECORDS_MAX)
+            frames_read, seq, used = replica_frames.read(reader.files, topic, seq, budget,
+                                                         used, len(records), RECORDS_MAX)
             break
         if seq >= wal_from:
             seq, used = _from_wal(reader, topic, seq, budget, records, used)
@@ -52,7 +54,7 @@ def read_for(reader: RecordReader, topic: TopicState, fetch_leo: int, budget: in
               "earliest_seq": topic.earliest_seq(),
               "floors": [topic.evict_floor, topic.expiry_floor]}
     if frames:
-        answer["frames"] = spans or []
+        answer["frames"] = frames_read or b""
     return answer
 
 
@@ -78,13 +80,26 @@ def _from_wal(reader: RecordReader, topic: TopicState, seq: int, budget: int, re
     return topic.head + 1, used
 
 
+class CopiedRun(NamedTuple):
+    """Staged records of contiguous seqs, to publish as one."""
+    first: int
+    ts: int                  # the last record's
+    start: int               # where their frames start in the batch
+    offsets: list[int]       # each frame's offset from there
+    payload_bytes: int
+
+    def locs(self, base: int) -> list[int]:
+        """The records' locations, the batch starting at location `base`."""
+        at = base + self.start
+        return [at + rel for rel in self.offsets]
+
+
 def stage(stager: BatchStager, topic: TopicState, records: list, runs: list[FrameRun],
-          new_epochs: list[tuple[int, int]], end_leo: int) -> list[tuple]:
+          new_epochs: list[tuple[int, int]], end_leo: int) -> list[CopiedRun]:
     """Stage fetched records, then fetched frames (`runs`, checked: replica_frames.py), and
     the epochs that start among them, up to `end_leo`: head marks for the holes, Append
-    frames for each run of one timestamp, the leader's frames as they are. Returns (first
-    seq, ts, start in the batch, frame offsets from there, payload bytes) per run, for the
-    publish."""
+    frames for each run of one timestamp, the leader's frames as they are. Returns the
+    runs to publish."""
     sync = topic.config.durability.acks_after_fsync
     for epoch, start in new_epochs:
         stager.frame(FrameType.EPOCH, topic, frame_body.encode_u64(epoch), seq=start)
@@ -93,12 +108,12 @@ def stage(stager: BatchStager, topic: TopicState, records: list, runs: list[Fram
         _pad(stager, topic, first)
         offsets = stager.appends(topic, first, ts, run, sync) if topic.config.logged else []
         topic.next_seq = first + len(run)
-        staged.append((first, ts, 0, offsets, sum(r[4] for r in run)))
+        staged.append(CopiedRun(first, ts, 0, offsets, sum(r[4] for r in run)))
     for run in runs:
         _pad(stager, topic, run.first)
         start = stager.frames(topic, run.first, run.frames, sync)
         topic.next_seq = run.first + len(run.offsets)
-        staged.append((run.first, run.ts, start, run.offsets, run.payload_bytes))
+        staged.append(CopiedRun(run.first, run.ts, start, run.offsets, run.payload_bytes))
     _pad(stager, topic, end_leo)
     topic.next_seq = max(topic.next_seq, end_leo)
     return staged
