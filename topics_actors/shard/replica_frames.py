@@ -6,10 +6,10 @@ A follower writes a leader's Append frames byte for byte as the leader wrote the
 topic id, seq, ts, flags, node, tag and envelope), so a leader sends the frames of the
 records still in its WAL as they are, in one `bin`: read as spans of frames adjacent in
 one WAL file (a span ends wherever the next record's frame is elsewhere: another topic's
-frame or a control frame sits between, a hole, another file), the spans joined. These
-are still per-topic frames, not
-shard WAL bytes (spec/replication.md D2): only the topic's own Appends travel, and the
-follower appends them through its own WAL and group commit, among its own frames.
+frame or a control frame sits between, a hole, another file), the spans joined. These are
+still per-topic frames, not shard WAL bytes (spec/replication.md D2): only the topic's
+own Appends travel, and the follower appends them through its own WAL and group commit,
+among its own frames.
 
 The follower checks every frame of an answer before it stages any (lengths, checksum,
 type, topic, seqs, flags: `check`), refuses the whole answer on the first fault, and
@@ -130,15 +130,15 @@ def verified(topic: TopicState, body: dict, stats) -> list[FrameRun] | None:
         return None
 
 
-def check(tid: int, span: bytes, after: int, end_leo: int) -> list[FrameRun]:
-    """Every frame of `span` checked (BadFrames on the first fault): its length, checksum,
+def check(tid: int, frames: bytes, after: int, end_leo: int) -> list[FrameRun]:
+    """Every frame of `frames` checked (BadFrames on the first fault): its length, checksum,
     type (Append), topic id `tid`, seq (strictly ascending, above `after`, below
     `end_leo`), flags and node and tag text, as recovery reads them. Returns the runs of
     contiguous seqs. The hot loop tests the usual case in one condition; _fault() tells
     a hole from a fault."""
-    if type(span) is not bytes or type(end_leo) is not int:
+    if type(frames) is not bytes or type(end_leo) is not int:
         raise BadFrames("frames is not a bin")
-    runs: list[FrameRun] = []
+    span, runs = frames, []
     size, pos, start, first, ts = len(span), 0, 0, after + 1, 0
     offsets: list[int] = []
     envelopes = metas = 0
