@@ -57,6 +57,12 @@ def payload_bytes(envelope_len: int, flags: int) -> int:
     return envelope_len - (META_OVERHEAD if flags & FLAG_META else PLAIN_OVERHEAD)
 
 
+def payloads_bytes(envelopes_len: int, count: int, with_meta: int) -> int:
+    """The sum of payload_bytes() over `count` envelopes of `envelopes_len` bytes in all,
+    `with_meta` of them with meta."""
+    return envelopes_len - count * PLAIN_OVERHEAD - with_meta * (META_OVERHEAD - PLAIN_OVERHEAD)
+
+
 def split(envelope, meta: bool) -> tuple[bytes, bytes | None]:
     """(data, meta) JSON texts of an envelope (bytes or a buffer); `meta` says whether it
     has meta (has_meta(flags), or the diff wire record's flag). Slices of the stored texts,

@@ -389,11 +389,15 @@ class ReplicaFetch(Message):
     does not lead `topic` in `leader_epoch`.
     ops_leo, ops_epoch, ops_applied: the follower's durable op log end (record deletes,
     ledger/op_log.py), the epoch of its newest op not applied yet, and how many it applied.
+    frames: the follower takes the records still in the leader's WAL as the leader's own
+    Append frames (a leader that does not know the field ignores it: records only).
     Reply: {topic, leader_epoch, first_seq, end_leo, records: [[seq, ts, envelope bin,
-    tag|nil, node|nil, flags]], epochs: [[epoch, first seq]], hw, earliest_seq, floors:
-    [evict_floor, expiry_floor] (the leader's retention), ops_applied,
-    and ops: [[no, epoch, op]] with ops_hw, or ops_drop (with ops_hw), or ops_reset}; seqs in
-    [first_seq, end_leo) without a record are holes (deleted, evicted or never written)."""
+    tag|nil, node|nil, flags]], frames?: bin (only when asked: whole WAL Append frames of
+    the topic one after the other, seqs ascending, all after the records), epochs:
+    [[epoch, first seq]], hw, earliest_seq, floors: [evict_floor, expiry_floor] (the
+    leader's retention), ops_applied, and ops: [[no, epoch, op]] with ops_hw, or ops_drop
+    (with ops_hw), or ops_reset}; seqs in [first_seq, end_leo) without a record or frame
+    are holes (deleted, evicted or never written)."""
     KIND = "replica_fetch"
     topic: str
     node: str
@@ -404,6 +408,7 @@ class ReplicaFetch(Message):
     ops_leo: int = 1
     ops_epoch: int | None = None
     ops_applied: int = 0
+    frames: bool = False
 
 
 @message

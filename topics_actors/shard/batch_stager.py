@@ -130,17 +130,31 @@ class BatchStager:
                 sync: bool) -> list[int]:
         """Stage the Append frames of `records` from seq `first`; their offsets in the
         batch's buffer."""
-        if topic.name not in self.batch.undo:
-            raise InvariantViolation(f"records of {topic.name!r} staged without an undo entry")
-        if first <= topic.head:
-            raise InvariantViolation(f"{topic.name!r}: seq {first} staged at or below the "
-                                     f"head {topic.head}")
+        self._check_first(topic, first)
         self.batch.needs_sync |= sync
         flags = FLAG_DURABLE if sync else 0
         if type(records) is PlainBatch:     # encode_staged(), inlined: a call per write
             return encode_plain_appends(self.batch.buf, topic.tid, first, ts, flags,
                                         records.envelopes, records.node)
         return encode_appends(self.batch.buf, topic.tid, first, ts, flags, records)
+
+    def frames(self, topic: TopicState, first: int, frames, sync: bool) -> int:
+        """Stage Append frames of seqs from `first` as they are (a follower's copy of its
+        leader's frames, checked by shard/replica_frames.py); where they start in the
+        batch's buffer."""
+        self._check_first(topic, first)
+        self.batch.needs_sync |= sync
+        buf = self.batch.buf
+        start = len(buf)
+        buf += frames
+        return start
+
+    def _check_first(self, topic: TopicState, first: int) -> None:
+        if topic.name not in self.batch.undo:
+            raise InvariantViolation(f"records of {topic.name!r} staged without an undo entry")
+        if first <= topic.head:
+            raise InvariantViolation(f"{topic.name!r}: seq {first} staged at or below the "
+                                     f"head {topic.head}")
 
 
 def encode_staged(buf: bytearray, topic_id: int, first: int, ts: int, flags: int,

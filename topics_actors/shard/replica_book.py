@@ -35,7 +35,7 @@ from topics_actors.shard import topic_admin
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op, write_op
 from topics_actors.shard.checkpoint_window import CheckpointWindow
 from topics_actors.shard.long_poll import Park
-from topics_actors.shard import replica_records
+from topics_actors.shard import replica_frames, replica_records
 from topics_actors.shard.replica_cut import ReplicaCut
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replica_ops import AwaitOp, ReplicaOps, ops_of
@@ -402,11 +402,12 @@ class ReplicaBook:
         if topic is None or self.leading.get(msg.topic) is not tracker:
             raise TopicsError(f"no longer the leader of {msg.topic!r}", ErrorCode.NOT_LEADER)
         budget = min(msg.max_bytes or FETCH_BYTES_MAX, FETCH_BYTES_MAX)
-        key = (topic, msg.fetch_leo, budget, topic.head, topic.earliest_seq(),
+        key = (topic, msg.fetch_leo, budget, msg.frames, topic.head, topic.earliest_seq(),
                topic.evict_floor, topic.expiry_floor, topic.deletions)
         memo = self.read_memo.get(msg.topic)
         if memo is None or memo[0] != key:
-            memo = key, replica_records.read_for(self.reader, topic, msg.fetch_leo, budget)
+            memo = key, replica_records.read_for(self.reader, topic, msg.fetch_leo, budget,
+                                                 msg.frames)
             self.read_memo[msg.topic] = memo
         return {**memo[1], "leader_epoch": tracker.leader_epoch, "hw": tracker.hw_seq}
 
@@ -486,7 +487,7 @@ class ReplicaBook:
                 out.append((name, role.leader_shard,
                             ReplicaFetch(name, self.node_id, ask.leader_epoch, ask.fetch_leo,
                                          FETCH_WAIT_MS, FETCH_BYTES_MAX, ops_leo,
-                                         ops.pending_epoch, ops.applied)))
+                                         ops.pending_epoch, ops.applied, frames=True)))
         return out
 
     def apply(self, msg: "ReplicaAnswer") -> Staged:
@@ -511,10 +512,13 @@ class ReplicaBook:
             return read_op(lambda info: {"applied": 0})
         if body.get("ops_reset"):       # the leader no longer holds the ops we lack
             return self._reset(topic, fetch, body.get("ops_applied", 0))
+        runs = replica_frames.verified(topic, body, self.stager.stats)
+        if runs is None:                # refused whole (logged, counted): asked again
+            return read_op(lambda info: {"applied": 0})
         latest = fetch.cache.latest
         new_epochs = [(e, s) for e, s in answer.epochs if latest is None or e > latest]
         moved = fetch.on_fetch_range(answer, body["end_leo"])
-        return self._stage_copies(topic, fetch, answer, new_epochs if moved else [],
+        return self._stage_copies(topic, fetch, answer, runs, new_epochs if moved else [],
                                   body["end_leo"] if moved else None, body)
 
     def _reset(self, topic: TopicState, fetch: FollowerFetch, ops_applied: int = 0,
@@ -528,14 +532,14 @@ class ReplicaBook:
         return staged
 
     def _stage_copies(self, topic: TopicState, fetch: FollowerFetch, answer: FetchAnswer,
-                      new_epochs: list[tuple[int, int]], end_leo: int | None,
+                      runs: list, new_epochs: list[tuple[int, int]], end_leo: int | None,
                       body: dict) -> Staged:
-        """Stage a fetch answer: its records (when `end_leo`: the answer moved the log
-        end) at the leader's seqs, then its ops (replica_ops.py)."""
+        """Stage a fetch answer: its records and frames (`runs`, checked; when `end_leo`:
+        the answer moved the log end) at the leader's seqs, then its ops (replica_ops.py)."""
         stager = self.stager
         stager.throttle()
         stager.save_undo(topic.name, topic)
-        staged = replica_records.stage(stager, self.reader, topic, answer.records, new_epochs,
+        staged = replica_records.stage(stager, topic, answer.records, runs, new_epochs,
                                        end_leo) if end_leo else []
         log_end = end_leo or topic.head + 1
         floors = replica_records.stage_floors(stager, topic, body.get("floors"), log_end)
@@ -543,11 +547,10 @@ class ReplicaBook:
         hw = answer.hw_seq
 
         def publish(info: CommitInfo) -> dict:
-            for first, ts, records, offsets in staged:
-                topic.pad_to(first - 1)
-                base = make_loc(info.file_no, info.offset)
-                topic.publish(first, [base + rel for rel in offsets],
-                              sum(r[4] for r in records), ts)
+            for run in staged:
+                topic.pad_to(run.first - 1)
+                topic.publish(run.first, run.locs(make_loc(info.file_no, info.offset)),
+                              run.payload_bytes, run.ts)
             if end_leo:
                 topic.pad_to(end_leo - 1)
                 fetch.committed(topic.head + 1)
@@ -558,7 +561,7 @@ class ReplicaBook:
             self.ops_durable[topic.name] = ops_of(topic).leo
             topic.hw = max(topic.hw or 0, min(hw, topic.head))
             info.woken.add(topic.name)
-            return {"applied": sum(len(r[2]) for r in staged)}
+            return {"applied": sum(len(run.offsets) for run in staged)}
         return write_op(publish)
 
     def leader_behind(self, name: str) -> None:

@@ -1,30 +1,44 @@
 """Records between a replicated topic's leader and its followers: what a leader reads for
 a fetch, and how a follower stages what it fetched, at the leader's seqs, through its own
-WAL (shard/replica_book.py). The leader's retention floors travel with the records: a
-follower plans no retention of its own, so every copy drops the same records, at the
-leader's word, logged like the leader's (an EvictWatermark)."""
+WAL (shard/replica_book.py). Records still in the leader's WAL travel as its Append frames
+when the follower asks for them (shard/replica_frames.py), those in segments as records.
+The leader's retention floors travel with the records: a follower plans no retention of
+its own, so every copy drops the same records, at the leader's word, logged like the
+leader's (an EvictWatermark)."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from topics_actors.cluster.epoch_cache import EpochCache
 from topics_actors.ledger.retention_rules import Floors
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
+from topics_actors.shard import replica_frames
 from topics_actors.shard.batch_stager import BatchStager
 from topics_actors.shard.record_reader import RecordReader
+from topics_actors.shard.replica_frames import FrameRun
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame_types import FrameType
 
 RECORDS_MAX = 2_000           # records per fetch answer
 
 
-def read_for(reader: RecordReader, topic: TopicState, fetch_leo: int, budget: int) -> dict:
+def read_for(reader: RecordReader, topic: TopicState, fetch_leo: int, budget: int,
+             frames: bool = False) -> dict:
     """The records of a fetch answer from `fetch_leo` (seqs without a record are holes),
-    each a StoredRecord: (seq, ts, envelope, tag, node, flags), the wire's order."""
+    each a StoredRecord: (seq, ts, envelope, tag, node, flags), the wire's order. With
+    `frames`, those still in the WAL come as their Append frames instead (after the
+    records, under "frames", one bin)."""
     seq = max(fetch_leo, topic.earliest_seq())
     records, used = [], 0
     wal_from = max(topic.absorbed + 1, topic.wal_base)
+    frames_read = None
     while seq <= topic.head and len(records) < RECORDS_MAX:
+        if seq >= wal_from and frames and topic.config.logged:
+            frames_read, seq, used = replica_frames.read(reader.files, topic, seq, budget,
+                                                         used, len(records), RECORDS_MAX)
+            break
         if seq >= wal_from:
             seq, used = _from_wal(reader, topic, seq, budget, records, used)
             break
@@ -35,10 +49,13 @@ def read_for(reader: RecordReader, topic: TopicState, fetch_leo: int, budget: in
             records.append(rec)
             used += len(rec.envelope)
         seq += 1
-    return {"topic": topic.name, "first_seq": fetch_leo, "end_leo": seq, "records": records,
-            "epochs": epochs_in(topic.epochs, fetch_leo, seq),
-            "earliest_seq": topic.earliest_seq(),
-            "floors": [topic.evict_floor, topic.expiry_floor]}
+    answer = {"topic": topic.name, "first_seq": fetch_leo, "end_leo": seq, "records": records,
+              "epochs": epochs_in(topic.epochs, fetch_leo, seq),
+              "earliest_seq": topic.earliest_seq(),
+              "floors": [topic.evict_floor, topic.expiry_floor]}
+    if frames:
+        answer["frames"] = frames_read or b""
+    return answer
 
 
 def _from_wal(reader: RecordReader, topic: TopicState, seq: int, budget: int, records: list,
@@ -63,27 +80,50 @@ def _from_wal(reader: RecordReader, topic: TopicState, seq: int, budget: int, re
     return topic.head + 1, used
 
 
-def stage(stager: BatchStager, reader: RecordReader, topic: TopicState, records: list,
-          new_epochs: list[tuple[int, int]], end_leo: int) -> list[tuple]:
-    """Stage fetched records (and the epochs that start among them) up to `end_leo`: head
-    marks for the holes, Append frames for each run of one timestamp. Returns (first seq,
-    ts, staged records, frame offsets) per run, for the publish."""
+class CopiedRun(NamedTuple):
+    """Staged records of contiguous seqs, to publish as one."""
+    first: int
+    ts: int                  # the last record's
+    start: int               # where their frames start in the batch
+    offsets: list[int]       # each frame's offset from there
+    payload_bytes: int
+
+    def locs(self, base: int) -> list[int]:
+        """The records' locations, the batch starting at location `base`."""
+        at = base + self.start
+        return [at + rel for rel in self.offsets]
+
+
+def stage(stager: BatchStager, topic: TopicState, records: list, runs: list[FrameRun],
+          new_epochs: list[tuple[int, int]], end_leo: int) -> list[CopiedRun]:
+    """Stage fetched records, then fetched frames (`runs`, checked: replica_frames.py), and
+    the epochs that start among them, up to `end_leo`: head marks for the holes, Append
+    frames for each run of one timestamp, the leader's frames as they are. Returns the
+    runs to publish."""
     sync = topic.config.durability.acks_after_fsync
     for epoch, start in new_epochs:
         stager.frame(FrameType.EPOCH, topic, frame_body.encode_u64(epoch), seq=start)
     staged = []
     for first, ts, run in _runs(records):
-        if first > topic.next_seq:       # holes: deleted or evicted at the leader
-            stager.frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(first - 1),
-                         seq=first - 1)
+        _pad(stager, topic, first)
         offsets = stager.appends(topic, first, ts, run, sync) if topic.config.logged else []
         topic.next_seq = first + len(run)
-        staged.append((first, ts, run, offsets))
-    if end_leo - 1 > topic.next_seq - 1:
-        stager.frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(end_leo - 1),
-                     seq=end_leo - 1)
-        topic.next_seq = end_leo
+        staged.append(CopiedRun(first, ts, 0, offsets, sum(r[4] for r in run)))
+    for run in runs:
+        _pad(stager, topic, run.first)
+        start = stager.frames(topic, run.first, run.frames, sync)
+        topic.next_seq = run.first + len(run.offsets)
+        staged.append(CopiedRun(run.first, run.ts, start, run.offsets, run.payload_bytes))
+    _pad(stager, topic, end_leo)
+    topic.next_seq = max(topic.next_seq, end_leo)
     return staged
+
+
+def _pad(stager: BatchStager, topic: TopicState, seq: int) -> None:
+    """A head mark for the holes before `seq` (deleted or evicted at the leader)."""
+    if seq > topic.next_seq:
+        stager.frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(seq - 1),
+                     seq=seq - 1)
 
 
 def stage_floors(stager: BatchStager, topic: TopicState, floors: list | None,

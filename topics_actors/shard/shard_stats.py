@@ -18,6 +18,7 @@ class ShardStats:
     windows_full: int = 0     # how they closed: the previous commit's writers all back,
     windows_quiet: int = 0    # a quiet slice without an arrival,
     windows_limit: int = 0    # or the window's limit reached
+    fetch_answers_refused: int = 0   # a leader's fetch answers whose frames failed a check
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)

@@ -72,8 +72,9 @@ class FileTable:
     def path(self, file_no: int) -> str:
         return self._paths[file_no]
 
-    def view(self, file_no: int):
-        return self._view(file_no, 0)
+    def view(self, file_no: int, end: int = 0):
+        """The file's bytes, mapped at least up to `end`."""
+        return self._view(file_no, end)
 
     def header(self, loc: int) -> tuple:
         """(frame_len, type, flags, topic_id, seq, ts, node_len, tag_len, data_len)."""
