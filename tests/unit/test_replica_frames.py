@@ -18,9 +18,7 @@ import time
 import pytest
 
 from tools.testing.crash_fs import CrashFs
-from tools.testing.fault_fs import FaultFs
-from tools.testing.replica_pair import FOLLOWER, ReplicaPair
-from tools.testing.shard_harness import ShardEnv
+from tools.testing.replica_pair import FOLLOWER, ReplicaPair, pair_env
 from topics_actors.protocol import decode_reply
 from topics_actors.protocol.messages import DeleteRecords, ReplicaFetch
 from topics_actors.shard import replica_frames
@@ -36,16 +34,10 @@ pytestmark = pytest.mark.timeout(60)
 TOPIC = "t"
 
 
-def _env(root, name: str, fs=None) -> ShardEnv:
-    path = os.path.join(str(root), name)
-    os.makedirs(path)
-    return ShardEnv(path, fs or FaultFs())
-
-
 def _pair(root, config: dict | None = None, crash: bool = False) -> ReplicaPair:
     fs = [CrashFs(grave=os.path.join(str(root), n + ".grave")) if crash else None
           for n in "ab"]
-    return ReplicaPair(_env(root, "a", fs[0]), _env(root, "b", fs[1]), TOPIC,
+    return ReplicaPair(pair_env(root, "a", fs[0]), pair_env(root, "b", fs[1]), TOPIC,
                        config or {"durability": "fsync"})
 
 
@@ -166,8 +158,8 @@ def test_an_answer_holds_at_most_records_max_frames_and_the_read_memo_serves_it(
 
 
 def test_records_from_segments_then_frames_from_the_wal(tmp_path):
-    leader_env = _env(tmp_path, "a")
-    pair = ReplicaPair(leader_env, _env(tmp_path, "b"), TOPIC, {"durability": "fsync"})
+    leader_env = pair_env(tmp_path, "a")
+    pair = ReplicaPair(leader_env, pair_env(tmp_path, "b"), TOPIC, {"durability": "fsync"})
     try:
         _write(pair, 0, 50)
         leader_env.checkpoint([pair.leader])          # seqs 1..50 move into segments
@@ -225,7 +217,7 @@ def test_deleted_and_evicted_records_replicate_as_holes(tmp_path):
         follower_dir = pair.follower.data_dir           # a fresh copy fetches it all again
         pair.follower.crash()
         shutil.rmtree(follower_dir)
-        pair.follower = _env(tmp_path / "fresh", "b").single(node_id=FOLLOWER)
+        pair.follower = pair_env(tmp_path / "fresh", "b").single(node_id=FOLLOWER)
         pair.roles()
         body = _fetch(pair)
         seqs = [f.seq for f in _frames_of(body["frames"])]
@@ -337,5 +329,25 @@ def test_a_follower_crashing_around_raw_frames_recovers_exactly(tmp_path, commit
         pair.rounds(4)
         _same_copies(pair)
         assert pair.follower.core.registry.get(TOPIC).head == 100
+    finally:
+        pair.close()
+
+
+def test_an_answer_arriving_at_a_full_batch_is_asked_again_not_lost(tmp_path, monkeypatch):
+    """A fetch answer that finds the follower's batch full moves nothing: the follower
+    asks the same range again and applies it then (it used to wait for a commit that
+    would never come, and stop replicating the topic)."""
+    pair = _pair(tmp_path)
+    try:
+        _write(pair, 0, 20)
+        stager = pair.follower.core.stager
+        full = iter([True])
+        monkeypatch.setattr(stager, "inbox_full", lambda: next(full, False))
+        assert _apply(pair, _fetch(pair))["applied"] == 0
+        assert pair.follower.core.registry.get(TOPIC).head == 0
+        assert stager.stats.throttled == 1
+        pair.rounds()
+        assert pair.follower.core.registry.get(TOPIC).head == 20
+        _same_copies(pair)
     finally:
         pair.close()

@@ -515,6 +515,9 @@ class ReplicaBook:
         runs = replica_frames.verified(topic, body, self.stager.stats)
         if runs is None:                # refused whole (logged, counted): asked again
             return read_op(lambda info: {"applied": 0})
+        if self.stager.inbox_full():    # no room in this batch: asked again, nothing moved
+            self.stager.stats.throttled += 1
+            return read_op(lambda info: {"applied": 0})
         latest = fetch.cache.latest
         new_epochs = [(e, s) for e, s in answer.epochs if latest is None or e > latest]
         moved = fetch.on_fetch_range(answer, body["end_leo"])
