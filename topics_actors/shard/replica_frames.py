@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import xxhash
 
+from topics_actors.errors import CorruptionError
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payloads_bytes
 from topics_actors.storage.file_table import OFFSET_BITS, OFFSET_MASK, FileTable
@@ -52,7 +53,7 @@ class FrameRun(NamedTuple):
     payload_bytes: int      # the records' data and meta bytes (the topic's byte count)
 
 
-class BadFrames(ValueError):
+class BadFrames(CorruptionError):
     """A fetch answer's frames fail a check: the answer is refused whole."""
 
 
