@@ -21,6 +21,7 @@ from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_foun
 from topics_actors.protocol.messages import (
     Append, DeleteRecords, DeleteTopic, EpochQuery, PutRouter, PutTopic, ReplicaFetch,
 )
+from topics_actors.shard import topic_admin
 from topics_actors.shard.batch_stager import Staged, read_op
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard.replica_book import PLACE_PREFIX, ReplicaAnswer, ReplicaBook
@@ -113,24 +114,13 @@ class ReplicaRules:
         the client sends it again."""
         name = msg.topic
         topic = self.registry.get(name)
-        if msg.if_empty and topic is not None and (topic.count or topic.next_seq - 1 >
-                                                   topic.head):
-            raise TopicsError(f"topic {name!r} is not empty", ErrorCode.TOPIC_NOT_EMPTY,
-                              {"topic": name, "count": topic.count})
+        if topic is not None:
+            topic_admin.check_if_empty(msg, topic)
         self.book.deleting.add(name)
-
-        def gone() -> bool:
-            return name in self.book.tombstones and self.registry.get(name) is None
-
-        def now() -> dict:
-            self.book.deleting.discard(name)
-            if not gone():
-                raise TopicsError(f"the cluster has not deleted {name!r} yet; retry",
-                                  ErrorCode.NOT_READY, {"reason": "deleting"})
-            return {"topic": name, "deleted": True, "routers_removed": []}
-
-        return read_op(lambda _info: now() if gone() else
-                       Park(PLACE_PREFIX + name, PLACE_WAIT_MS, now))
+        return self._park_until(
+            name, lambda: name in self.book.tombstones and self.registry.get(name) is None,
+            {"topic": name, "deleted": True, "routers_removed": []}, "deleting",
+            lambda: self.book.deleting.discard(name))
 
     def reconfigures(self, msg: PutTopic) -> bool:
         """A put_topic that changes the config of a placed topic (on its leader: check()
@@ -151,19 +141,22 @@ class ReplicaRules:
         name = msg.topic
         wanted = parse_config(msg.config, name).to_json()
         self.book.reconfiguring[name] = wanted
+        return self._park_until(
+            name, lambda: getattr(self.book.roles.get(name), "config", None) == wanted,
+            {"topic": name, "created": False, "config": wanted}, "reconfiguring",
+            lambda: self.book.reconfiguring.pop(name, None))
 
-        def taken() -> bool:
-            role = self.book.roles.get(name)
-            return role is not None and role.config == wanted
-
+    def _park_until(self, name: str, done, answer: dict, reason: str, forget) -> Staged:
+        """Answer `answer` once `done()` (woken by the roles that bring the change), or
+        not_ready after PLACE_WAIT_MS; `forget()` ends the shell's requests either way."""
         def now() -> dict:
-            self.book.reconfiguring.pop(name, None)
-            if not taken():
-                raise TopicsError(f"the cluster has not taken the new config of {name!r} "
-                                  f"yet; retry", ErrorCode.NOT_READY, {"reason": "reconfiguring"})
-            return {"topic": name, "created": False, "config": wanted}
+            forget()
+            if not done():
+                raise TopicsError(f"the cluster has not made the change to {name!r} yet; "
+                                  f"retry", ErrorCode.NOT_READY, {"reason": reason})
+            return answer
 
-        return read_op(lambda _info: now() if taken() else
+        return read_op(lambda _info: now() if done() else
                        Park(PLACE_PREFIX + name, PLACE_WAIT_MS, now))
 
     def _place(self, name: str, config: TopicConfig, create: bool, retry: bool) -> Staged:

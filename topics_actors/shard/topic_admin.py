@@ -123,9 +123,7 @@ def delete(stager: BatchStager, registry: TopicRegistry, msg: DeleteTopic,
     if topic is None:
         return write_op(lambda info: {"topic": msg.topic, "deleted": False,
                                       "routers_removed": []})
-    if msg.if_empty and (topic.count or topic.next_seq - 1 > topic.head):
-        raise TopicsError(f"topic {msg.topic!r} is not empty", ErrorCode.TOPIC_NOT_EMPTY,
-                          {"topic": msg.topic, "count": topic.count})
+    check_if_empty(msg, topic)
     routers = stage_delete(stager, registry, topic)
 
     def publish(info: CommitInfo) -> dict:
@@ -134,6 +132,13 @@ def delete(stager: BatchStager, registry: TopicRegistry, msg: DeleteTopic,
         info.woken.add(msg.topic)   # parked readers learn that the topic is gone
         return {"topic": msg.topic, "deleted": True, "routers_removed": routers}
     return write_op(publish)
+
+
+def check_if_empty(msg: DeleteTopic, topic: TopicState) -> None:
+    """A delete `if_empty` of a topic holding records (or reserving seqs) is refused."""
+    if msg.if_empty and (topic.count or topic.next_seq - 1 > topic.head):
+        raise TopicsError(f"topic {msg.topic!r} is not empty", ErrorCode.TOPIC_NOT_EMPTY,
+                          {"topic": msg.topic, "count": topic.count})
 
 
 def stage_delete(stager: BatchStager, registry: TopicRegistry, topic: TopicState) -> list[str]:
