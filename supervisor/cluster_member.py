@@ -27,6 +27,7 @@ RECHECK_MS = 300        # also re-read every topic's state this often: how soon 
                         # a leader or ISR another node wrote (O(topics) reads a pass)
 REQUESTS_MAX = 4_096    # shards' ISR changes and placements waiting for the thread
 REFUSED_MAX = 256       # placements refused, kept for the shards to answer with
+ABSENT_MAX = 256        # names looked up and not found, kept for the shards to answer with
 
 
 class ClusterMember:
@@ -46,6 +47,7 @@ class ClusterMember:
         self._info_dirty = False
         self._fenced = False
         self._refused: dict[str, str] = {}     # topic -> why it could not be placed
+        self._absent: dict[str, None] = {}     # names looked up that have no live state
 
     def join(self) -> None:
         """Register the node; from now on membership changes wake the thread."""
@@ -68,13 +70,14 @@ class ClusterMember:
         with self._lock:
             return dict(self._view)
 
-    def roles(self) -> tuple[int, list[dict], bool, dict[str, str]]:
-        """(serial, the replication state of every topic, fenced, refused placements) for
-        the shards; the serial changes whenever any of them (or the peer keys) does.
-        Fenced: the session is not connected (SUSPENDED or LOST), so no leader here may
-        acknowledge `acks: all`."""
+    def roles(self) -> tuple[int, list[dict], bool, dict[str, str], list[str]]:
+        """(serial, the replication state of every topic, fenced, refused placements,
+        names looked up and not found) for the shards; the serial changes whenever any of
+        them (or the peer keys) does. Fenced: the session is not connected (SUSPENDED or
+        LOST), so no leader here may acknowledge `acks: all`."""
         with self._lock:
-            return self._roles_serial, self._roles, self._fenced, dict(self._refused)
+            return (self._roles_serial, self._roles, self._fenced, dict(self._refused),
+                    list(self._absent))
 
     def peer_keys(self) -> list[str]:
         """The CURVE public keys of the registered nodes (role_table.peer_keys)."""
@@ -146,6 +149,10 @@ class ClusterMember:
         roles = role_table.roles(states, nodes)
         keys = role_table.peer_keys(nodes)
         with self._lock:
+            found = [t for t in self._absent if t in states and not states[t].state.deleted]
+            for topic in found:
+                del self._absent[topic]
+            self._roles_serial += bool(found)
             self._view = {"node_id": self.store.node_id, "session": session,
                           "controller": self.store.controller(), "nodes": nodes,
                           "topics": {t: v.state.view() for t, v in states.items()
@@ -216,6 +223,8 @@ class ClusterMember:
         topic's tombstone is replaced, its epochs continued); a topic that cannot be placed
         is reported back to the shards as refused."""
         found = self.store.read(msg.topic)
+        if not msg.create and (found is None or found.state.deleted):
+            self._note_absent(msg.topic)
         if (found is not None and not found.state.deleted) or not msg.create:
             return
         try:
@@ -226,12 +235,7 @@ class ClusterMember:
                               first_epoch=found.state.leader_epoch + 1 if found else 1)
         except TopicsError as error:
             log.warning("event=place_failed topic=%s error=%s", msg.topic, error.message)
-            with self._lock:
-                if self._refused.get(msg.topic) != error.message:
-                    self._refused[msg.topic] = error.message
-                    while len(self._refused) > REFUSED_MAX:
-                        self._refused.pop(next(iter(self._refused)))
-                    self._roles_serial += 1
+            self._note(self._refused, msg.topic, error.message, REFUSED_MAX)
             return
         with self._lock:
             self._refused.pop(msg.topic, None)
@@ -239,6 +243,21 @@ class ClusterMember:
                 else self.store.create(msg.topic, state)):
             log.info("event=topic_placed topic=%s replicas=%s leader=%s", msg.topic,
                      ",".join(state.replicas), state.leader)
+
+    def _note_absent(self, topic: str) -> None:
+        """A lookup found no live state: the shard waiting on it answers topic_not_found
+        now, not after its wait (the name leaves the list once a state for it appears)."""
+        self._note(self._absent, topic, None, ABSENT_MAX)
+
+    def _note(self, table: dict, topic: str, value, limit: int) -> None:
+        """Record an answer for the shards (newest `limit` kept); new ones are re-sent."""
+        with self._lock:
+            if topic in table and table[topic] == value:
+                return
+            table[topic] = value
+            while len(table) > limit:
+                table.pop(next(iter(table)))
+            self._roles_serial += 1
 
     def reconcile(self, nodes: dict[str, dict], states: dict[str, Versioned]) -> int:
         """Re-elect where a leader or an ISR member left; `states` is updated with what was

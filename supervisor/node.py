@@ -347,7 +347,7 @@ class Supervisor:
             host = self.config.advertised_host()
             self.cluster.set_shards([f"tcp://{host}:{c.port}" for c in shards])
         self.cluster.set_quarantined(sorted({t for c in shards for t in c.quarantined}))
-        serial, roles, fenced, refused = self.cluster.roles()
+        serial, roles, fenced, refused, absent = self.cluster.roles()
         if self.curve is not None:
             self.curve.peers = frozenset(self.cluster.peer_keys())
         raw, now = None, time.monotonic()
@@ -358,7 +358,7 @@ class Supervisor:
                 continue
             try:
                 raw = raw or encode(ReplicaRoles(roles, True, fenced, refused,
-                                                 self.cluster.peer_keys()), 0)
+                                                 self.cluster.peer_keys(), absent), 0)
                 self.control.send_multipart([child.peer, raw], zmq.NOBLOCK)
                 child.roles_sent = (serial, now)
             except zmq.ZMQError:

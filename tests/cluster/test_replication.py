@@ -6,6 +6,7 @@ writes lost, no divergence between the copies once they converge)."""
 import os
 import re
 import signal
+import time
 
 import pytest
 
@@ -17,6 +18,7 @@ from tools.testing.sse_reader import SseReader
 from topics_actors.cluster.metadata_store import MetadataStore
 from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
 from topics_actors.errors import TopicsError
+from topics_actors.shard.replica_rules import PLACE_WAIT_MS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -62,6 +64,12 @@ def test_a_replicated_topic_is_written_and_read_through_any_node(cluster, observ
     assert bad.status == 400 and bad.json()["error"]["code"] == "invalid_request"
     claim = cluster["a"].http("POST", "/v0/topics/orders/claim", {"node": "w"})
     assert claim.status == 409 and claim.json()["error"]["code"] == "not_a_queue"
+    started = time.monotonic()              # a name no node has, not to be created: 404
+    missing = cluster["b"].http("POST", "/v0/topics/nowhere", {"records": [{"data": 1}],
+                                                                "create": False})
+    assert missing.status == 404 and missing.json()["error"]["code"] == "topic_not_found"
+    assert time.monotonic() - started < PLACE_WAIT_MS / 1000    # the lookup's answer, not
+    assert observer.read("nowhere") is None                     # its wait running out
     router = cluster["a"].http("PUT", "/v0/routers/r1", {"source": "x", "dest": "orders"})
     assert router.status == 400 and "replicated" in router.json()["error"]["message"]
     assert cluster["a"].http("GET", "/v0/cluster").json()["topics"]["orders"]["leader"] == (

@@ -45,16 +45,18 @@ class ReplicaRoles(Message):
     it owns. `complete`: the list holds every replicated topic (topics absent from it are
     no longer replicated here). `fenced`: the node's ZooKeeper session is not connected,
     so its leaders must not acknowledge `acks: all` writes (another node may lead now).
-    `refused`: {topic: reason} of recent placements that could not be made. `peer_keys`:
-    the CURVE public keys (Z85) the cluster's nodes registered (client keys configured):
-    a shard admits them on its TCP socket as other nodes' shards, and each role's
-    `leader_curve` is the key its leader's shards serve under."""
+    `refused`: {topic: reason} of recent placements that could not be made; `absent`:
+    names recently looked up (a place_topic with create false) that have no state.
+    `peer_keys`: the CURVE public keys (Z85) the cluster's nodes registered (client keys
+    configured): a shard admits them on its TCP socket as other nodes' shards, and each
+    role's `leader_curve` is the key its leader's shards serve under."""
     KIND = "replica_roles"
     roles: list
     complete: bool = False
     fenced: bool = False
     refused: dict | None = None
     peer_keys: list | None = None
+    absent: list | None = None
 
 
 @message

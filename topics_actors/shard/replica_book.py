@@ -96,6 +96,7 @@ class ReplicaBook:
         self.placing: dict[str, tuple[dict, bool]] = {}   # topic -> (config, create): to
                                                # place or look up in the cluster (shell sends)
         self.refusals: dict[str, str] = {}     # placements the cluster refused, and why
+        self.absent: set[str] = set()          # lookups the cluster found no state for
         self.placed: set[str] = set()          # topics whose state arrived (wake put_topic)
         self.reconfiguring: dict[str, dict] = {}   # topic -> the config a put_topic waits for
         self.deleting: set[str] = set()        # topics a delete_topic waits to see deleted
@@ -126,6 +127,11 @@ class ReplicaBook:
         for name, reason in (msg.refused or {}).items():
             if self.placing.pop(name, None) is not None:
                 self.refusals[name] = reason
+                self.placed.add(name)
+        for name in msg.absent or ():
+            if self.placing.get(name, (None, True))[1] is False:   # a lookup, not a creation
+                del self.placing[name]
+                self.absent.add(name)
                 self.placed.add(name)
         self._set_fence(msg.fenced)
         if msg.complete:

@@ -165,11 +165,15 @@ class ReplicaRules:
         shard that leads the topic takes it); a put_topic is answered here."""
         self.book.placing[name] = (config.to_json(), create)
         self.book.refusals.pop(name, None)
+        self.book.absent.discard(name)
 
         def now() -> dict:
             refused = self.book.refusals.pop(name, None)
             if refused is not None:
                 raise TopicsError(refused, ErrorCode.NOT_ENOUGH_REPLICAS, {"topic": name})
+            if name in self.book.absent:
+                self.book.absent.discard(name)
+                raise topic_not_found(name)
             if name not in self.book.roles:
                 self.book.placing.pop(name, None)
                 if not create:
@@ -185,7 +189,8 @@ class ReplicaRules:
                     "config": (topic.config if topic is not None else config).to_json()}
 
         def answer(_info):
-            if name in self.book.roles or name in self.book.refusals:
+            book = self.book
+            if name in book.roles or name in book.refusals or name in book.absent:
                 return now()
             return Park(PLACE_PREFIX + name, PLACE_WAIT_MS, now)
         return read_op(answer)
