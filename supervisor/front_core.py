@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from topics_actors.client.request_shapes import merged_topics
 from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
-from topics_actors.limits import CLAIM_WAIT_MS_MAX, DIFF_WAIT_MS_MAX, clamp
+from topics_actors.limits import CLAIM_WAIT_MS_MAX, DIFF_WAIT_MS_MAX, LIST_LIMIT_MAX, clamp
 from topics_actors.protocol import decode, decode_reply, encode, encode_error, encode_reply
 from topics_actors.protocol.envelope import with_corr
 from topics_actors.protocol.messages import (
     Ack, Append, Claim, DeleteRecords, DeleteRouters, DeleteTopic, Diff, Extend, GetTopic, Held,
     ListRouters, ListTopics, Nack, PutRouter, PutTopic, RepairTopic, RouterSync, Scan, Status,
 )
-from topics_actors.shard.topic_admin import LIST_LIMIT_MAX
 from topics_actors.topic_identity import shard_of_name
+from topics_actors.topic_pages import merged_topics
 from .forward_table import ForwardTable, Gather, Pending, TableFull
 
 FORWARD_TIMEOUT_MS = 4_000     # below the library's 5 s request timeout: the client hears why

@@ -13,13 +13,9 @@ from collections.abc import Callable
 
 import zmq
 
-from topics_actors.client.sync_client import Client
 from topics_actors.config import ProcessOptions, decode_options
 from topics_actors.process_profile import profiled
-from topics_actors.supervisor_link import SupervisorLink, die_with_parent, stop_on_signals
-
-FRONT_TIMEOUT_MS = 2_000   # a process that heartbeats between front calls must not block long
-
+from topics_actors.supervisor_link import SupervisorLink, die_with_parent
 
 def child_main(kind: type, serve: Callable, argv: list[str] | None = None) -> int:
     """Parse `--options` (config.encode_options of a `kind`), configure logging with the
@@ -56,19 +52,3 @@ def child_context(process: ProcessOptions):
         if link:
             link.close()
         ctx.destroy(linger=0)
-
-
-def serve_through_front(front: str, ctx: zmq.Context, link: SupervisorLink | None,
-                        make_server: Callable) -> None:
-    """Run a node process that reaches the shards through the front (compactor, reclaimer):
-    hello, a Client with short timeouts, the server from make_server(client, link)."""
-    if link:
-        link.hello("", "")
-    client = Client(front, request_timeout_ms=FRONT_TIMEOUT_MS,
-                    retry_deadline_ms=FRONT_TIMEOUT_MS, ctx=ctx, node_local=True)
-    try:
-        server = make_server(client, link)
-        stop_on_signals(server)
-        server.serve()
-    finally:
-        client.close()

@@ -21,6 +21,7 @@ LONG_POLLS_MAX = 10_000               # parked diff reads per shard
 
 LIST_PAGE_SIZE_DEFAULT = 100
 LIST_PAGE_SIZE_MAX = 1_000
+LIST_LIMIT_MAX = 1_001                # names one list request takes from a shard, at most
 
 # The shard's inbox: one commit batch holds at most this much staged work; write requests
 # beyond it are answered `throttled` (retryable) instead of queueing without bound.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import heapq
 from typing import Any
 
 import orjson
@@ -13,6 +12,7 @@ from topics_actors.errors import invalid
 from topics_actors.limits import LIST_PAGE_SIZE_DEFAULT, LIST_PAGE_SIZE_MAX, clamp
 from topics_actors.protocol.messages import Append, Diff, ListTopics
 from topics_actors.record_envelope import split
+from topics_actors.topic_pages import merged_topics
 
 _MISSING = object()
 
@@ -84,13 +84,6 @@ def list_request(prefix: str, page_size: int | None, cursor: str | None,
                  touch: bool) -> tuple[ListTopics, int]:
     size = clamp(page_size or LIST_PAGE_SIZE_DEFAULT, 1, LIST_PAGE_SIZE_MAX)
     return ListTopics(prefix, decode_cursor(cursor), size, touch), size
-
-
-def merged_topics(pages: list[dict], page_size: int) -> tuple[list[dict], bool]:
-    """(the first `page_size` items of per-shard pages, each sorted by name, in name order;
-    whether more names match after them)."""
-    merged = list(heapq.merge(*(p["topics"] for p in pages), key=lambda t: t["topic"]))
-    return merged[:page_size], len(merged) > page_size or any(p["more"] for p in pages)
 
 
 def merge_pages(pages: list[dict], page_size: int) -> dict:

@@ -7,7 +7,8 @@ import sys
 
 import zmq
 
-from topics_actors.child_process import child_main, serve_through_front
+from topics_actors.child_process import child_main
+from topics_actors.front_process import serve_through_front
 from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.compactor.compactor_server import Cadence, CompactorServer
 from topics_actors.compactor.segment_ledger import SegmentLimits

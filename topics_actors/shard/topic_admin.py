@@ -12,6 +12,7 @@ import logging
 
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
 from topics_actors.ledger.queue_state import counters
+from topics_actors.limits import LIST_LIMIT_MAX
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.messages import DeleteTopic, GetTopic, ListTopics, PutTopic
 from topics_actors.shard import retention
@@ -27,7 +28,6 @@ from topics_actors.topic_identity import topic_id, valid_topic_name
 
 log = logging.getLogger(__name__)
 
-LIST_LIMIT_MAX = 1001
 UNCOMMITTED = 1 << 62     # created_at of a topic whose creation is not durable yet
 
 
