@@ -1,7 +1,6 @@
 """The supervisor process of one node.
 
-It holds the data-dir lock, fixes the WAL layout, spawns one process per shard and the
-gateways (the compactor and the reclaimer once every shard is ready), and then
+It holds the data-dir lock, fixes the WAL layout, spawns one process per shard, and then
 loops: answer the front endpoint (shard map, readiness), take children's hellos and
 heartbeats, restart the dead with backoff, kill the silent, tell systemd how it goes
 (service_notify), and on SIGTERM stop everyone in order within one budget (SIGTERM, what is
@@ -57,7 +56,6 @@ ROLES_RESEND_S = 2.0        # replica roles go to every shard at least this ofte
 EXIT_CHILD_FLAPPING = 3     # a child failed to start too often (restart_policy); see OPERATIONS
 HTTP_BACKLOG = 1024
 SHARD_STOP_SHARE = 0.25     # of the stop budget, kept for the shards' last commits and fsync
-BACKGROUND_ROLES = ("compactor", "reclaimer")   # spawned once every shard is ready
 _IPC_PATH_MAX = 100
 
 
@@ -117,7 +115,6 @@ class Supervisor:
         self.config = config
         self.stopping = False
         self.exit_code = 0
-        self._background_started = False
         self.table = ProcessTable(self._state_changed)
         self.lock = DataDirLock(config.data_dir)
         self.ctx: zmq.Context | None = None
@@ -263,8 +260,7 @@ class Supervisor:
                 request_stats.create_file(self.wiring.requests_file, cfg.gateway_workers)
             self._add_children()
             for child in self.table.children:
-                if child.role not in BACKGROUND_ROLES:
-                    self.table.spawn(child)
+                self.table.spawn(child)
             self._start_relay()
             self._install_signal_handlers()
             while not self.stopping:
@@ -469,24 +465,10 @@ class Supervisor:
                 self._give_up(child, code)
         if self.stopping:
             return
-        self._start_background()
         for child in self.table.silent(self.config.heartbeat_timeout_ms):
             self.table.kill(child, f"no heartbeat for {self.config.heartbeat_timeout_ms} ms")
         for child in self.table.due_restarts():
             self.table.spawn(child)
-
-    def _start_background(self) -> None:
-        """Spawn the compactor and the reclaimer once every shard is ready: they need the
-        shards to do anything, and spawned with them their imports would take CPU from the
-        replay that readiness waits for (a start's critical path on a small machine)."""
-        if self._background_started:
-            return
-        children = self.table.children
-        if all(c.state == "ready" for c in children if c.role == "shard"):
-            self._background_started = True
-            for child in children:
-                if child.role in BACKGROUND_ROLES:
-                    self.table.spawn(child)
 
     def _give_up(self, child: Child, code: int) -> None:
         """A flapping child: stop the node, loudly and with a non-zero status, rather than

@@ -61,20 +61,6 @@ def test_sigterm_stops_every_child(make_node):
     assert "event=stopped" in node.log()
 
 
-def test_the_compactor_and_reclaimer_start_once_every_shard_is_ready(make_node):
-    """They need the shards, and their imports would slow the replay a start waits for."""
-    node = make_node(shards=2)
-    wait_for(lambda: "child=reclaimer-00 state=starting" in node.log(), 10, "the reclaimer")
-    lines = node.log().splitlines()
-
-    def first(text: str) -> int:
-        return next(i for i, line in enumerate(lines) if text in line)
-    shards_ready = max(first(f"child=shard-{i:02d} state=ready") for i in range(2))
-    for role in ("compactor", "reclaimer"):
-        assert first(f"child={role}-00 state=starting") > shards_ready, role
-    assert first("child=gateway-00 state=starting") < shards_ready
-
-
 def test_children_exit_when_supervisor_is_killed(make_node):
     node = make_node(shards=2)
     children = [p.pid for p in node.children()]
