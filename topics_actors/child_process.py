@@ -17,6 +17,7 @@ from topics_actors.config import ProcessOptions, decode_options
 from topics_actors.process_profile import profiled
 from topics_actors.supervisor_link import SupervisorLink, die_with_parent
 
+
 def child_main(kind: type, serve: Callable, argv: list[str] | None = None) -> int:
     """Parse `--options` (config.encode_options of a `kind`), configure logging with the
     process's name, die with the supervisor, and run serve(options, ctx, link) inside

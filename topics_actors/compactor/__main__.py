@@ -8,11 +8,11 @@ import sys
 import zmq
 
 from topics_actors.child_process import child_main
-from topics_actors.front_process import serve_through_front
 from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.compactor.compactor_server import Cadence, CompactorServer
 from topics_actors.compactor.segment_ledger import SegmentLimits
 from topics_actors.config import CompactorOptions
+from topics_actors.front_process import serve_through_front
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment_lock import SegmentLock
 from topics_actors.storage.segment_tier import Tiers

@@ -8,8 +8,8 @@ import sys
 import zmq
 
 from topics_actors.child_process import child_main
-from topics_actors.front_process import serve_through_front
 from topics_actors.config import ReclaimerOptions
+from topics_actors.front_process import serve_through_front
 from topics_actors.reclaimer.reclaimer_server import ReclaimerServer
 from topics_actors.reclaimer.segment_upkeep import SegmentUpkeep
 from topics_actors.storage.fs import RealFs
