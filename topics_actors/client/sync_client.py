@@ -81,8 +81,9 @@ class Client:
                             "curve_public_key": curve_public_key,
                             "curve_secret_key": curve_secret_key}
         self._curve = CurveCredentials.of(curve_server_key, curve_public_key, curve_secret_key)
-        self._front = self._dealer(self.endpoint)
-        self._watch = HandshakeWatch(self._front)
+        self._front = self._dealer(self.endpoint, connect=False)
+        self._watch = HandshakeWatch(self._front)   # before the connect: a handshake that
+        self._front.connect(self.endpoint)           # fails at once is not missed
         self._shards: dict[int, tuple[str, zmq.Socket]] = {}
         self._leader_socks: dict[str, zmq.Socket] = {}    # other nodes' fronts, by endpoint
         self._leaders = LeaderMap()
@@ -105,14 +106,16 @@ class Client:
         """The next key of this client's session (what makes an append's retry safe)."""
         return f"{self._session}:{next(self._appends)}"
 
-    def _dealer(self, endpoint: str, curve: CurveCredentials | None = None) -> zmq.Socket:
+    def _dealer(self, endpoint: str, curve: CurveCredentials | None = None,
+                connect: bool = True) -> zmq.Socket:
         sock = self._ctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)   # never queue for a peer that is not connected
         curve = curve or self._curve
         if curve is not None:
             curve.apply(sock, endpoint)
-        sock.connect(endpoint)
+        if connect:
+            sock.connect(endpoint)
         return sock
 
     def close(self) -> None:
