@@ -47,7 +47,7 @@ class ClusterMember:
         self._info_dirty = False
         self._fenced = False
         self._refused: dict[str, str] = {}     # topic -> why it could not be placed
-        self._absent: dict[str, None] = {}     # names looked up that have no live state
+        self._absent: dict[str, None] = {}     # looked up, no live state (until one appears)
 
     def join(self) -> None:
         """Register the node; from now on membership changes wake the thread."""
@@ -223,9 +223,12 @@ class ClusterMember:
         topic's tombstone is replaced, its epochs continued); a topic that cannot be placed
         is reported back to the shards as refused."""
         found = self.store.read(msg.topic)
-        if not msg.create and (found is None or found.state.deleted):
-            self._note_absent(msg.topic)
-        if (found is not None and not found.state.deleted) or not msg.create:
+        live = found is not None and not found.state.deleted
+        if not msg.create:
+            if not live:     # the waiting lookup answers topic_not_found now, not after
+                self._note(self._absent, msg.topic, None, ABSENT_MAX)   # its wait
+            return
+        if live:
             return
         try:
             config = parse_config(msg.config, msg.topic)
@@ -243,11 +246,6 @@ class ClusterMember:
                 else self.store.create(msg.topic, state)):
             log.info("event=topic_placed topic=%s replicas=%s leader=%s", msg.topic,
                      ",".join(state.replicas), state.leader)
-
-    def _note_absent(self, topic: str) -> None:
-        """A lookup found no live state: the shard waiting on it answers topic_not_found
-        now, not after its wait (the name leaves the list once a state for it appears)."""
-        self._note(self._absent, topic, None, ABSENT_MAX)
 
     def _note(self, table: dict, topic: str, value, limit: int) -> None:
         """Record an answer for the shards (newest `limit` kept); new ones are re-sent."""

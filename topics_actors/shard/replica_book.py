@@ -129,7 +129,8 @@ class ReplicaBook:
                 self.refusals[name] = reason
                 self.placed.add(name)
         for name in msg.absent or ():
-            if self.placing.get(name, (None, True))[1] is False:   # a lookup, not a creation
+            placing = self.placing.get(name)
+            if placing is not None and not placing[1]:    # a lookup, not a creation
                 del self.placing[name]
                 self.absent.add(name)
                 self.placed.add(name)
