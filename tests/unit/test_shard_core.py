@@ -6,6 +6,7 @@ import pytest
 
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX
+from topics_actors.protocol.control import Heartbeat, PlaceTopic
 from topics_actors.protocol.messages import (
     Append, DeleteTopic, Diff, GetTopic, ListTopics, PutTopic, Status,
 )
@@ -161,6 +162,21 @@ def test_an_invalid_request_does_not_disturb_its_batch(shard):
     assert code(replies[1]) == "invalid_request"
     assert [r[0] for r in shard.records("t")] == [1, 2]
 
+
+
+@pytest.mark.parametrize("msg", [
+    Heartbeat("shard", 0, 1, "ready"),
+    PlaceTopic("shard", 0, 1, "t", {}),
+], ids=["heartbeat", "place_topic"])
+def test_a_kind_meant_for_another_process_is_refused_not_fatal(shard, msg):
+    """Any peer of the shard's sockets can send any kind the codec knows; one the shard
+    does not serve (a child's heartbeat, a shard's placement request to its supervisor)
+    gets a clear error, and the batch it came in goes on."""
+    shard.append("t")
+    replies = shard.batch(msg, Append("t", [rec(b"2")]))
+    assert code(replies[0]) == "invalid_request"
+    assert "does not serve" in str(replies[0])
+    assert replies[1]["first_seq"] == 2
 
 # --- group commit ----------------------------------------------------------------------------
 

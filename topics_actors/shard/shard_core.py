@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from topics_actors.config import ShardOptions
-from topics_actors.errors import ErrorCode, StorageError, TopicsError
+from topics_actors.errors import ErrorCode, ProtocolError, StorageError, TopicsError
 from topics_actors.ledger import retention_rules
 from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.messages import (
@@ -228,7 +228,10 @@ class ShardCore:
                 self.quarantine.check(name)
             if name is not None and self.replicas.enabled:
                 self.replica_rules.check(msg)
-            is_write, fn = self._handlers[type(msg)](msg)
+            handler = self._handlers.get(type(msg))
+            if handler is None:     # a kind for another process (a heartbeat, a role)
+                raise ProtocolError(f"a shard does not serve {msg.KIND} requests")
+            is_write, fn = handler(msg)
         except TopicsError as error:
             is_write, fn = False, fail_with(error)
         self.stager.add(Op(peer, corr, t0_ns, is_write, fn))
