@@ -81,27 +81,23 @@ def sync_case(args) -> str:
 
 def async_cases(args) -> list[str]:
     import msgpack
-    from topics_actors.client import AsyncClient, async_client
+    from topics_actors.client import AsyncClient
+    from topics_actors.client.async_connection import AsyncConnection
     from topics_actors.client.shard_map import ShardMap
-    from topics_actors.protocol import decode_reply, encode_reply
+    from topics_actors.protocol import encode_reply
 
-    class Conn(async_client._Connection):
+    class Conn(AsyncConnection):
         """A connection whose socket answers at once, on the next turn of the loop."""
-        def __init__(self, endpoint: str):   # no ZeroMQ socket, no reader task
-            self.endpoint, self.watch, self.sock = endpoint, None, self
+        def __init__(self, endpoint: str):   # no ZeroMQ socket, no reader
+            self.endpoint, self.watch = endpoint, None
             self.pending, self.deadlines, self._sweep = {}, {}, None
             self.window = asyncio.Semaphore(256)
             self.loop = asyncio.get_running_loop()
 
-        async def send(self, raw, flags=0):
+        def send(self, raw):
             reply = encode_reply(msgpack.unpackb(raw)[2], REPLY)
-            self.loop.call_soon(self.deliver, reply)
-
-        def deliver(self, raw):
-            corr, body = decode_reply(raw)
-            future = self.pending.get(corr)
-            if future is not None and not future.done():
-                future.set_result(body)
+            self.loop.call_soon(self._resolve, reply)
+            return True
 
         def close(self):
             pass

@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-from topics_actors.client.request_shapes import wire_record
+from topics_actors.client.request_shapes import wire_records
 from topics_actors.errors import ErrorCode, TopicsError, invalid
 from topics_actors.limits import BATCH_RECORDS_MAX, MESSAGE_BYTES_MAX
 from topics_actors.protocol.messages import Append
@@ -143,7 +143,7 @@ def pending_of(records: list, options: dict, key: tuple | None,
     """A caller's append checked as a lone one is (its errors raised here, to the caller);
     one that may not join a batch, or is larger than one, keeps its options to go alone."""
     node = options.get("node")
-    wire = [wire_record(r) for r in records]
+    wire = wire_records(records)
     if node is not None:
         wire = [_with_node(rec, node) for rec in wire]
     size = RECORD_OVERHEAD_BYTES * len(wire)

@@ -13,7 +13,6 @@ import itertools
 import time
 
 import zmq
-import zmq.asyncio
 
 from topics_actors.client import request_shapes as shapes
 from topics_actors.client import router_admin
@@ -21,10 +20,9 @@ from topics_actors.client.append_linger import (
     BATCH_BYTES_MAX_DEFAULT, BATCH_RECORDS_MAX_DEFAULT, IN_FLIGHT_MAX_DEFAULT,
     WAITING_MAX_DEFAULT, ClientStatistics, LingerOptions,
 )
+from topics_actors.client.async_connection import AsyncConnection
 from topics_actors.client.async_linger import AsyncLinger
-from topics_actors.client.curve_credentials import (
-    CurveCredentials, HandshakeWatch, wait_slices,
-)
+from topics_actors.client.curve_credentials import CurveCredentials
 from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.leader_map import HOPS_MAX, LeaderMap
 from topics_actors.client.retry_budget import (
@@ -33,7 +31,7 @@ from topics_actors.client.retry_budget import (
 from topics_actors.client.shard_map import DEFAULT_ENDPOINT, FRONT, ShardMap, routing_only
 from topics_actors.client.topic_watch import WATCH_WAIT_MS_DEFAULT, watch_events
 from topics_actors.errors import TopicsError
-from topics_actors.protocol import decode_reply, encode
+from topics_actors.protocol import encode
 from topics_actors.protocol.messages import (
     DeleteRecords, DeleteTopic, GetTopic, PutTopic, Status,
 )
@@ -41,103 +39,6 @@ from topics_actors.limits import CLAIM_WAIT_MS_MAX
 from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 
 ROUTES_MAX = 4_096      # topics whose shard connection a client remembers
-EXPIRY_TICK_S = 0.05    # how often a busy connection looks for requests past their timeout
-
-
-def _expire(future: asyncio.Future) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-async def _connected(sock: zmq.asyncio.Socket, timeout_ms: int,
-                     watch: HandshakeWatch | None) -> bool:
-    """Wait until `sock` can send; with a watch, give up as soon as a handshake fails."""
-    if watch is None:
-        return bool(await sock.poll(timeout_ms, zmq.POLLOUT))
-    for slice_ms in wait_slices(timeout_ms):
-        if await sock.poll(slice_ms, zmq.POLLOUT):
-            return True
-        if watch.failed():
-            return False
-    return False
-
-
-async def _send(sock: zmq.asyncio.Socket, raw: bytes, timeout_ms: int,
-                watch: HandshakeWatch | None = None) -> bool:
-    """Send without queueing for an absent peer; with IMMEDIATE, writable means connected."""
-    try:
-        await sock.send(raw, flags=zmq.NOBLOCK)
-        return True
-    except zmq.Again:
-        if not await _connected(sock, timeout_ms, watch):
-            return False
-    try:
-        await sock.send(raw, flags=zmq.NOBLOCK)
-        return True
-    except zmq.Again:
-        return False
-
-
-class _Connection:
-    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, max_in_flight: int,
-                 curve: CurveCredentials | None = None, watch: bool = False):
-        self.endpoint = endpoint
-        self.sock = ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.IMMEDIATE, 1)
-        if curve is not None:
-            curve.apply(self.sock, endpoint)
-        self.watch = HandshakeWatch(self.sock) if watch else None
-        self.sock.connect(endpoint)
-        self.pending: dict[int, asyncio.Future] = {}
-        self.deadlines: dict[int, float] = {}     # corr -> loop time its wait ends
-        self.window = asyncio.Semaphore(max_in_flight)
-        self.loop = asyncio.get_running_loop()
-        self.reader = self.loop.create_task(self._read())
-        self._sweep: asyncio.TimerHandle | None = None
-
-    def expect(self, corr: int, timeout_s: float) -> asyncio.Future:
-        """The future of request `corr`'s reply: None once `timeout_s` has passed (within
-        EXPIRY_TICK_S after; one sweep per tick while requests wait, instead of a timer
-        per request)."""
-        future = self.pending[corr] = self.loop.create_future()
-        self.deadlines[corr] = self.loop.time() + timeout_s
-        if self._sweep is None:
-            self._sweep = self.loop.call_later(EXPIRY_TICK_S, self._expire)
-        return future
-
-    def forget(self, corr: int) -> None:
-        self.pending.pop(corr, None)
-        self.deadlines.pop(corr, None)
-
-    def _expire(self) -> None:
-        now = self.loop.time()
-        for corr in [c for c, deadline in self.deadlines.items() if deadline <= now]:
-            _expire(self.pending[corr])
-        self._sweep = (self.loop.call_later(EXPIRY_TICK_S, self._expire) if self.deadlines
-                       else None)
-
-    async def _read(self) -> None:
-        while True:
-            for raw in await self.sock.recv_multipart():
-                try:
-                    corr, body = decode_reply(raw)
-                except TopicsError as error:
-                    future = self.pending.get(getattr(error, "corr", -1))
-                    if future is not None and not future.done():
-                        future.set_exception(error)
-                    continue
-                future = self.pending.get(corr)
-                if future is not None and not future.done():
-                    future.set_result(body)
-
-    def close(self) -> None:
-        self.reader.cancel()
-        if self._sweep is not None:
-            self._sweep.cancel()
-        if self.watch is not None:
-            self.watch.close()
-        self.sock.close(0)
 
 
 class AsyncClient:
@@ -149,7 +50,7 @@ class AsyncClient:
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
                  retry_deadline_ms: int = 30_000, max_in_flight: int = 256,
                  connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
-                 ctx: zmq.asyncio.Context | None = None, route: bool = True,
+                 ctx: zmq.Context | None = None, route: bool = True,
                  curve_server_key=None, curve_public_key=None, curve_secret_key=None,
                  linger_ms: float | str = 0,
                  linger_batch_records_max: int = BATCH_RECORDS_MAX_DEFAULT,
@@ -166,14 +67,14 @@ class AsyncClient:
         self.connect_timeout_ms = connect_timeout_ms
         self._reached = False          # whether the node ever answered this client
         self.max_in_flight = max_in_flight
-        self._ctx = ctx or zmq.asyncio.Context.instance()
-        self._conns: dict[int | str, _Connection] = {}   # shards; other nodes' fronts
+        self._ctx = ctx or zmq.Context.instance()
+        self._conns: dict[int | str, AsyncConnection] = {}   # shards; other nodes' fronts
         self._leaders = LeaderMap()
         self._map: ShardMap | None = None
         self._corr = itertools.count(1)
         self._session = new_session()
         self._appends = itertools.count(1)
-        self._routes: dict[str, _Connection] = {}   # topic -> its shard's connection
+        self._routes: dict[str, AsyncConnection] = {}   # topic -> its shard's connection
         self._linger = None if linger is None else AsyncLinger(self, linger)
 
     def _session_key(self) -> str:
@@ -201,16 +102,16 @@ class AsyncClient:
         await self.close()
 
     def _conn(self, key: int | str, endpoint: str,
-              curve: CurveCredentials | None = None) -> _Connection:
+              curve: CurveCredentials | None = None) -> AsyncConnection:
         conn = self._conns.get(key)
         if conn is None or conn.endpoint != endpoint:
             if conn is not None:
                 conn.close()
-            conn = self._conns[key] = _Connection(self._ctx, endpoint, self.max_in_flight,
-                                                  curve or self._curve, watch=key == FRONT)
+            conn = self._conns[key] = AsyncConnection(self._ctx, endpoint, self.max_in_flight,
+                                                      curve or self._curve, watch=key == FRONT)
         return conn
 
-    async def _call(self, conn: _Connection, msg, wait_ms: int = 0,
+    async def _call(self, conn: AsyncConnection, msg, wait_ms: int = 0,
                     connect_ms: int | None = None) -> dict | None:
         """One attempt: the reply, or None if nothing came back in time (or no connection
         came up within `connect_ms`)."""
@@ -219,13 +120,9 @@ class AsyncClient:
             future = conn.expect(corr, (self.request_timeout_ms + wait_ms) / 1000)
             try:
                 raw = encode(msg, corr)
-                try:
-                    await conn.sock.send(raw, flags=zmq.NOBLOCK)
-                except zmq.Again:    # not connected (yet): wait for that, within limits
-                    if not await _send(conn.sock, raw,
-                                       min(self.request_timeout_ms,
-                                           connect_ms or self.request_timeout_ms),
-                                       conn.watch):
+                if not conn.send(raw):    # not connected (yet): wait for that, within limits
+                    wait_ms = min(self.request_timeout_ms, connect_ms or self.request_timeout_ms)
+                    if not await conn.send_when_connected(raw, wait_ms):
                         return None
                 return await future
             finally:
@@ -276,7 +173,8 @@ class AsyncClient:
                                            f"the shard owning {topic!r}", started_s)
             await asyncio.sleep(budget.next_delay_s())
 
-    async def _route(self, topic: str | None, shard: int | None) -> _Connection | None:
+    async def _route(self, topic: str | None,
+                     shard: int | None) -> AsyncConnection | None:
         """The connection to the shard owning `topic` (or to `shard`), remembered per topic
         until the shard map changes; None while that shard is not serving."""
         if self._map is None:
