@@ -31,6 +31,18 @@ WS_CLOSE_WAIT_S = 1.0
 WS_FLUSH_S = 0.1
 
 
+def new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop where it is installed (a dependency on Linux), else asyncio's. granian
+    hands every request and every response to the loop from its own threads with
+    call_soon_threadsafe; asyncio writes a byte to its wake-up socket on each call, uvloop
+    only when the loop is not already awake (docs/BENCHMARKS.md, "The gateway's loop")."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 class GatewayServer:
     def __init__(self, settings: GatewaySettings, options: GatewayOptions,
                  link: SupervisorLink | None):
@@ -41,7 +53,7 @@ class GatewayServer:
         self.heartbeat_s = options.process.heartbeat_interval_ms / 1000
 
     def serve(self) -> None:
-        loop = asyncio.new_event_loop()
+        loop = new_loop()
         asyncio.set_event_loop(loop)
         try:
             loop.run_until_complete(self._main(loop))
