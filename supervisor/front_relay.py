@@ -22,6 +22,11 @@ log = logging.getLogger(__name__)
 POLL_MS = 50                   # how soon a new shard map or a stop is noticed when idle
 DRAIN_MAX = 1_000              # requests or replies taken off one socket per turn
 SHARD_HWM_MESSAGES = 10_000
+# How long a new map waits for the DEALERs of its ready shards to connect before requests
+# are read: a shard binds its ipc socket before it reports ready, so this takes well under
+# a millisecond, but without it the first request after a start can beat the connection
+# and be refused "cannot be reached" by a node that just said it was ready.
+CONNECT_WAIT_MS = 500
 
 
 class FrontRelay:
@@ -83,6 +88,7 @@ class FrontRelay:
             self._seen_map = self._map
             self._apply(self.core.update_map(self._seen_map))
             self._connect()
+            self._wait_connected(CONNECT_WAIT_MS)
         for tag, sock in self.fronts.items():
             if sock in ready:
                 self._take_requests(tag, sock)
@@ -116,6 +122,17 @@ class FrontRelay:
         self._poller = zmq.Poller()
         for sock in [*self.fronts.values(), *(s for _, s in self.dealers.values())]:
             self._poller.register(sock, zmq.POLLIN)
+
+    def _wait_connected(self, timeout_ms: int) -> None:
+        """Wait, within `timeout_ms` in all, until the DEALER of every shard the map calls
+        ready can send (with IMMEDIATE: is connected). One that cannot by then is left to
+        ZeroMQ's reconnects, and its requests are refused as before."""
+        ready = {s["shard"] for s in self.core.shard_map["shards"] if s["state"] == "ready"}
+        deadline = time.monotonic() + timeout_ms / 1000
+        for shard, (endpoint, sock) in self.dealers.items():
+            left_ms = (deadline - time.monotonic()) * 1000
+            if shard in ready and not sock.poll(max(0, left_ms), zmq.POLLOUT):
+                log.warning("event=shard_not_connected shard=%d endpoint=%s", shard, endpoint)
 
     def _take_requests(self, tag: bytes, sock: zmq.Socket) -> None:
         trusted = tag == b"i"

@@ -84,7 +84,7 @@ class AsyncConnection:
         up as soon as a handshake fails."""
         if self.send(raw):
             return True
-        slices = wait_slices(timeout_ms) if self.watch else (timeout_ms,)
+        slices = wait_slices(timeout_ms) if self.watch is not None else (timeout_ms,)
         for slice_ms in slices:
             if await self._wait_writable(slice_ms) and self.send(raw):
                 return True
