@@ -229,7 +229,7 @@ class ShardCore:
             if name is not None and self.replicas.enabled:
                 self.replica_rules.check(msg)
             handler = self._handlers.get(type(msg))
-            if handler is None:     # a kind for another process (a heartbeat, a role)
+            if handler is None:     # a kind for another process (a heartbeat, a placement)
                 raise ProtocolError(f"a shard does not serve {msg.KIND} requests")
             is_write, fn = handler(msg)
         except TopicsError as error:
