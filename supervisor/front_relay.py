@@ -45,6 +45,7 @@ class FrontRelay:
         self.dropped_replies = 0
         self._map = None
         self._seen_map = None
+        self._ready: set[tuple[int, int]] = set()   # (shard, incarnation) ready in the map
         self._poller = zmq.Poller()
         for sock in self.fronts.values():
             self._poller.register(sock, zmq.POLLIN)
@@ -124,14 +125,20 @@ class FrontRelay:
             self._poller.register(sock, zmq.POLLIN)
 
     def _wait_connected(self, timeout_ms: int) -> None:
-        """Wait, within `timeout_ms` in all, until the DEALER of every shard the map calls
-        ready can send (with IMMEDIATE: is connected). One that cannot by then is left to
-        ZeroMQ's reconnects, and its requests are refused as before."""
-        ready = {s["shard"] for s in self.core.shard_map["shards"] if s["state"] == "ready"}
+        """Wait, within `timeout_ms` in all, until the DEALER of every shard that became
+        ready since the last map (a start, a restart: a new incarnation) can send (with
+        IMMEDIATE: is connected). The supervisor publishes a map every turn, so a shard
+        ready for a while is not waited for again: one that dropped out meanwhile must not
+        stall the front at each map. One that cannot send by then is left to ZeroMQ's
+        reconnects, and its requests are refused as before."""
+        ready = {(s["shard"], s["incarnation"]) for s in self.core.shard_map["shards"]
+                 if s["state"] == "ready"}
+        new, self._ready = ready - self._ready, ready
         deadline = time.monotonic() + timeout_ms / 1000
-        for shard, (endpoint, sock) in self.dealers.items():
+        for shard, _ in sorted(new):
+            endpoint, sock = self.dealers.get(shard, ("", None))
             left_ms = (deadline - time.monotonic()) * 1000
-            if shard in ready and not sock.poll(max(0, left_ms), zmq.POLLOUT):
+            if sock is not None and not sock.poll(max(0, left_ms), zmq.POLLOUT):
                 log.warning("event=shard_not_connected shard=%d endpoint=%s", shard, endpoint)
 
     def _take_requests(self, tag: bytes, sock: zmq.Socket) -> None:

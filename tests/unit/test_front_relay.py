@@ -6,15 +6,17 @@ refused "cannot be reached" (the race a client saw right after the node said it 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import zmq
 
 from supervisor.front_core import FrontCore
-from supervisor.front_relay import FrontRelay
+from supervisor.front_relay import CONNECT_WAIT_MS, FrontRelay
 from topics_actors.protocol import decode_reply, encode, encode_reply
 from topics_actors.protocol.envelope import with_corr
 from topics_actors.protocol.messages import GetTopic
+from topics_actors.topic_identity import shard_of_name
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -62,6 +64,48 @@ def test_a_request_with_the_new_map_waits_for_its_shards_connection(tmp_path):
         corr, body = decode_reply(client.recv())
         assert (corr, body) == (7, {"answered": True})
         assert bound.is_set()
+    finally:
+        stop.set()
+        relay.stop()
+        if shard.is_alive():
+            shard.join(5)
+        client.close(0)
+        ctx.term()
+
+
+def test_a_shard_ready_for_a_while_is_not_waited_for_at_every_map(tmp_path):
+    """The supervisor publishes its map every turn. A shard the map has called ready for a
+    while but that cannot be reached (it died and is not reaped yet) must not hold up the
+    requests for the other shards at each new map."""
+    ctx = zmq.Context()
+    front = ctx.socket(zmq.ROUTER)
+    front.setsockopt(zmq.LINGER, 0)
+    port = front.bind_to_random_port("tcp://127.0.0.1")
+    relay = FrontRelay(ctx, front, FrontCore())
+    live, dead = f"ipc://{tmp_path}/shard-00.sock", f"ipc://{tmp_path}/shard-01.sock"
+    bound, stop = threading.Event(), threading.Event()
+    shard = threading.Thread(target=_fake_shard, args=(ctx, live, bound, stop))
+    client = ctx.socket(zmq.DEALER)
+    client.setsockopt(zmq.LINGER, 0)
+    name = next(f"t{i}" for i in range(1000) if shard_of_name(f"t{i}", 2) == 0)
+
+    def a_map() -> dict:    # a new object each time, as the supervisor's turns make it
+        return {"shard_count": 2, "shards": [
+            {"shard": 0, "state": "ready", "incarnation": 1, "ipc": live},
+            {"shard": 1, "state": "ready", "incarnation": 1, "ipc": dead}]}
+    try:
+        client.connect(f"tcp://127.0.0.1:{port}")
+        shard.start()
+        relay.publish_map(a_map())
+        relay.start()
+        for corr in range(1, 4):
+            relay.publish_map(a_map())
+            t0 = time.monotonic()
+            client.send(encode(GetTopic(name), corr))
+            assert client.poll(5_000), "no answer through the front"
+            assert decode_reply(client.recv()) == (corr, {"answered": True})
+            if corr > 1:   # the first map waited for both shards once, as it should
+                assert time.monotonic() - t0 < CONNECT_WAIT_MS / 1000 / 2
     finally:
         stop.set()
         relay.stop()
