@@ -225,8 +225,10 @@ class ClusterMember:
         found = self.store.read(msg.topic)
         live = found is not None and not found.state.deleted
         if not msg.create:
-            if not live:     # the waiting lookup answers topic_not_found now, not after
-                self._note(self._absent, msg.topic, None, ABSENT_MAX)   # its wait
+            # A lookup: with no live state the waiting shard answers topic_not_found now,
+            # not after its wait.
+            if not live:
+                self._note(self._absent, msg.topic, None, ABSENT_MAX)
             return
         if live:
             return

@@ -12,8 +12,8 @@ import logging
 
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
 from topics_actors.ledger.queue_state import counters
-from topics_actors.limits import LIST_LIMIT_MAX
 from topics_actors.ledger.topic_state import TopicState
+from topics_actors.limits import LIST_LIMIT_MAX
 from topics_actors.protocol.messages import DeleteTopic, GetTopic, ListTopics, PutTopic
 from topics_actors.shard import retention
 from topics_actors.shard.batch_stager import (
