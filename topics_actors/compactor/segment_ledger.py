@@ -16,6 +16,8 @@ import bisect
 import dataclasses
 import os
 from collections.abc import Callable
+from itertools import accumulate, islice, repeat
+from operator import add
 
 from topics_actors.errors import CorruptionError
 from topics_actors.ledger import delete_rules, log_truncation
@@ -26,12 +28,13 @@ from topics_actors.storage import failpoint
 from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.segment import (
-    IDX_ENTRY, IDX_ENTRY_BYTES, OpenSegment, SegmentReader, data_path, flip_deleted, idx_path,
-    sync_file, topic_dir,
+    DATA_FRAME_LEN_MIN, IDX_ENTRY, IDX_ENTRY_BYTES, OpenSegment, SegmentReader, data_path,
+    flip_deleted, idx_path, sync_file, topic_dir,
 )
 from topics_actors.topic_config import TopicConfig
 
 BUFFER_BYTES_MAX = 8 * 1024 * 1024   # flush an open segment's buffer past this
+DATA_FRAME_BYTES_MIN = DATA_FRAME_LEN_MIN + 4   # a segment frame of empty data, whole
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,6 +168,39 @@ class SegmentLedger(TopicLedger):
     def store_plain(self, topic, view, offset, seq, ts, flags, data_len) -> None:
         self._segment_for(topic, seq, ts).add_plain(view, offset, flags, seq, ts, data_len)
         topic.publish_one(seq, 0, payload_bytes(data_len, flags), ts)
+
+    def store_run(self, topic, view, run) -> None:
+        """store_plain for a run of plain Appends: one segment write per segment it
+        reaches, sealed or flushed at the records the per-record path would seal or flush
+        before."""
+        done, count, tss = 0, run.count, run.tss
+        while done < count:
+            segment = self._segment_for(topic, run.first_seq + done, tss[done])
+            stop = done + self._room(segment, run, done)
+            segment.add_run(view, run, done, stop)
+            done = stop
+        topic.publish(run.first_seq, [0] * count, run.payload_bytes, tss[-1])
+
+    def _room(self, segment: OpenSegment, run, start: int) -> int:
+        """How many records of `run` from `start` go into `segment` (which takes the first:
+        _segment_for chose it) before it is full or its buffer is due for a flush."""
+        limits = self.limits
+        pending = segment.next_seq - segment.first_seq
+        take = min(run.count - start, limits.max_events - pending)
+        if take > 1:
+            # bytes before each later record, against the nearer of the two byte limits
+            room = min(limits.max_bytes - segment.pending_bytes,
+                       BUFFER_BYTES_MAX - len(segment.data_buf))
+            before = accumulate(map(add, islice(run.lens, start, start + take - 1),
+                                    repeat(DATA_FRAME_BYTES_MIN)))
+            take = 1 + bisect.bisect_left(list(before), room)
+        if take > 1 and limits.max_age_ms > 0:
+            first_ts = segment.first_ts if pending else run.tss[start]
+            too_old = first_ts + limits.max_age_ms
+            later = run.tss[start + 1:start + take]
+            if max(later) >= too_old:
+                take = 1 + next(i for i, ts in enumerate(later) if ts >= too_old)
+        return take
 
     # --- segments --------------------------------------------------------------------------------
 

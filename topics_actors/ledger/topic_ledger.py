@@ -14,6 +14,7 @@ checkpoint writes and what a recovery loads are defined in one place.
 from __future__ import annotations
 
 import collections
+import itertools
 import struct
 from collections.abc import Callable
 
@@ -23,7 +24,8 @@ from topics_actors.cluster.epoch_cache import EpochCache
 from topics_actors.ledger.dedupe_index import DedupeEntry
 from topics_actors.ledger.op_log import Op, OpLog
 from topics_actors.ledger.delete_rules import live_floor
-from topics_actors.ledger import log_truncation, router_state
+from topics_actors.ledger import append_run, log_truncation, router_state
+from topics_actors.ledger.append_run import AppendRun
 from topics_actors.ledger.queue_state import QueueState, queue_of
 from topics_actors.ledger.router_state import RouterState
 from topics_actors.ledger.topic_state import TopicState
@@ -62,6 +64,14 @@ class TopicLedger:
                      flags: int, data_len: int) -> None:
         topic.publish_one(seq, 0, payload_bytes(data_len, flags), ts)
 
+    def store_run(self, topic: TopicState, view, run: AppendRun) -> None:
+        """store_plain for each record of a run of plain Appends; a ledger overrides it
+        with one step for the whole run."""
+        store, flags = self.store_plain, run.flags
+        for offset, seq, ts, data_len in zip(run.offsets, itertools.count(run.first_seq),
+                                             run.tss, run.lens):
+            store(topic, view, offset, seq, ts, flags, data_len)
+
     @property
     def store_plain(self):
         """store_append for an Append the scan found plain (no node, no tag), for a ledger
@@ -97,7 +107,8 @@ class TopicLedger:
     def _scan(self, view, mv, offset: int, end: int, max_frames: int) -> tuple[int, bool]:
         unpack, unpack_sum, digest = HEADER.unpack_from, _CHECKSUM.unpack_from, _digest
         by_tid, owns, frozen, store = self.by_tid, self.owns, self.frozen, self.store_plain
-        for _ in range(max_frames):
+        budget = max_frames
+        while budget > 0:
             if end - offset < 4 + FRAME_LEN_MIN:
                 return offset, True
             (frame_len, ftype, flags, tid, seq, ts,
@@ -107,14 +118,25 @@ class TopicLedger:
                     or 42 + node_len + tag_len + data_len != frame_len
                     or digest(mv[offset + 4:check_at]) != unpack_sum(view, check_at)[0]):
                 return offset, True
+            budget -= 1
+            after = offset + 4 + frame_len
             if ftype == 1 and not (node_len or tag_len):
                 if owns(tid):
                     topic = by_tid.get(tid)
                     if frozen and tid in frozen:
                         self.audit.skipped(frozen[tid], offset, 4 + frame_len, True)
                     elif topic is not None and seq == topic.head + 1 and topic.config.logged:
-                        store(topic, view, offset, seq, ts, flags, data_len)
-                        self.applied += 1
+                        run = budget and append_run.gather(
+                            view, mv, after, end, (offset, tid, seq, ts, flags, data_len),
+                            min(budget, append_run.RUN_FRAMES_MAX))
+                        if run:
+                            self.store_run(topic, view, run)
+                            self.applied += run.count
+                            budget -= run.count - 1
+                            after = run.end
+                        else:
+                            store(topic, view, offset, seq, ts, flags, data_len)
+                            self.applied += 1
                     else:
                         self._skip_append(topic, seq, offset, 4 + frame_len)
             else:
@@ -126,7 +148,7 @@ class TopicLedger:
                         self.audit.skipped(frozen[tid], offset, frame.size, ftype == 1)
                     else:
                         self.apply(frame, view)
-            offset += 4 + frame_len
+            offset = after
         return offset, False
 
     def _skip_append(self, topic: TopicState | None, seq: int, offset: int,

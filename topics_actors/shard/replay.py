@@ -20,6 +20,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from itertools import repeat
+from operator import or_
 
 from topics_actors.config import ShardOptions
 from topics_actors.ledger import delete_rules, log_truncation, retention_rules
@@ -80,6 +82,10 @@ class ShardLedger(TopicLedger):
         # inlined with its constants bound here (measured: 4% of the replay time).
         topic.publish_one(seq, self.loc_base | offset,
                           data_len - (with_meta if flags & meta_flag else plain), ts)
+
+    def store_run(self, topic, view, run) -> None:
+        topic.publish(run.first_seq, list(map(or_, repeat(self.loc_base), run.offsets)),
+                      run.payload_bytes, run.tss[-1])
 
 
 class Replay:

@@ -35,6 +35,7 @@ import struct
 import sys
 from array import array
 from collections import OrderedDict
+from itertools import accumulate, chain, repeat
 from operator import add
 from typing import NamedTuple
 
@@ -57,6 +58,8 @@ DEL_DELETED = 0xD5
 SEGMENT_FLAGS = FLAG_TAG | FLAG_NODE | FLAG_META | HOPS_MASK   # hops: a router's copy
 _CHECKSUM = struct.Struct("<Q")
 _TAIL = struct.Struct("<QB")                  # checksum, del byte
+_U32 = struct.Struct("<I")
+_WAL_SEQ_AT = 14                              # offset of seq in a WAL frame
 _PLAIN_FRAMES: dict[int, struct.Struct] = {}  # data_len -> packer of header + data
 _SEGMENT_RE = re.compile(r"seg-(\d{16})\.(data|idx)")
 _digest = xxhash.xxh3_64_intdigest
@@ -270,6 +273,31 @@ class OpenSegment:
         data_buf += _TAIL.pack(_digest(memoryview(frame)[4:]), DEL_LIVE)
         self.idx_buf += IDX_ENTRY.pack(at, DATA_FRAME_LEN_MIN + 4 + data_len, ts, flags)
         self.next_seq = seq + 1
+
+    def add_run(self, wal_view, run, start: int, stop: int) -> None:
+        """add_plain for records start..stop-1 of a run of plain Appends
+        (ledger/append_run.py), in one pass. A segment frame's bytes from its flags to the
+        end of its data are its flags byte and then the WAL frame's bytes from its seq on:
+        the same fields in the same order."""
+        offsets, lens, tss = run.offsets, run.lens, run.tss
+        if start or stop < len(offsets):
+            offsets, lens, tss = offsets[start:stop], lens[start:stop], tss[start:stop]
+        seq = run.first_seq + start
+        if seq == self.first_seq:
+            self.first_ts = tss[0]
+        flags = run.flags & SEGMENT_FLAGS
+        spans = map(slice, map(add, offsets, repeat(_WAL_SEQ_AT)),
+                    map(add, offsets, map(add, lens, repeat(HEADER_BYTES))))
+        bodies = list(map(add, repeat(bytes((flags,))), map(wal_view.__getitem__, spans)))
+        frame_lens = list(map(add, lens, repeat(DATA_FRAME_LEN_MIN)))
+        tails = map(_TAIL.pack, map(_digest, bodies), repeat(DEL_LIVE))
+        at = self.data_len + len(self.data_buf)
+        self.data_buf += b"".join(chain.from_iterable(
+            zip(map(_U32.pack, frame_lens), bodies, tails)))
+        sizes = list(map(add, frame_lens, repeat(4)))
+        self.idx_buf += b"".join(map(IDX_ENTRY.pack, accumulate(sizes, initial=at), sizes,
+                                     tss, repeat(flags)))
+        self.next_seq = seq + len(offsets)
 
     def delete_pending(self, seq: int) -> bool:
         """Mark `seq` deleted while its frame is still in the buffer (its del byte is
