@@ -16,7 +16,7 @@ would otherwise need an fsync of their own arrive meanwhile. So the window
 
 from __future__ import annotations
 
-FLOOR_MS = 0.5
+FLOOR_MS = 0.25
 CEILING_MS = 10.0
 QUIET_MIN_MS = 0.05
 QUIET_MAX_MS = 0.5

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import time
 
@@ -51,6 +52,17 @@ def admitted(msg, trusted: bool):
     if trusted and type(msg) is Append and msg.prevalidated:
         return dataclasses.replace(msg, records=VouchedRecords(msg.records))
     return msg
+
+
+def poll_briefly(poller: zmq.Poller, wait_ms: float) -> list:
+    """poller.poll() that waits at least `wait_ms` when nothing comes. ZeroMQ counts whole
+    milliseconds and truncates, so a 0.3 ms poll would not wait at all: a wait under one
+    millisecond sleeps for its length, then looks (an arrival meanwhile waits for the end
+    of the sleep: the group-commit window is gathering anyway)."""
+    if wait_ms >= 1:
+        return poller.poll(math.ceil(wait_ms))
+    time.sleep(wait_ms / 1000)
+    return poller.poll(0)
 
 
 class ShardServer:
@@ -202,7 +214,9 @@ class ShardServer:
         return timeout if poll_ms is None else min(timeout, poll_ms)
 
     def turn(self) -> None:
-        ready = self.poller.poll(self._timeout_ms())
+        # ZeroMQ counts whole milliseconds and truncates: 0.7 would not wait at all, and
+        # the turn would spin until a timer under a millisecond away is due
+        ready = self.poller.poll(math.ceil(self._timeout_ms()))
         if ready:
             self._drain(2 * INBOX_REQUESTS_MAX, ready)
             self._send_released()
@@ -287,7 +301,7 @@ class ShardServer:
             if left_ms <= 0:
                 stats.windows_limit += 1
                 return
-            ready = self.poller.poll(min(quiet_ms, left_ms))
+            ready = poll_briefly(self.poller, min(quiet_ms, left_ms))
             drained = self._drain(2 * INBOX_REQUESTS_MAX, ready) if ready else 0
             if not drained:
                 stats.windows_quiet += 1
