@@ -1,7 +1,7 @@
 """The shard core's own CPU cost, in process: no sockets, no client, no other process.
 
     python tools/bench/core_bench.py [--runs 5] [--singles 20000] [--records 300000]
-                                     [--staging] [--profile N]
+                                     [--replay-batch 500] [--staging] [--profile N]
 
 Measures process CPU time (not wall time), so a busy machine disturbs it far less than
 the end-to-end benches: the figure to compare before and after a change to the shard
@@ -10,8 +10,9 @@ the end-to-end benches: the figure to compare before and after a change to the s
 - single: a memory-class single-record append, one commit each (submit, write, publish,
   reply): microseconds of CPU per request.
 - batch: 64-record appends, one commit each: microseconds of CPU per record.
-- replay: recovery of a WAL of `--records` disk-class records over 10 topics (500 per
-  append): seconds of CPU, and frames per second.
+- replay: recovery of a WAL of `--records` disk-class records over 10 topics, in turn,
+  `--replay-batch` per append (500; 1 makes every frame's neighbour another topic's):
+  seconds of CPU, and frames per second.
 Each is the median of `--runs`. Two options measure one thing instead:
 - --staging: the staging of a batch (record_batch.stage_batch) and the encoding of its
   Append frames, CPU ns per record by batch size and record shape (medians of `--runs`).
@@ -82,15 +83,15 @@ def appends(singles: int) -> tuple[float, float]:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def replay(records: int, runs: int) -> list[float]:
+def replay(records: int, runs: int, batch: int = 500) -> list[float]:
     data_dir = tempfile.mkdtemp(prefix="topics-core-bench-")
     try:
         prepare_layout(RealFs(), data_dir, 1)
         core, _ = open_core(data_dir)
         for t in range(10):
             call(core, PutTopic(f"t{t}", {"durability": "disk"}))
-        for i in range(records // 500):
-            call(core, Append(f"t{i % 10}", [RECORD] * 500))
+        for i in range(records // batch):
+            call(core, Append(f"t{i % 10}", [RECORD] * batch))
         core.close()
         times = []
         for _ in range(runs):
@@ -153,9 +154,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--singles", type=int, default=20_000)
     parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--replay-batch", type=int, default=500, metavar="N")
     parser.add_argument("--staging", action="store_true")
     parser.add_argument("--profile", type=int, default=0, metavar="N")
     args = parser.parse_args()
+    if args.replay_batch < 1:
+        parser.error("--replay-batch must be at least 1")
     if args.staging:
         staging(args.runs)
         return
@@ -165,7 +169,7 @@ def main() -> None:
     results = [appends(args.singles) for _ in range(args.runs)]
     single = statistics.median(r[0] for r in results)
     per_record = statistics.median(r[1] for r in results)
-    times = replay(args.records, args.runs)
+    times = replay(args.records, args.runs, args.replay_batch)
     seconds = statistics.median(times)
     print(f"single append: {single:.1f} us CPU per request; 64-record appends: "
           f"{per_record:.2f} us CPU per record; replay of {args.records} records: "

@@ -56,8 +56,8 @@ def gather(view, mv: memoryview, offset: int, end: int, first: tuple,
     """The run that starts with the checked frame `first` = (its offset, topic id, seq, ts,
     flags, data_len), or None when the frame at `offset` (the next one) does not continue
     it. At most `limit` frames follow the first."""
-    first_offset, tid, seq, ts, flags, data_len = first
-    offsets, tss, lens = [first_offset], [ts], [data_len]
+    first_offset, tid, seq, first_ts, flags, first_len = first
+    offsets = None      # made once a second frame joins: most single frames stay alone
     unpack, next_seq = HEADER.unpack_from, seq + 1
     while limit and end - offset >= HEADER_BYTES + 8:
         (frame_len, ftype, f_flags, f_tid, f_seq, ts,
@@ -66,13 +66,15 @@ def gather(view, mv: memoryview, offset: int, end: int, first: tuple,
                 or node_len or tag_len or frame_len != 42 + data_len
                 or offset + 4 + frame_len > end):
             break
+        if offsets is None:
+            offsets, tss, lens = [first_offset], [first_ts], [first_len]
         offsets.append(offset)
         tss.append(ts)
         lens.append(data_len)
         offset += 4 + frame_len
         next_seq += 1
         limit -= 1
-    if len(offsets) == 1:
+    if offsets is None:
         return None
     good = _checked_prefix(view, mv, offsets, lens)
     if good == 1:

@@ -126,9 +126,12 @@ class TopicLedger:
                     if frozen and tid in frozen:
                         self.audit.skipped(frozen[tid], offset, 4 + frame_len, True)
                     elif topic is not None and seq == topic.head + 1 and topic.config.logged:
-                        run = budget and append_run.gather(
-                            view, mv, after, end, (offset, tid, seq, ts, flags, data_len),
-                            min(budget, append_run.RUN_FRAMES_MAX))
+                        # a run needs a next frame that is an Append (type byte 1);
+                        # looking first spares single-record appends the call
+                        run = (budget and end - after > FRAME_LEN_MIN and view[after + 4] == 1
+                               and append_run.gather(
+                                   view, mv, after, end, (offset, tid, seq, ts, flags, data_len),
+                                   min(budget, append_run.RUN_FRAMES_MAX)))
                         if run:
                             self.store_run(topic, view, run)
                             self.applied += run.count
