@@ -1,28 +1,41 @@
 """Validation of an append batch as it arrives on the wire (spec/api.md 5.5 limits).
 
 A wire record is [data, tag?, node?, meta?]: data and meta are JSON bytes (msgpack bin),
-tag and node strings. Validation happens before anything is staged, so a rejected batch
-changes nothing.
+tag and node strings. A batch of plain records (data alone) may also come in the array
+form: one bin holding a JSON array of the records' datas (docs/PROTOCOL.md `append`).
+Validation happens before anything is staged, so a rejected batch changes nothing.
 
-Every `data` is parsed once, to prove it is JSON, except in a VouchedRecords batch: the
-gateway parsed the HTTP body and wrote each data with orjson itself, so a second parse here
-would only repeat its work. Limits (sizes, tag, node, meta) are checked for every batch.
+Every `data` is checked to be JSON, except in a vouched batch (VouchedRecords,
+VouchedText): the gateway parsed the HTTP body and wrote each data with orjson itself, so a
+second check here would only repeat its work. Limits (sizes, tag, node, meta) are checked
+for every batch.
 
-A batch whose records all have the common shape ([data] or [data, None, None, None]) is
-staged column by column (`_stage_plain`): its checks, envelopes and staged tuples come from
-map and zip over the batch, and the one Python statement left per record is the parse of
-its data, by itself. One parse of the datas joined into a JSON array would be faster, but
-no element count or check on the parsed array can prove that the array's elements are the
-records (`[1` and `2],3` join into a valid two-element array). Any doubt sends the batch
-down the record-by-record path, which names the first bad record exactly as before.
+A batch of plain records (the array form, or a list of PLAIN_BATCH_MIN or more records that
+are all [data] or all [data, None, None, None]) is staged as one PlainBatch: its datas
+checked in one call (msgspec reads the array's grammar and gives each element's bytes
+without building a value; a list's datas are joined into an array for it, and each element
+must be exactly one data, so `[1` and `2],3`, which join into two valid elements, are not
+taken), their bytes joined, and where each ends kept in an array. What msgspec does not
+check (UTF-8, numbers a double cannot hold) is looked for in the whole text at once, and
+only texts in doubt are parsed one by one by orjson, the parser of every other path. Any
+doubt about a list sends it down the record-by-record path, which names the first bad
+record exactly as before.
 """
 
 from __future__ import annotations
 
-from itertools import compress, repeat
-from operator import itemgetter, lt
+from array import array
+from itertools import accumulate, chain, repeat
+from operator import itemgetter, sub
 
 import orjson
+
+try:    # the one-call check of a batch's JSON; without it, each record is parsed alone
+    import msgspec
+    _RAW_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
+except ImportError:             # pragma: no cover - msgspec ships wheels for our platforms
+    msgspec = None
+    _RAW_ARRAY = None
 
 from topics_actors import json_rules
 from topics_actors.errors import ErrorCode, TopicsError, invalid
@@ -42,6 +55,12 @@ from topics_actors.record_envelope import build_plain, meta_flag
 StagedRecord = tuple[bytes, bytes, bytes, int, int]
 TAG = 1
 PAYLOAD_BYTES = 4
+
+
+class VouchedText(bytes):
+    """The array form of an Append marked `prevalidated` from the trusted socket (see
+    VouchedRecords): its elements are found, not parsed again."""
+    __slots__ = ()
 
 
 class VouchedRecords(list):
@@ -96,6 +115,14 @@ DEPTH_CHECK_BYTES = 2 * json_rules.JSON_DEPTH_MAX   # shorter texts cannot be to
 PLAIN_BATCH_MIN = 10
 PLAIN_VOUCHED_MIN = 20
 _FIRST = itemgetter(0)
+# What msgspec's grammar check leaves to orjson: a number beyond a double's range, which
+# orjson refuses. Such a number has an exponent or at least 309 digits; texts that hold a
+# digit followed by e/E (an exponent, or such letters in a string: then harmless) or a run
+# of _DIGIT_RUN digits are parsed by orjson itself. The look is one translate and two
+# finds over the whole batch (re would take ten times as long).
+_NUMBER_SHAPES = bytes(48 if c in b"0123456789" else 101 if c in b"eE" else 46
+                       for c in range(256))      # digits -> "0", e/E -> "e", else "."
+_DIGIT_RUN = b"0" * 300
 
 
 def validate_batch_node(node: object) -> bytes:
@@ -134,20 +161,33 @@ def check_batch_size(records: list) -> None:
 
 
 class PlainBatch:
-    """Staged records that all have no tag and no meta and share one node, kept as columns
-    (`envelopes`, `sizes` = payload bytes, `node`) so neither staging nor the frame encoder
-    makes a tuple per record; code that reads staged records one by one sees the same
-    StagedRecord tuples as from any staged list (len, iteration, indexing, ==)."""
-    __slots__ = ("envelopes", "sizes", "node")
+    """Staged records that all have no tag and no meta and share one node, kept as one
+    bytes object (`texts`, the datas back to back) and the array of where each ends
+    (`ends`, u32), so neither staging nor the frame encoder makes an object per record:
+    the batch is one AppendBatch frame (storage/batch_frame.py). Code that reads staged
+    records one by one sees the same StagedRecord tuples as from any staged list (len,
+    iteration, indexing, ==)."""
+    __slots__ = ("texts", "ends", "node")
 
-    def __init__(self, envelopes: list[bytes], sizes: list[int], node: bytes):
-        self.envelopes, self.sizes, self.node = envelopes, sizes, node
+    def __init__(self, texts: bytes, ends: array, node: bytes):
+        self.texts, self.ends, self.node = texts, ends, node
 
     def __len__(self) -> int:
-        return len(self.envelopes)
+        return len(self.ends)
+
+    @property
+    def sizes(self) -> list[int]:
+        """Each record's payload bytes (its data's length)."""
+        ends = self.ends
+        return list(map(sub, ends, chain((0,), ends)))
+
+    def datas(self) -> list[bytes]:
+        texts = self.texts
+        return [texts[a:b] for a, b in zip(chain((0,), self.ends), self.ends)]
 
     def __iter__(self):
-        return zip(self.envelopes, repeat(b""), repeat(self.node), repeat(0), self.sizes)
+        return zip(build_plain(self.datas()), repeat(b""), repeat(self.node), repeat(0),
+                   self.sizes)
 
     def __getitem__(self, index):
         return list(self)[index]
@@ -161,7 +201,7 @@ class PlainBatch:
 def payload_total(records) -> int:
     """len(data) + len(meta) over staged records (the API's byte accounting)."""
     if type(records) is PlainBatch:
-        return sum(records.sizes)
+        return records.ends[-1]
     return sum(map(_PAYLOAD, records))
 
 
@@ -187,27 +227,103 @@ def _plain_datas(records: list) -> tuple[list[bytes], list[int]] | None:
     return (datas, sizes) if min(sizes) else None
 
 
+def _raw_elements(text: bytes) -> list | None:
+    """The elements of the JSON array `text` as raw spans (no value built), or None when
+    msgspec is not installed or finds `text` is not a JSON array. Its check is of the
+    grammar only (no UTF-8, no number range): _sound() adds what orjson checks besides."""
+    if _RAW_ARRAY is None:
+        return None
+    try:
+        return _RAW_ARRAY.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def _sound(texts: bytes, longest: int) -> bool:
+    """Whether texts the grammar check passed are surely JSON orjson reads, within the
+    depth limit: UTF-8, no number that might not fit a double, none long enough to be
+    too deep. False means: look at each by itself."""
+    if not texts.isascii():
+        try:
+            texts.decode()
+        except UnicodeDecodeError:
+            return False
+    if longest > DEPTH_CHECK_BYTES:
+        return False
+    shapes = texts.translate(_NUMBER_SHAPES)
+    return shapes.find(b"0e") < 0 and shapes.find(_DIGIT_RUN) < 0
+
+
+def _joined_elements(datas: list[bytes], sizes: list[int]) -> list | None:
+    """The raw elements of the datas joined into one array, when each element is exactly
+    one data (so every data is one JSON value); None otherwise. Joined, `[1` and `2],3`
+    make two valid elements, but not of the records' lengths."""
+    raws = _raw_elements(b"[" + b",".join(datas) + b"]")
+    if raws is None or len(raws) != len(sizes) or list(map(len, raws)) != sizes:
+        return None
+    return raws
+
+
+def _checked_each(datas, sizes: list[int]) -> None:
+    """Parse the datas the quick check left in doubt, one by one: the first bad one
+    raises as the record-by-record path does (not JSON, too deep)."""
+    for data, size in zip(datas, sizes):
+        data = bytes(data)
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise invalid("record data is not valid JSON") from None
+        if size > DEPTH_CHECK_BYTES:
+            json_rules.check_depth(data, value, "record data")
+
+
+def _plain_batch(texts: bytes, sizes: list[int], node: bytes) -> PlainBatch:
+    return PlainBatch(texts, array("I", accumulate(sizes)), node)
+
+
 def _stage_plain(datas: list[bytes], sizes: list[int], node: bytes,
                  vouched: bool) -> PlainBatch | None:
-    """The staged records of plain datas, or None when any record breaks a rule (then the
-    record-by-record path finds and names it)."""
+    """The staged records of plain datas, or None when any record breaks a rule or cannot
+    be checked in one step (then the record-by-record path finds and names it)."""
     longest = max(sizes)
     if longest > RECORD_BYTES_MAX:
         return None
-    if not vouched:
-        loads = orjson.loads
+    texts = b"".join(datas)
+    if not vouched and (_joined_elements(datas, sizes) is None or not _sound(texts, longest)):
         try:
-            if longest > DEPTH_CHECK_BYTES:
-                values = list(map(loads, datas))
-                deep = compress(zip(datas, values), map(lt, repeat(DEPTH_CHECK_BYTES), sizes))
-                for data, value in deep:
-                    json_rules.check_depth(data, value, "record data")
-            else:
-                for data in datas:
-                    loads(data)
-        except (orjson.JSONDecodeError, TopicsError):
+            _checked_each(datas, sizes)
+        except TopicsError:
             return None
-    return PlainBatch(build_plain(datas), sizes, node)
+    return _plain_batch(texts, sizes, node)
+
+
+def _stage_array(text: bytes, node: bytes, vouched: bool) -> PlainBatch | list[StagedRecord]:
+    """The staged records of an array-form batch: `text` is a JSON array whose elements are
+    the records' datas (plain records, docs/PROTOCOL.md `append`). A compact array is
+    staged as it is, each data's bytes kept; any other (or no msgspec) is parsed and its
+    elements written again by orjson."""
+    raws = _raw_elements(text)
+    if raws:
+        sizes = list(map(len, raws))
+        if sum(sizes) + len(sizes) + 1 == len(text):   # compact: nothing between elements
+            check_batch_size(raws)
+            longest = max(sizes)
+            if longest > RECORD_BYTES_MAX:
+                _checked_size(longest)
+            texts = b"".join(raws)
+            if not vouched and not _sound(texts, longest):
+                _checked_each(raws, sizes)
+            return _plain_batch(texts, sizes, node)
+    try:
+        values = orjson.loads(bytes(text))
+    except orjson.JSONDecodeError as error:
+        raise invalid(f"records is not valid JSON (an array of the records' data): "
+                      f"{error}") from None
+    if type(values) is not list:
+        raise invalid("records must be a JSON array of the records' data")
+    check_batch_size(values)
+    datas = [[json_rules.dumps(value, "record data")] for value in values]
+    return _stage_records(VouchedRecords(datas), node)
 
 
 def _stage_each(records: list, node: bytes, vouched: bool) -> list[StagedRecord]:
@@ -231,11 +347,7 @@ def _stage_each(records: list, node: bytes, vouched: bool) -> list[StagedRecord]
     return staged
 
 
-def stage_batch(records: list, batch_node: object) -> list[StagedRecord] | PlainBatch:
-    """The staged records of a batch, or the first record's error; `records` as decoded
-    from the wire, or VouchedRecords (whose data is not parsed again)."""
-    check_batch_size(records)
-    node = validate_batch_node(batch_node)
+def _stage_records(records: list, node: bytes) -> list[StagedRecord] | PlainBatch:
     vouched = type(records) is VouchedRecords
     if len(records) >= (PLAIN_VOUCHED_MIN if vouched else PLAIN_BATCH_MIN):
         plain = _plain_datas(records)
@@ -244,3 +356,16 @@ def stage_batch(records: list, batch_node: object) -> list[StagedRecord] | Plain
             if staged is not None:
                 return staged
     return _stage_each(records, node, vouched)
+
+
+def stage_batch(records: list | bytes, batch_node: object) -> list[StagedRecord] | PlainBatch:
+    """The staged records of a batch, or the first record's error; `records` as decoded
+    from the wire (a list of records, or the array form: bytes of a JSON array of plain
+    records' datas), or VouchedRecords (whose data is not parsed again)."""
+    node = validate_batch_node(batch_node)
+    if type(records) is bytes:
+        return _stage_array(records, node, False)
+    if type(records) is VouchedText:
+        return _stage_array(records, node, True)
+    check_batch_size(records)
+    return _stage_records(records, node)

@@ -462,8 +462,8 @@ def _progress_case(env, monkeypatch, file_bytes: int):
     monkeypatch.setattr(replay_module, "PROGRESS_INTERVAL_NS", 0)   # no clock in the way
     monkeypatch.setattr(replay_module, "CHUNK_FRAMES", 100)
     h = env.single(file_bytes=file_bytes)
-    for _ in range(3):
-        h.call(Append("p", [rec()] * 3000))
+    for _ in range(3):     # tagged, so each record is a frame of its own (plain ones would
+        h.call(Append("p", [rec(tag="p")] * 3000))   # make one AppendBatch frame)
     assert h.progress == []                                  # the first start had no WAL
     files = len(h.wal_files())
     h.restart(crash=False)

@@ -43,11 +43,25 @@ def wire_records(records: list) -> list:
     return [wire_record(r) for r in records]
 
 
+def wire_batch(records: list) -> list | bytes:
+    """The records of an append as the wire carries them: a batch of records that hold
+    `data` alone in the array form (one JSON text of their datas, written by one orjson
+    call: docs/PROTOCOL.md `append`), any other as wire_records. A value orjson refuses
+    goes record by record, which raises the first bad record's error."""
+    if type(records) is list and records and all(
+            [type(r) is dict and len(r) == 1 for r in records]):
+        try:
+            return orjson.dumps([r["data"] for r in records])
+        except (KeyError, TypeError):
+            pass
+    return wire_records(records)
+
+
 def append_request(topic: str, records: list, session_key: str, *, node: str | None = None,
                    idempotency_key: str | None = None, create: bool | None = None,
                    config: dict | None = None, return_seqs: bool = True,
                    acks: str | None = None) -> Append:
-    return Append(topic, wire_records(records), node,
+    return Append(topic, wire_batch(records), node,
                   idempotency_key or session_key, create, config, return_seqs, acks=acks)
 
 

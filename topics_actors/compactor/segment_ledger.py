@@ -15,12 +15,14 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import os
+from array import array
 from collections.abc import Callable
 from itertools import accumulate, islice, repeat
 from operator import add
 
 from topics_actors.errors import CorruptionError
 from topics_actors.ledger import delete_rules, log_truncation
+from topics_actors.ledger.append_run import AppendBatch
 from topics_actors.ledger.topic_ledger import TopicLedger, snapshot_entry
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
@@ -170,16 +172,19 @@ class SegmentLedger(TopicLedger):
         topic.publish_one(seq, 0, payload_bytes(data_len, flags), ts)
 
     def store_run(self, topic, view, run) -> None:
-        """store_plain for a run of plain Appends: one segment write per segment it
-        reaches, sealed or flushed at the records the per-record path would seal or flush
-        before."""
+        """store_plain for a run of plain Appends, or the records of an AppendBatch: one
+        segment write per segment they reach, sealed or flushed at the records the
+        per-record path would seal or flush before."""
         done, count, tss = 0, run.count, run.tss
+        add = OpenSegment.add_batch if type(run) is AppendBatch else OpenSegment.add_run
         while done < count:
             segment = self._segment_for(topic, run.first_seq + done, tss[done])
             stop = done + self._room(segment, run, done)
-            segment.add_run(view, run, done, stop)
+            add(segment, view, run, done, stop)
             done = stop
-        topic.publish(run.first_seq, [0] * count, run.payload_bytes, tss[-1])
+        topic.publish(run.first_seq, array("Q", (0,)) * count, run.payload_bytes, tss[-1])
+
+    store_batch = store_run
 
     def _room(self, segment: OpenSegment, run, start: int) -> int:
         """How many records of `run` from `start` go into `segment` (which takes the first:

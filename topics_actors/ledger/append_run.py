@@ -1,24 +1,27 @@
-"""A run of plain Append frames in the WAL: one topic's records at consecutive seqs, with no
-node and no tag, and one flags byte, lying back to back (what a batch append writes).
+"""Records of one topic that a reader of the log (the compactor, a shard's recovery) takes
+in one step instead of one call per record: one publish, one segment write per segment.
 
-A reader of the log (the compactor, a shard's recovery) takes such a run in one step
-instead of one call per frame: the frames are walked once for their headers, their
-checksums are compared in one pass, and the ledger stores them together (one publish, one
-segment write per segment). Every frame is still checked as the per-frame path checks it;
-a run ends before the first frame that is not of it or does not check, and the per-frame
-path reads that one.
+- AppendRun: plain Append frames (no node, no tag, one flags byte) at consecutive seqs lying
+  back to back (what a batch append wrote as separate frames). The frames are walked once
+  for their headers and their checksums compared in one pass. Every frame is still checked
+  as the per-frame path checks it; a run ends before the first frame that is not of it or
+  does not check, and the per-frame path reads that one.
+- AppendBatch: the records of one AppendBatch frame (storage/batch_frame.py), checked as a
+  frame; it may begin inside the frame, where the topic's head already is.
 """
 
 from __future__ import annotations
 
 import struct
-from itertools import repeat
-from operator import add, itemgetter
+from array import array
+from itertools import chain, repeat
+from operator import add, itemgetter, sub
 
 import xxhash
 
-from topics_actors.record_envelope import has_meta, payloads_bytes
-from topics_actors.storage.frame import HEADER, HEADER_BYTES
+from topics_actors.record_envelope import PLAIN_OVERHEAD, has_meta, payloads_bytes
+from topics_actors.storage import batch_frame
+from topics_actors.storage.frame import HEADER, HEADER_BYTES, batch_body_at
 
 RUN_FRAMES_MAX = 1024          # bounds the lists of a run and the segment buffer it grows
 _CHECKSUM = struct.Struct("<Q")
@@ -95,3 +98,71 @@ def _checked_prefix(view, mv: memoryview, offsets: list[int], lens: list[int]) -
     if computed == stored:
         return len(offsets)
     return next(i for i, (a, b) in enumerate(zip(computed, stored)) if a != b)
+
+
+class AppendBatch:
+    """The records of an AppendBatch frame from its record `skip` on (seq `first_seq`), all
+    of time `ts`: `table` is the frame's table of where each text ends, relative to
+    `texts_at` in the view of the log."""
+
+    __slots__ = ("first_seq", "flags", "ts", "offset", "node_len", "table", "texts_at",
+                 "skip")
+
+    def __init__(self, first_seq: int, flags: int, ts: int, offset: int, node_len: int,
+                 table: array, texts_at: int, skip: int):
+        self.first_seq = first_seq
+        self.flags = flags
+        self.ts = ts
+        self.offset = offset           # where the frame starts
+        self.node_len = node_len
+        self.table = table
+        self.texts_at = texts_at
+        self.skip = skip
+
+    @property
+    def count(self) -> int:
+        return len(self.table) - self.skip
+
+    def _start(self) -> int:
+        return self.table[self.skip - 1] if self.skip else 0
+
+    @property
+    def payload_bytes(self) -> int:
+        """The API's byte accounting of the records: their data."""
+        return self.table[-1] - self._start()
+
+    @property
+    def lens(self) -> list[int]:
+        """What AppendRun.lens is to a segment: each record's node and envelope bytes (the
+        sections of its segment frame)."""
+        ends = self.table[self.skip:]
+        extra = self.node_len + PLAIN_OVERHEAD
+        return list(map(add, map(sub, ends, chain((self._start(),), ends)), repeat(extra)))
+
+    @property
+    def tss(self) -> list[int]:
+        return [self.ts] * self.count
+
+    def spans(self, start: int, stop: int) -> tuple[list[int], list[int]]:
+        """(starts, ends) in the view of the texts of records start..stop-1 (counted from
+        the first taken)."""
+        at, table = self.texts_at, self.table
+        first = self.skip + start
+        ends = list(map(add, repeat(at), table[first:self.skip + stop]))
+        starts = [at + table[first - 1] if first else at] + ends[:-1]
+        return starts, ends
+
+
+def batch_at(view, offset: int, seq: int, ts: int, flags: int, node_len: int,
+             data_len: int, after: int) -> AppendBatch | None:
+    """The records after seq `after` of the AppendBatch frame at `offset` whose header (the
+    rest of the arguments) and checksum were checked; None when its body breaks a rule of
+    batch_frame.py (the log ends at such a frame)."""
+    if flags & ~batch_frame.FLAGS_ALLOWED:
+        return None
+    found = batch_frame.table(view, batch_body_at(offset, node_len), data_len)
+    if found is None:
+        return None
+    table, texts_at = found
+    skip = min(len(table), max(0, after + 1 - seq))
+    return AppendBatch(seq + skip, flags, ts, offset, node_len, table, texts_at, skip)

@@ -86,16 +86,17 @@ class RecoveryAudit:
         return found
 
     def mismatch(self, topic: TopicState, reason: str, offset: int, size: int,
-                 is_append: bool) -> None:
+                 records: int) -> None:
         """A frame the topic's state cannot take (a gap, a dangling reference): the topic
-        stops here; this frame is the first a repair takes out."""
+        stops here; this frame, holding `records` records, is the first a repair takes
+        out."""
         found = self.quarantine(topic, reason, topic.head + 1,
                                 f"{self.rel(self.path)}@{offset}", freeze=True)
-        self.skipped(found, offset, size, is_append)
+        self.skipped(found, offset, size, records)
 
-    def skipped(self, found: Quarantine, offset: int, size: int, is_append: bool) -> None:
+    def skipped(self, found: Quarantine, offset: int, size: int, records: int) -> None:
         found.wal_fills.append((self.path, offset, size))
-        found.lost_records += is_append
+        found.lost_records += records
 
     def forget(self, tid: int) -> None:
         """The topic was deleted after its damage (a segment fault): nothing is left to
@@ -114,6 +115,8 @@ class RecoveryAudit:
                                     named.head + 1, where, freeze=True)
             found.wal_fills.append((self.path, damage.offset, damage.length))
             found.lost_records += damage.frame_type == FrameType.APPEND
+            # a damaged batch's count cannot be trusted
+            found.lost_unknown |= damage.frame_type == FrameType.APPEND_BATCH
             return
         reason = f"WAL damage ({damage.reason}); the frames after it cannot be attributed"
         for topic in list(ledger.by_tid.values()):

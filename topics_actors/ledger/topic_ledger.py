@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import itertools
 import struct
+from array import array
 from collections.abc import Callable
 
 import xxhash
@@ -25,13 +26,13 @@ from topics_actors.ledger.dedupe_index import DedupeEntry
 from topics_actors.ledger.op_log import Op, OpLog
 from topics_actors.ledger.delete_rules import live_floor
 from topics_actors.ledger import append_run, log_truncation, router_state
-from topics_actors.ledger.append_run import AppendRun
+from topics_actors.ledger.append_run import AppendBatch, AppendRun
 from topics_actors.ledger.queue_state import QueueState, queue_of
 from topics_actors.ledger.router_state import RouterState
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
-from topics_actors.storage import frame_body
-from topics_actors.storage.frame import FRAME_LEN_MIN, HEADER, Frame, decode_at
+from topics_actors.storage import batch_frame, frame_body
+from topics_actors.storage.frame import APPEND_BATCH, FRAME_LEN_MIN, HEADER, Frame, decode_at
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.topic_config import TopicConfig
 from topics_actors.topic_identity import topic_id
@@ -71,6 +72,11 @@ class TopicLedger:
         for offset, seq, ts, data_len in zip(run.offsets, itertools.count(run.first_seq),
                                              run.tss, run.lens):
             store(topic, view, offset, seq, ts, flags, data_len)
+
+    def store_batch(self, topic: TopicState, view, batch: AppendBatch) -> None:
+        """The records of an AppendBatch frame (from the topic's head + 1 on)."""
+        topic.publish(batch.first_seq, array("Q", (0,)) * batch.count, batch.payload_bytes,
+                      batch.ts)
 
     @property
     def store_plain(self):
@@ -124,7 +130,7 @@ class TopicLedger:
                 if owns(tid):
                     topic = by_tid.get(tid)
                     if frozen and tid in frozen:
-                        self.audit.skipped(frozen[tid], offset, 4 + frame_len, True)
+                        self.audit.skipped(frozen[tid], offset, 4 + frame_len, 1)
                     elif topic is not None and seq == topic.head + 1 and topic.config.logged:
                         # a run needs a next frame that is an Append (type byte 1);
                         # looking first spares single-record appends the call
@@ -142,26 +148,53 @@ class TopicLedger:
                             self.applied += 1
                     else:
                         self._skip_append(topic, seq, offset, 4 + frame_len)
+            elif ftype == APPEND_BATCH and not tag_len:
+                if not self._batch(view, offset, tid, seq, ts, flags, node_len, data_len,
+                                   4 + frame_len):
+                    return offset, True
             else:
                 frame = decode_at(view, offset, end)   # full checks: UTF-8, body
                 if frame is None:
                     return offset, True
                 if owns(tid):
                     if frozen and tid in frozen:
-                        self.audit.skipped(frozen[tid], offset, frame.size, ftype == 1)
+                        self.audit.skipped(frozen[tid], offset, frame.size,
+                                           _records_of(frame, view))
                     else:
                         self.apply(frame, view)
             offset = after
         return offset, False
 
+    def _batch(self, view, offset: int, tid: int, seq: int, ts: int, flags: int,
+               node_len: int, data_len: int, size: int) -> bool:
+        """Take the AppendBatch frame at `offset` (header and checksum checked): its records
+        after the topic's head, as that many Append frames would be taken. False when its
+        body or node breaks a rule: the log ends there."""
+        topic = self.by_tid.get(tid) if self.owns(tid) else None
+        batch = append_run.batch_at(view, offset, seq, ts, flags, node_len, data_len,
+                                    topic.head if topic is not None else 0)
+        if batch is None or not _utf8(view, offset + HEADER.size, node_len):
+            return False
+        if not self.owns(tid):
+            return True
+        if self.frozen and tid in self.frozen:
+            self.audit.skipped(self.frozen[tid], offset, size, len(batch.table))
+        elif topic is not None and seq <= topic.head + 1 and topic.config.logged:
+            if batch.count:
+                self.store_batch(topic, view, batch)
+                self.applied += batch.count
+        else:
+            self._skip_append(topic, seq, offset, size, len(batch.table))
+        return True
+
     def _skip_append(self, topic: TopicState | None, seq: int, offset: int,
-                     size: int) -> None:
+                     size: int, records: int = 1) -> None:
         if topic is None:
             self.ignored["append_without_topic"] += 1
         elif seq > topic.head + 1:
             if self.audit is not None and topic.config.logged:
                 self.audit.mismatch(topic, f"append of seq {seq} after head {topic.head}: "
-                                    "seqs are not contiguous", offset, size, True)
+                                    "seqs are not contiguous", offset, size, records)
             else:
                 self.ignored["append_out_of_order"] += 1
 
@@ -180,6 +213,14 @@ class TopicLedger:
         if topic is None:
             self.ignored[f"{what}_without_topic"] += 1
         return topic
+
+    def _append_batch(self, frame: Frame, view) -> None:
+        """An AppendBatch that came through decode_at (the scan takes them itself; this is
+        for readers that hand frames to apply one by one)."""
+        node_len = len(frame.node.encode()) if frame.node else 0
+        self._batch(view, frame.offset, frame.topic_id, frame.seq, frame.ts, frame.flags,
+                    node_len, len(frame.data), frame.size)
+        self.applied -= 1         # apply() counts the frame; _batch counted its records
 
     def _append(self, frame: Frame, view) -> None:
         topic = self.by_tid.get(frame.topic_id)
@@ -234,7 +275,7 @@ class TopicLedger:
         if frame.seq > topic.head and self.audit is not None and topic.config.logged:
             self.audit.mismatch(topic, f"lease frame of seq {frame.seq} past head "
                                 f"{topic.head}: no durable record", frame.offset, frame.size,
-                                False)
+                                0)
             return
         body = frame_body.decode_body(frame.type, frame.data)
         if queue_of(topic).apply_frame(frame.seq, body.event, body.lease_id, body.deadline_ms,
@@ -373,6 +414,25 @@ class TopicLedger:
         return topic
 
 
+def _utf8(view, at: int, length: int) -> bool:
+    """Whether view[at:at + length] is UTF-8 (a node's text)."""
+    try:
+        bytes(view[at:at + length]).decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _records_of(frame: Frame, view) -> int:
+    """How many records a (checked) frame holds: 1 for an Append, its count for an
+    AppendBatch, 0 for any other."""
+    if frame.type == FrameType.APPEND:
+        return 1
+    if frame.type == FrameType.APPEND_BATCH:
+        return batch_frame.count(frame.data, 0)
+    return 0
+
+
 _COUNTERS = ("head", "reserved_head", "count", "bytes", "last_write_ts", "evict_floor",
              "expiry_floor", "delete_floor", "source_trim_floor", "gone_through")
 # What only the owning shard knows exactly (the records cap floor and the drop accounting):
@@ -418,6 +478,7 @@ def accounting_rows(topics) -> list[list[int]]:
 
 _HANDLERS = {
     FrameType.APPEND: TopicLedger._append,
+    FrameType.APPEND_BATCH: TopicLedger._append_batch,
     FrameType.TOPIC_CREATE: TopicLedger._topic_create,
     FrameType.CONFIG_UPDATE: TopicLedger._topic_create,
     FrameType.TOPIC_DELETE: TopicLedger._topic_delete,

@@ -15,7 +15,10 @@ from topics_actors.protocol.envelope import Message, message
 class Append(Message):
     """client -> shard. Append a batch to `topic`, all or nothing, contiguous seqs.
 
-    records: list of [data bin (JSON bytes), tag str|nil, node str|nil, meta bin|nil];
+    records: list of [data bin (JSON bytes), tag str|nil, node str|nil, meta bin|nil]; or,
+    for plain records (data alone), the array form: one bin holding a JSON array whose
+    elements are the records' datas (compact, as orjson writes it, is what a shard takes in
+    one step; it keeps each data's bytes; any other array is parsed and written again);
     node: default node of the batch; idempotency_key: a retry with the same key within the
     topic's window returns the original seqs (deduped: true); create/config: whether and how
     a missing topic is created; return_seqs: include `seqs`; prevalidated: the sender wrote
@@ -29,7 +32,7 @@ class Append(Message):
     """
     KIND = "append"
     topic: str
-    records: list
+    records: list | bytes
     node: str | None = None
     idempotency_key: str | None = None
     create: bool | None = None

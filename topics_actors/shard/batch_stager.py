@@ -10,6 +10,7 @@ commit runs the operations.
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from collections.abc import Callable
 
 from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError
@@ -19,7 +20,7 @@ from topics_actors.limits import INBOX_BYTES_MAX, INBOX_REQUESTS_MAX
 from topics_actors.record_batch import PlainBatch
 from topics_actors.shard.shard_stats import ShardStats
 from topics_actors.shard.topic_registry import TopicRegistry
-from topics_actors.storage.frame import encode, encode_appends, encode_plain_appends
+from topics_actors.storage.frame import encode, encode_appends, encode_batch
 from topics_actors.storage.frame_types import FLAG_DURABLE
 
 
@@ -127,16 +128,13 @@ class BatchStager:
         batch.needs_sync |= sync
 
     def appends(self, topic: TopicState, first: int, ts: int, records: list,
-                sync: bool) -> list[int]:
-        """Stage the Append frames of `records` from seq `first`; their offsets in the
-        batch's buffer."""
+                sync: bool) -> Offsets:
+        """Stage the frames of `records` from seq `first`; where they are in the batch's
+        buffer (encode_staged)."""
         self._check_first(topic, first)
         self.batch.needs_sync |= sync
-        flags = FLAG_DURABLE if sync else 0
-        if type(records) is PlainBatch:     # encode_staged(), inlined: a call per write
-            return encode_plain_appends(self.batch.buf, topic.tid, first, ts, flags,
-                                        records.envelopes, records.node)
-        return encode_appends(self.batch.buf, topic.tid, first, ts, flags, records)
+        return encode_staged(self.batch.buf, topic.tid, first, ts,
+                             FLAG_DURABLE if sync else 0, records)
 
     def frames(self, topic: TopicState, first: int, frames, sync: bool) -> int:
         """Stage Append frames of seqs from `first` as they are (a follower's copy of its
@@ -157,14 +155,27 @@ class BatchStager:
                                      f"head {topic.head}")
 
 
+# Where staged records' frames start in a buffer: one offset per record (Append frames),
+# or one int for all of them (the AppendBatch frame of a PlainBatch).
+Offsets = list[int] | int
+
+
 def encode_staged(buf: bytearray, topic_id: int, first: int, ts: int, flags: int,
-                  records: list) -> list[int]:
-    """The Append frames of staged records into `buf`; their offsets in it. A PlainBatch
-    is encoded from its columns (same bytes, less work per record)."""
+                  records: list) -> Offsets:
+    """The frames of staged records into `buf`: a PlainBatch as one AppendBatch frame
+    (storage/batch_frame.py), any other records as one Append frame each."""
     if type(records) is PlainBatch:
-        return encode_plain_appends(buf, topic_id, first, ts, flags, records.envelopes,
-                                    records.node)
+        return encode_batch(buf, topic_id, first, ts, flags, records.node, records.texts,
+                            records.ends)
     return encode_appends(buf, topic_id, first, ts, flags, records)
+
+
+def locations(base: int, offsets: Offsets, count: int) -> list[int] | array:
+    """The locations of `count` records whose frames start at `offsets` (encode_staged)
+    from location `base`."""
+    if type(offsets) is int:
+        return array("Q", (base + offsets,)) * count
+    return [base + rel for rel in offsets]
 
 
 def roll_back(batch: Batch, registry: TopicRegistry) -> None:

@@ -21,7 +21,7 @@ from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import TAG, StagedRecord, payload_total, stage_batch
 from topics_actors.shard import retention
 from topics_actors.shard.batch_stager import (
-    BatchStager, CommitInfo, Staged, encode_staged, write_op,
+    BatchStager, CommitInfo, Offsets, Staged, encode_staged, locations, write_op,
 )
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.record_reader import RecordReader
@@ -90,7 +90,7 @@ class RecordAppend:
         return write_op(publish)
 
     def _admit(self, topic: TopicState, records: list[StagedRecord], created: bool, now: int,
-               key: str | None) -> tuple[int, list[int]]:
+               key: str | None) -> tuple[int, Offsets | None]:
         """Capacity and quota checks (raise, nothing staged), then the frames: (first seq,
         frame offsets)."""
         if not created:
@@ -111,15 +111,16 @@ class RecordAppend:
         return lambda info: self._publish(topic, records, first, offsets, info, now)
 
     def _stage_records(self, topic: TopicState, records: list[StagedRecord], first: int,
-                       now: int, key: str | None) -> list[int]:
-        """Encode the Append frames (logged classes); their offsets in the batch."""
+                       now: int, key: str | None) -> Offsets | None:
+        """Encode the records' frames (logged classes; None for the others): where they are
+        in the batch (batch_stager.encode_staged)."""
         stager = self.stager
         stager.save_undo(topic.name, topic)
         last = first + len(records) - 1
         durability = topic.config.durability
         if not durability.logged:
             topic.next_seq = last + 1
-            return []
+            return None
         if durability.reserves_head and last > topic.reserved_head:
             topic.reserved_head = last + HEAD_RESERVE
             stager.frame(FrameType.HEAD_WATERMARK, topic,
@@ -133,10 +134,9 @@ class RecordAppend:
         return offsets
 
     def _publish(self, topic: TopicState, records: list[StagedRecord], first: int,
-                 offsets: list[int], info: CommitInfo, now: int) -> None:
-        if offsets:
-            base = make_loc(info.file_no, info.offset)
-            locs = [base + rel for rel in offsets]
+                 offsets: Offsets | None, info: CommitInfo, now: int) -> None:
+        if offsets is not None:
+            locs = locations(make_loc(info.file_no, info.offset), offsets, len(records))
         else:
             locs = self._publish_ephemeral(topic, records, first, now)
         topic.publish(first, locs, payload_total(records), now)
@@ -150,10 +150,10 @@ class RecordAppend:
         info.woken.add(topic.name)
 
     def _publish_ephemeral(self, topic: TopicState, records: list[StagedRecord], first: int,
-                           now: int) -> list[int]:
+                           now: int):
         if topic.ram is None:
             topic.ram = bytearray()
             topic.ram_file = self.reader.files.add_buffer(topic.ram)
-        base = make_loc(topic.ram_file, 0)
-        return [base + offset
-                for offset in encode_staged(topic.ram, topic.tid, first, now, 0, records)]
+        return locations(make_loc(topic.ram_file, 0),
+                         encode_staged(topic.ram, topic.tid, first, now, 0, records),
+                         len(records))

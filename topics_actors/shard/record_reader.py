@@ -20,13 +20,13 @@ class RecordReader:
         """The record at `seq`, from its segment or the WAL; None for a hole."""
         if seq > topic.absorbed:
             loc = topic.loc(seq)
-            return self.files.read(loc) if loc else None
+            return self.files.read(loc, seq) if loc else None
         if seq in topic.deleted:
             return None
         i = topic.segment_of(seq)
         if i < 0:
             loc = topic.ram_past.get(seq) if topic.ram_past else None
-            return self.files.read(loc) if loc else None
+            return self.files.read(loc, seq) if loc else None
         rec = self.segments.read(topic.seg_dir, topic.seg_firsts[i], seq)
         if rec.deleted:
             return None

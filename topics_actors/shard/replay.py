@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from array import array
 from collections.abc import Iterator
 from itertools import repeat
 from operator import or_
@@ -86,6 +87,11 @@ class ShardLedger(TopicLedger):
     def store_run(self, topic, view, run) -> None:
         topic.publish(run.first_seq, list(map(or_, repeat(self.loc_base), run.offsets)),
                       run.payload_bytes, run.tss[-1])
+
+    def store_batch(self, topic, view, batch) -> None:
+        # every record of a batch is at its frame's location
+        topic.publish(batch.first_seq, array("Q", (self.loc_base | batch.offset,)) * batch.count,
+                      batch.payload_bytes, batch.ts)
 
 
 class Replay:

@@ -21,15 +21,19 @@ from __future__ import annotations
 
 import logging
 import struct
+from itertools import repeat
 from typing import NamedTuple
 
 import xxhash
 
 from topics_actors.errors import CorruptionError
 from topics_actors.ledger.topic_state import TopicState
-from topics_actors.record_envelope import payloads_bytes
+from topics_actors.record_envelope import PLAIN_OVERHEAD, payloads_bytes
+from topics_actors.storage import batch_frame
 from topics_actors.storage.file_table import OFFSET_BITS, OFFSET_MASK, FileTable
-from topics_actors.storage.frame import FRAME_LEN_MIN, HEADER, HEADER_BYTES
+from topics_actors.storage.frame import (
+    APPEND_BATCH, FRAME_LEN_MIN, HEADER, HEADER_BYTES, batch_body_at,
+)
 from topics_actors.storage.frame_types import (
     FLAG_META, FLAG_NODE, FLAG_TAG, FrameType,
 )
@@ -63,16 +67,20 @@ def read(files: FileTable, topic: TopicState, seq: int, budget: int, used: int,
          count: int, count_max: int) -> tuple[bytes, int, int]:
     """The frames of the topic's records from `seq` on, all in the WAL (its index `locs`),
     read as spans of adjacent frames and joined; `used` bytes and `count` records are in
-    the answer already. Returns (the frames, the next seq, the bytes used)."""
+    the answer already. An AppendBatch frame goes whole or not at all: the read stops
+    before one that cannot travel as it is (unsent_batch: its records go as records).
+    Returns (the frames, the next seq, the bytes used)."""
     locs, base = topic.locs, topic.wal_base
     last = min(topic.head, base + len(locs) - 1)       # a seq past the index is a hole
     spans: list[bytes] = []
     view, view_len, file_loc, start = b"", 0, 0, 0
     expect = -1                   # the location right after the span: its next frame's
     next_seq = topic.head + 1
-    for seq, loc in zip(range(seq, last + 1), locs[seq - base:last + 1 - base]):
+    while seq <= last:
+        loc = locs[seq - base]
         if loc != expect:                              # not the next frame of the span
             if not loc:
+                seq += 1
                 continue                               # a hole
             if expect > file_loc + start:
                 spans.append(_span(files, file_loc, view, start, expect))
@@ -86,18 +94,53 @@ def read(files: FileTable, topic: TopicState, seq: int, budget: int, used: int,
             view = files.view(loc >> OFFSET_BITS, at + 4)
             view_len = len(view)
         size = 4 + _frame_len(view, at)[0]
-        if count and used + size > budget:
+        if at + size > view_len:
+            view = files.view(loc >> OFFSET_BITS, at + size)
+            view_len = len(view)
+        records = 1
+        if view[at + 4] == APPEND_BATCH:
+            if unsent_batch(files, topic, seq) is not None:
+                next_seq = seq
+                break
+            records = _batch_count(view, at)
+        if count and (used + size > budget or count + records > count_max):
             next_seq = seq
             break
         expect = loc + size
         used += size
-        count += 1
+        count += records
+        seq += records
         if count >= count_max:
-            next_seq = seq + 1
+            next_seq = seq
             break
     if expect > file_loc + start:
         spans.append(_span(files, file_loc, view, start, expect))
+    if not spans:
+        return b"", next_seq, used
     return spans[0] if len(spans) == 1 else b"".join(spans), next_seq, used
+
+
+def unsent_batch(files: FileTable, topic: TopicState, seq: int) -> int | None:
+    """When `seq`'s record is in an AppendBatch frame that cannot travel as it is (it
+    began before `seq`, or a record of it was deleted: a hole in the index), the seq
+    after that frame's last record; else None. Those records go as records instead."""
+    index = seq - topic.wal_base
+    loc = topic.locs[index] if 0 <= index < len(topic.locs) else 0
+    if not loc:
+        return None
+    at = loc & OFFSET_MASK
+    view = files.view(loc >> OFFSET_BITS, at + 4)
+    view = files.view(loc >> OFFSET_BITS, at + 4 + _frame_len(view, at)[0])
+    if view[at + 4] != APPEND_BATCH:
+        return None
+    first, records = _header(view, at)[4], _batch_count(view, at)
+    whole = topic.locs[first - topic.wal_base:first - topic.wal_base + records].count(loc)
+    return None if first == seq and whole == records else first + records
+
+
+def _batch_count(view, at: int) -> int:
+    """How many records the AppendBatch frame at `at` holds."""
+    return batch_frame.count(view, batch_body_at(at, _header(view, at)[6]))
 
 
 def _span(files: FileTable, file_loc: int, view, start: int, end_loc: int) -> bytes:
@@ -153,11 +196,12 @@ def check(tid: int, frames: bytes, after: int, end_leo: int) -> list[FrameRun]:
         if (seq != after + 1 or end > size or 42 + node_len + tag_len + data_len != frame_len
                 or ftype != _APPEND or frame_tid != tid or seq >= end_leo):
             _fault(span, pos, tid, after, end_leo)       # raises unless after a hole
-            if offsets:
+            if offsets and seq != after + 1:
                 runs.append(_run(span, first, ts, start, pos, offsets, envelopes, metas))
                 offsets, envelopes, metas = [], 0, 0
                 add = offsets.append
-            first, start = seq, pos
+            if not offsets:
+                first, start = seq, pos
         body, checksum = (sums.get(frame_len) or _sum_struct(frame_len)).unpack_from(span, pos)
         if _digest(body) != checksum:
             raise BadFrames(f"checksum of the frame at byte {pos} (seq {seq})")
@@ -165,9 +209,16 @@ def check(tid: int, frames: bytes, after: int, end_leo: int) -> list[FrameRun]:
             _check_text(span, pos, flags, node_len, tag_len, seq)
         elif flags & _NAMED:
             raise BadFrames(f"flags {flags:#x} of seq {seq} name a node or tag it lacks")
-        add(pos)
-        envelopes += data_len
-        metas += flags & FLAG_META
+        if ftype == APPEND_BATCH:
+            records, texts = _checked_batch(span, pos, flags, node_len, data_len, seq,
+                                            end_leo)
+            offsets += repeat(pos, records)
+            envelopes += texts + records * PLAIN_OVERHEAD
+            seq += records - 1
+        else:
+            add(pos)
+            envelopes += data_len
+            metas += flags & FLAG_META
         after, pos, ts = seq, end, ts_now
     if offsets:
         runs.append(_run(span, first, ts, start, size, offsets, envelopes, metas))
@@ -181,10 +232,26 @@ def _fault(span: bytes, pos: int, tid: int, after: int, end_leo: int) -> None:
      node_len, tag_len, data_len) = _header(span, pos)
     if pos + 4 + frame_len > len(span) or 42 + node_len + tag_len + data_len != frame_len:
         raise BadFrames(f"frame lengths at byte {pos} do not add up")
-    if ftype != _APPEND or frame_tid != tid:
+    if ftype not in (_APPEND, APPEND_BATCH) or frame_tid != tid:
         raise BadFrames(f"frame of type {ftype}, topic id {frame_tid} at byte {pos}")
     if not after < seq < end_leo:
         raise BadFrames(f"seq {seq} after seq {after} (end_leo {end_leo})")
+
+
+def _checked_batch(span: bytes, pos: int, flags: int, node_len: int, data_len: int,
+                   seq: int, end_leo: int) -> tuple[int, int]:
+    """(records, their texts' bytes) of the AppendBatch frame at `pos`, whose header and
+    checksum were checked: its body as recovery reads it, its seqs below `end_leo`."""
+    found = None
+    if not flags & ~batch_frame.FLAGS_ALLOWED:
+        found = batch_frame.table(span, batch_body_at(pos, node_len), data_len)
+    if found is None:
+        raise BadFrames(f"AppendBatch at byte {pos} (seq {seq}): its body breaks its rules")
+    ends = found[0]
+    if seq + len(ends) > end_leo:
+        raise BadFrames(f"AppendBatch at byte {pos}: seqs {seq}..{seq + len(ends) - 1} "
+                        f"reach end_leo {end_leo}")
+    return len(ends), ends[-1]
 
 
 def _sum_struct(frame_len: int) -> struct.Struct:

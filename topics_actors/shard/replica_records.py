@@ -36,6 +36,11 @@ def read_for(reader: RecordReader, topic: TopicState, fetch_leo: int, budget: in
     frames_read = None
     while seq <= topic.head and len(records) < RECORDS_MAX:
         if seq >= wal_from and frames and topic.config.logged:
+            stop = replica_frames.unsent_batch(reader.files, topic, seq)
+            if stop is not None:      # a batch that cannot go whole: its records, then on
+                seq, used = _from_wal(reader, topic, seq, budget, records, used, stop - 1)
+                if seq < stop:
+                    break
             frames_read, seq, used = replica_frames.read(reader.files, topic, seq, budget,
                                                          used, len(records), RECORDS_MAX)
             break
@@ -59,17 +64,18 @@ def read_for(reader: RecordReader, topic: TopicState, fetch_leo: int, budget: in
 
 
 def _from_wal(reader: RecordReader, topic: TopicState, seq: int, budget: int, records: list,
-              used: int) -> tuple[int, int]:
+              used: int, last: int | None = None) -> tuple[int, int]:
     """read_for's loop over the records only in the WAL (a follower in step reads only
-    these): their locations straight off the topic's index, one frame read each. Returns
-    the next seq and the bytes used."""
+    these), up to seq `last` (None: the head): their locations straight off the topic's
+    index, one read each. Returns the next seq and the bytes used."""
     locs, base, read = topic.locs, topic.wal_base, reader.files.read
-    last = min(topic.head, base + len(locs) - 1)       # a seq past the index is a hole
+    end = min(topic.head, base + len(locs) - 1)        # a seq past the index is a hole
+    last = end if last is None else min(last, end)
     for seq in range(seq, last + 1):
         loc = locs[seq - base]
         if not loc:
             continue                                   # a hole
-        rec = read(loc)
+        rec = read(loc, seq)
         size = len(rec.envelope)
         if records and used + size > budget:
             return seq, used
@@ -77,7 +83,7 @@ def _from_wal(reader: RecordReader, topic: TopicState, seq: int, budget: int, re
         used += size
         if len(records) >= RECORDS_MAX:
             return seq + 1, used
-    return topic.head + 1, used
+    return (topic.head + 1 if last == end else last + 1), used
 
 
 class CopiedRun(NamedTuple):

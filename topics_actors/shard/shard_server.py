@@ -23,7 +23,7 @@ from topics_actors.protocol import decode, encode_error
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
 from topics_actors.protocol.control import IsrChange, PlaceTopic, TopicChange, ReplicaRoles
 from topics_actors.protocol.messages import Append
-from topics_actors.record_batch import VouchedRecords
+from topics_actors.record_batch import VouchedRecords, VouchedText
 from topics_actors.shard.commit_publisher import CommitPublisher
 from topics_actors.shard.dead_letter_sender import DeadLetterSender
 from topics_actors.shard.replica_fetcher import ReplicaFetcher
@@ -47,10 +47,12 @@ _TCP, _IPC = b"t", b"i"      # the tag before a peer's identity: which socket it
 
 def admitted(msg, trusted: bool):
     """The request as the core gets it. An Append marked `prevalidated` that came from the
-    trusted socket carries VouchedRecords (its data is not parsed again); from anywhere else
-    the mark changes nothing, since the core goes by the records' type alone."""
+    trusted socket carries VouchedRecords or VouchedText (its data is not parsed again);
+    from anywhere else the mark changes nothing, since the core goes by the records' type
+    alone."""
     if trusted and type(msg) is Append and msg.prevalidated:
-        return dataclasses.replace(msg, records=VouchedRecords(msg.records))
+        vouched = VouchedText if type(msg.records) is bytes else VouchedRecords
+        return dataclasses.replace(msg, records=vouched(msg.records))
     return msg
 
 

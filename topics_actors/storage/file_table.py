@@ -10,7 +10,9 @@ from __future__ import annotations
 import mmap
 from typing import NamedTuple
 
-from topics_actors.storage.frame import HEADER, HEADER_BYTES
+from topics_actors.record_envelope import build as build_envelope
+from topics_actors.storage import batch_frame
+from topics_actors.storage.frame import APPEND_BATCH, HEADER, HEADER_BYTES
 from topics_actors.storage.fs import Fs
 
 OFFSET_BITS = 40
@@ -81,19 +83,25 @@ class FileTable:
         offset = loc & OFFSET_MASK
         return HEADER.unpack_from(self._view(loc >> OFFSET_BITS, offset + HEADER_BYTES), offset)
 
-    def read(self, loc: int) -> StoredRecord:
+    def read(self, loc: int, seq: int) -> StoredRecord:
+        """The record `seq` at `loc`: its Append frame's, or its place in an AppendBatch
+        (the batch's frame is the location of each of its records)."""
         file_no, offset = loc >> OFFSET_BITS, loc & OFFSET_MASK
         view = self._view(file_no, offset + HEADER_BYTES)
-        (frame_len, _, flags, _, seq, ts,
+        (frame_len, ftype, flags, _, first, ts,
          node_len, tag_len, data_len) = HEADER.unpack_from(view, offset)
         if len(view) < offset + 4 + frame_len:
             view = self._view(file_no, offset + 4 + frame_len)
         pos = offset + HEADER_BYTES
         node = view[pos:pos + node_len].decode() if node_len else None
+        if ftype == APPEND_BATCH:
+            start, end = batch_frame.text_span(view, pos + node_len, seq - first)
+            return StoredRecord(seq, ts, build_envelope(view[start:end], None), None, node,
+                                flags)
         pos += node_len
         tag = view[pos:pos + tag_len].decode() if tag_len else None
         pos += tag_len
-        return StoredRecord(seq, ts, bytes(view[pos:pos + data_len]), tag, node, flags)
+        return StoredRecord(first, ts, bytes(view[pos:pos + data_len]), tag, node, flags)
 
     def close(self) -> None:
         for file_no in list(self._views):

@@ -15,7 +15,8 @@
 
 bit3 (has_meta) is ours: it tells a reader which form an Append body (the record envelope,
 topics_actors/record_envelope.py) has without parsing it. Type 12 (IdemKey) is ours too: it
-makes idempotency keys survive a crash.
+makes idempotency keys survive a crash, and so is type 20 (AppendBatch: a batch of plain
+records in one frame, its body laid out in batch_frame.py).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import NamedTuple
 
 import xxhash
 
-from topics_actors.storage import frame_body
+from topics_actors.storage import batch_frame, frame_body
 from topics_actors.storage.frame_types import (
     FLAG_NODE, FLAG_TAG, KNOWN_TYPES, FrameType,
 )
@@ -37,6 +38,7 @@ CHECKSUM = struct.Struct("<Q")
 FRAME_LEN_MIN = HEADER_BYTES - 4 + 8  # 42: how the zeros after the log end stop a scan
 FRAME_LEN_MAX = 1 << 31
 WAL_FORMAT_VERSION = 2
+APPEND_BATCH = int(FrameType.APPEND_BATCH)
 
 _digest = xxhash.xxh3_64_intdigest
 
@@ -138,6 +140,27 @@ def encode_plain_appends(buf: bytearray, topic_id: int, first_seq: int, ts: int,
     return offsets
 
 
+def encode_batch(buf: bytearray, topic_id: int, first_seq: int, ts: int, flags: int,
+                 node: bytes, texts: bytes, ends) -> int:
+    """Append one AppendBatch frame (batch_frame.py) of the records `texts` split at `ends`
+    (an array of u32) to `buf`; returns the frame's offset in `buf`."""
+    if node:
+        flags |= FLAG_NODE
+    head = batch_frame.head(ends)
+    body_len = len(head) + len(texts)
+    frame = b"".join((HEADER.pack(42 + len(node) + body_len, APPEND_BATCH, flags, topic_id,
+                                  first_seq, ts, len(node), 0, body_len), node, head, texts))
+    at = len(buf)
+    buf += frame
+    buf += CHECKSUM.pack(_digest(memoryview(frame)[4:]))
+    return at
+
+
+def batch_body_at(offset: int, node_len: int) -> int:
+    """Where the body of the AppendBatch frame at `offset` starts (after header and node)."""
+    return offset + HEADER_BYTES + node_len
+
+
 def encode_frame(ftype: int, topic_id: int = 0, seq: int = 0, ts: int = 0, data: bytes = b"",
                  tag: bytes = b"", node: bytes = b"", flags: int = 0) -> bytes:
     buf = bytearray()
@@ -167,7 +190,10 @@ def decode_at(buf, offset: int, end: int) -> Frame | None:
         return None
     pos += tag_len
     data = bytes(buf[pos:pos + data_len])
-    if ftype != FrameType.APPEND and not body_is_valid(ftype, data):
+    if ftype == APPEND_BATCH:
+        if tag_len or not batch_frame.is_valid(flags, data):
+            return None
+    elif ftype != FrameType.APPEND and not body_is_valid(ftype, data):
         return None
     return Frame(ftype, flags, topic_id, seq, ts, node, tag, data, offset, 4 + frame_len)
 

@@ -262,8 +262,8 @@ _DECODERS = {
 
 
 def decode_body(ftype: int, data: bytes):
-    """Decode a control frame body; Append bodies are opaque and returned as given."""
-    if ftype == FrameType.APPEND:
+    """Decode a control frame body; Append and AppendBatch bodies are returned as given."""
+    if ftype == FrameType.APPEND or ftype == FrameType.APPEND_BATCH:
         return data
     reader = _Reader(data)
     return reader.finish(_DECODERS[FrameType(ftype)](reader))

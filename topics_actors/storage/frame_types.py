@@ -36,6 +36,7 @@ class FrameType(enum.IntEnum):
     OPS_DROP = 18    # the topic's ops not applied are dropped (a new leader never had them)
     TRUNCATE = 19    # a follower's records after seq are dropped (its log diverged from the
                      # leader's there); the same seqs are written again (body: u64, = seq)
+    APPEND_BATCH = 20  # plain records of one topic at consecutive seqs (storage/batch_frame.py)
 
 
 KNOWN_TYPES = frozenset(int(t) for t in FrameType)

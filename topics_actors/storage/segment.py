@@ -36,7 +36,7 @@ import sys
 from array import array
 from collections import OrderedDict
 from itertools import accumulate, chain, repeat
-from operator import add
+from operator import add, sub
 from typing import NamedTuple
 
 import xxhash
@@ -59,6 +59,9 @@ SEGMENT_FLAGS = FLAG_TAG | FLAG_NODE | FLAG_META | HOPS_MASK   # hops: a router'
 _CHECKSUM = struct.Struct("<Q")
 _TAIL = struct.Struct("<QB")                  # checksum, del byte
 _U32 = struct.Struct("<I")
+_BODY_HEAD = struct.Struct("<BQQHHI")         # a frame's header after its frame_len
+_ENVELOPE_HEAD, _ENVELOPE_TAIL = b'{"d":', b"}"   # an AppendBatch record's envelope
+_ENVELOPE_BYTES = len(_ENVELOPE_HEAD) + len(_ENVELOPE_TAIL)
 _WAL_SEQ_AT = 14                              # offset of seq in a WAL frame
 _PLAIN_FRAMES: dict[int, struct.Struct] = {}  # data_len -> packer of header + data
 _SEGMENT_RE = re.compile(r"seg-(\d{16})\.(data|idx)")
@@ -298,6 +301,31 @@ class OpenSegment:
         self.idx_buf += b"".join(map(IDX_ENTRY.pack, accumulate(sizes, initial=at), sizes,
                                      tss, repeat(flags)))
         self.next_seq = seq + len(offsets)
+
+    def add_batch(self, wal_view, batch, start: int, stop: int) -> None:
+        """add_run for records start..stop-1 of an AppendBatch frame (ledger/append_run.py):
+        each becomes the segment frame of its Append (node, envelope {"d":<text>})."""
+        seq, ts, node_len = batch.first_seq + start, batch.ts, batch.node_len
+        if seq == self.first_seq:
+            self.first_ts = ts
+        flags = batch.flags & SEGMENT_FLAGS
+        at_node = batch.offset + HEADER_BYTES
+        lead = bytes(wal_view[at_node:at_node + node_len]) + _ENVELOPE_HEAD
+        starts, ends = batch.spans(start, stop)
+        envelope_lens = list(map(add, map(sub, ends, starts), repeat(_ENVELOPE_BYTES)))
+        frame_lens = list(map(add, envelope_lens, repeat(DATA_FRAME_LEN_MIN + node_len)))
+        heads = map(_BODY_HEAD.pack, repeat(flags), range(seq, seq + len(ends)), repeat(ts),
+                    repeat(node_len), repeat(0), envelope_lens)
+        texts = map(wal_view.__getitem__, map(slice, starts, ends))
+        bodies = list(map(b"".join, zip(heads, repeat(lead), texts, repeat(_ENVELOPE_TAIL))))
+        tails = map(_TAIL.pack, map(_digest, bodies), repeat(DEL_LIVE))
+        at = self.data_len + len(self.data_buf)
+        self.data_buf += b"".join(chain.from_iterable(
+            zip(map(_U32.pack, frame_lens), bodies, tails)))
+        sizes = list(map(add, frame_lens, repeat(4)))
+        self.idx_buf += b"".join(map(IDX_ENTRY.pack, accumulate(sizes, initial=at), sizes,
+                                     repeat(ts), repeat(flags)))
+        self.next_seq = seq + len(ends)
 
     def delete_pending(self, seq: int) -> bool:
         """Mark `seq` deleted while its frame is still in the buffer (its del byte is
