@@ -149,13 +149,14 @@ class FrontRelay:
                 frames = sock.recv_multipart(zmq.NOBLOCK, copy=not checked)
             except zmq.Again:
                 return
-            if checked:
-                identity, peer, raw = (self.identity_of(frames[-1]), frames[0].bytes,
-                                       frames[-1].bytes)
+            if checked:   # every non-empty frame after the identity is one request
+                identity, peer = self.identity_of(frames[-1]), frames[0].bytes
+                raws = [frame.bytes for frame in frames[1:] if len(frame)]
             else:
-                identity, peer, raw = None, frames[0], frames[-1]
-            self._apply(self.core.request(tag + peer, raw, time.monotonic_ns(), identity,
-                                          trusted))
+                identity, peer, raws = None, frames[0], [f for f in frames[1:] if f]
+            for raw in raws:
+                self._apply(self.core.request(tag + peer, raw, time.monotonic_ns(),
+                                              identity, trusted))
 
     def _take_replies(self, sock: zmq.Socket) -> None:
         for _ in range(DRAIN_MAX):

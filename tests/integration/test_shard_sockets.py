@@ -1,9 +1,10 @@
 """The shard's two request sockets (shard/shard_server.py): TCP for anyone, ipc for the node.
 
 Goal: replies go back on the socket their request came from, also when peers of both send
-in the same turn; a `prevalidated` append is trusted (counted, its data not parsed) only on
-ipc, while on TCP the flag changes nothing and text that is not JSON is refused; only the
-node's user may open the ipc socket file.
+in the same turn; a message may carry several requests, each answered as if it came alone
+(a bad one refused by itself); a `prevalidated` append is trusted (counted, its data not
+parsed) only on ipc, while on TCP the flag changes nothing and text that is not JSON is
+refused; only the node's user may open the ipc socket file.
 
 Method: a ShardServer in this process around a ShardHarness core on the real file system,
 turned by hand; DEALER sockets on both endpoints send raw envelopes.
@@ -113,6 +114,22 @@ def test_a_prevalidated_append_is_trusted_only_on_ipc(server):
     finally:
         tcp.close(0)
         ipc.close(0)
+
+
+def test_several_requests_in_one_message_are_each_answered(server):
+    tcp = _dealer(server, server.endpoint)
+    try:
+        tcp.send_multipart([encode(Append("t", [[b"1"]]), 1), b"\x93bad",
+                            encode(Append("t", b'[2,{"three":3}]'), 3),
+                            encode(Append("t", b"[not json"), 4), encode(Status(), 5)])
+        got = _replies(server, tcp, 5)
+        assert (got[1]["first_seq"], got[3]["first_seq"], got[3]["last_seq"]) == (1, 2, 3)
+        assert got[0].code.wire == "invalid_request"          # the undecodable frame
+        assert got[4].code.wire == "invalid_request" and "not valid JSON" in str(got[4])
+        assert got[5]["shard"] == 0
+        assert server.core.stats.requests == 4      # the undecodable one never reaches it
+    finally:
+        tcp.close(0)
 
 
 def test_only_the_node_user_may_open_the_ipc_socket(server):

@@ -1,6 +1,7 @@
 """The asyncio client's connection: its own reader on ZeroMQ's edge-triggered descriptor
 takes every reply (several frames in one message, a reply that lands while a send runs),
-waits for a peer that comes up late, and gives up on one that never does."""
+waits for a peer that comes up late, and gives up on one that never does; with `together`,
+the requests of one pass of the loop leave as one message (the first at once)."""
 
 from __future__ import annotations
 
@@ -48,11 +49,11 @@ async def _take(router: zmq.Socket, count: int) -> tuple[bytes, list[int]]:
     corrs, peer = [], b""
     while len(corrs) < count:
         try:
-            peer, raw = router.recv_multipart(zmq.NOBLOCK)
+            peer, *raws = router.recv_multipart(zmq.NOBLOCK)
         except zmq.Again:
             await asyncio.sleep(0.001)
             continue
-        corrs.append(decode(raw)[0])
+        corrs += [decode(raw)[0] for raw in raws]
     return peer, corrs
 
 
@@ -64,7 +65,7 @@ def test_replies_in_one_message_resolve_their_own_requests(ctx):
         try:
             futures = [conn.expect(corr, 5.0) for corr in (1, 2, 3)]
             for corr in (1, 2, 3):
-                assert await conn.send_when_connected(encode(Status(), corr), 5_000)
+                assert await conn.send_when_connected(encode(Status(), corr), corr, 5_000)
             peer, corrs = await _take(router, 3)
             assert corrs == [1, 2, 3]
             # The shard answers a commit's requests in one message, in any order.
@@ -88,15 +89,83 @@ def test_a_reply_that_lands_during_a_send_is_still_read(ctx):
     async def main():
         conn = AsyncConnection(ctx, endpoint, 64)
         try:
-            assert await conn.send_when_connected(encode(Status(), 1), 5_000)
+            assert await conn.send_when_connected(encode(Status(), 1), 1, 5_000)
             waiting = conn.expect(1, 5.0)
             for corr in range(2, 302):
                 peer, (prev,) = await _take(router, 1)
                 router.send_multipart([peer, encode_reply(prev, {"corr": prev})])
                 nxt = conn.expect(corr, 5.0)
-                assert conn.send(encode(Status(), corr))
+                assert conn.send(encode(Status(), corr), corr)
                 assert (await asyncio.wait_for(waiting, 5))["corr"] == prev
                 waiting = nxt
+        finally:
+            conn.close()
+    asyncio.run(main())
+
+
+def _messages(router: zmq.Socket) -> list[list[int]]:
+    """The corrs of each message the router holds now."""
+    out = []
+    while router.poll(500):
+        _peer, *raws = router.recv_multipart()
+        out.append([decode(raw)[0] for raw in raws])
+        if sum(map(len, out)) >= 5:
+            break
+    return out
+
+
+def test_together_the_sends_of_one_pass_leave_as_one_message(ctx):
+    router, endpoint = _router(ctx)
+
+    async def main():
+        conn = AsyncConnection(ctx, endpoint, 8)
+        try:
+            assert await conn.send_when_connected(encode(Status(), 0), 0, 5_000)
+            assert _messages(router) == [[0]]
+            conn.together = True
+            for corr in (1, 2, 3, 4, 5):
+                conn.expect(corr, 5.0)
+                assert conn.send(encode(Status(), corr), corr)
+            await asyncio.sleep(0)              # the pass ends: the rest go
+            await asyncio.sleep(0.05)
+            assert _messages(router) == [[1], [2, 3, 4, 5]]
+        finally:
+            conn.close()
+    asyncio.run(main())
+
+
+def test_without_together_each_send_is_its_own_message(ctx):
+    router, endpoint = _router(ctx)
+
+    async def main():
+        conn = AsyncConnection(ctx, endpoint, 8)
+        try:
+            assert await conn.send_when_connected(encode(Status(), 1), 1, 5_000)
+            for corr in (2, 3, 4, 5):
+                assert conn.send(encode(Status(), corr), corr)
+            await asyncio.sleep(0.05)
+            assert _messages(router) == [[1], [2], [3], [4], [5]]
+        finally:
+            conn.close()
+    asyncio.run(main())
+
+
+def test_requests_a_pass_could_not_send_end_their_waits_at_once(ctx, tmp_path):
+    """Should the peer go between a pass's first send and the end of the pass, the rest
+    cannot leave (IMMEDIATE): their waits end with no reply, and the client retries."""
+    router, endpoint = _router(ctx, f"ipc://{tmp_path}/going.sock")
+
+    async def main():
+        conn = AsyncConnection(ctx, endpoint, 8)
+        conn.together = True
+        try:
+            first = conn.expect(1, 30.0)
+            assert await conn.send_when_connected(encode(Status(), 1), 1, 5_000)
+            later = conn.expect(2, 30.0)
+            assert conn.send(encode(Status(), 2), 2)
+            conn.sock.disconnect(endpoint)          # the peer is gone for this socket
+            assert await asyncio.wait_for(later, 5) is None
+            assert not first.done()
         finally:
             conn.close()
     asyncio.run(main())
@@ -108,8 +177,8 @@ def test_a_send_waits_for_a_peer_that_binds_late(ctx, tmp_path):
     async def main():
         conn = AsyncConnection(ctx, endpoint, 8)
         try:
-            assert not conn.send(encode(Status(), 1))   # IMMEDIATE: nobody to take it
-            sending = asyncio.ensure_future(conn.send_when_connected(encode(Status(), 1),
+            assert not conn.send(encode(Status(), 1), 1)   # IMMEDIATE: nobody to take it
+            sending = asyncio.ensure_future(conn.send_when_connected(encode(Status(), 1), 1,
                                                                      10_000))
             await asyncio.sleep(0.2)
             assert not sending.done()
@@ -127,7 +196,7 @@ def test_a_send_gives_up_when_no_peer_comes(ctx, tmp_path):
         conn = AsyncConnection(ctx, f"ipc://{tmp_path}/nobody.sock", 8)
         try:
             t0 = time.monotonic()
-            assert not await conn.send_when_connected(encode(Status(), 1), 300)
+            assert not await conn.send_when_connected(encode(Status(), 1), 1, 300)
             assert 0.25 <= time.monotonic() - t0 < 3.0
         finally:
             conn.close()

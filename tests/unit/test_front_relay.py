@@ -1,6 +1,7 @@
 """The front's relay with real sockets: a request that reaches the front together with the
 map that makes its shard ready waits for the connection to that shard instead of being
-refused "cannot be reached" (the race a client saw right after the node said it was ready).
+refused "cannot be reached" (the race a client saw right after the node said it was ready);
+a message carrying several requests has each forwarded and answered.
 """
 
 from __future__ import annotations
@@ -106,6 +107,40 @@ def test_a_shard_ready_for_a_while_is_not_waited_for_at_every_map(tmp_path):
             assert decode_reply(client.recv()) == (corr, {"answered": True})
             if corr > 1:   # the first map waited for both shards once, as it should
                 assert time.monotonic() - t0 < CONNECT_WAIT_MS / 1000 / 2
+    finally:
+        stop.set()
+        relay.stop()
+        if shard.is_alive():
+            shard.join(5)
+        client.close(0)
+        ctx.term()
+
+
+def test_several_requests_in_one_message_are_each_forwarded_and_answered(tmp_path):
+    ctx = zmq.Context()
+    front = ctx.socket(zmq.ROUTER)
+    front.setsockopt(zmq.LINGER, 0)
+    port = front.bind_to_random_port("tcp://127.0.0.1")
+    relay = FrontRelay(ctx, front, FrontCore())
+    endpoint = f"ipc://{tmp_path}/shard-00.sock"
+    bound, stop = threading.Event(), threading.Event()
+    shard = threading.Thread(target=_fake_shard, args=(ctx, endpoint, bound, stop))
+    client = ctx.socket(zmq.DEALER)
+    client.setsockopt(zmq.LINGER, 0)
+    try:
+        client.connect(f"tcp://127.0.0.1:{port}")
+        shard.start()
+        relay.publish_map({"shard_count": 1, "shards": [
+            {"shard": 0, "state": "ready", "incarnation": 1, "ipc": endpoint}]})
+        relay.start()
+        client.send_multipart([encode(GetTopic(f"t{corr}"), corr) for corr in (1, 2, 3)])
+        answered = {}
+        while len(answered) < 3:
+            assert client.poll(5_000), "no answer through the front"
+            for raw in client.recv_multipart():
+                corr, body = decode_reply(raw)
+                answered[corr] = body
+        assert answered == {corr: {"answered": True} for corr in (1, 2, 3)}
     finally:
         stop.set()
         relay.stop()

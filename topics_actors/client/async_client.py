@@ -120,9 +120,9 @@ class AsyncClient:
             future = conn.expect(corr, (self.request_timeout_ms + wait_ms) / 1000)
             try:
                 raw = encode(msg, corr)
-                if not conn.send(raw):    # not connected (yet): wait for that, within limits
+                if not conn.send(raw, corr):   # not connected (yet): wait, within limits
                     wait_ms = min(self.request_timeout_ms, connect_ms or self.request_timeout_ms)
-                    if not await conn.send_when_connected(raw, wait_ms):
+                    if not await conn.send_when_connected(raw, corr, wait_ms):
                         return None
                 return await future
             finally:
@@ -188,6 +188,7 @@ class AsyncClient:
             return None
         else:
             conn = self._conn(target, self._endpoint(target))
+            conn.together = self._map.requests_per_message
         if shard is None and topic is not None:
             if len(self._routes) >= ROUTES_MAX:
                 self._routes.clear()

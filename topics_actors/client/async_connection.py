@@ -52,6 +52,8 @@ class AsyncConnection:
         self._sweep: asyncio.TimerHandle | None = None
         self._writable: set[asyncio.Future] = set()   # waits for a peer to send to
         self._drain_due = False
+        self.together = False   # several requests per message (the node says it takes them)
+        self._outbox: list[tuple[int, bytes]] | None = None   # requests of this pass
         self._fd = self.sock.getsockopt(zmq.FD)
         self.loop.add_reader(self._fd, self._drain)
 
@@ -69,25 +71,49 @@ class AsyncConnection:
         self.pending.pop(corr, None)
         self.deadlines.pop(corr, None)
 
-    def send(self, raw: bytes) -> bool:
-        """Hand `raw` to ZeroMQ without waiting: False when no peer can take it (with
-        IMMEDIATE, while the connection is not up)."""
+    def send(self, raw: bytes, corr: int) -> bool:
+        """Hand request `corr` (encoded: `raw`) to ZeroMQ without waiting: False when no
+        peer can take it (with IMMEDIATE, while the connection is not up). With `together`
+        (the node takes several requests in one message, docs/PROTOCOL.md 4.1), the first
+        send of a pass of the loop goes at once and the others of the same pass wait for its
+        end and go as one message: one wake-up of ZeroMQ's I/O threads for the lot."""
+        if self._outbox is not None:
+            self._outbox.append((corr, raw))
+            return True
         try:
             self.sock.send(raw, zmq.NOBLOCK)
         except zmq.Again:
             return False
         finally:
             self._drain_soon()
+        if self.together:
+            self._outbox = []
+            self.loop.call_soon(self._flush)
         return True
 
-    async def send_when_connected(self, raw: bytes, timeout_ms: float) -> bool:
+    def _flush(self) -> None:
+        """Send the requests a pass gathered, as one message. Should the connection have
+        dropped since the pass's first send, their waits end now, as with no reply."""
+        outbox, self._outbox = self._outbox, None
+        if not outbox or self.sock.closed:
+            return
+        try:
+            self.sock.send_multipart([raw for _, raw in outbox], zmq.NOBLOCK)
+        except zmq.Again:
+            for corr, _ in outbox:
+                future = self.pending.get(corr)
+                if future is not None:
+                    _expire(future)
+        self._drain_soon()
+
+    async def send_when_connected(self, raw: bytes, corr: int, timeout_ms: float) -> bool:
         """Send `raw` once the connection is up, within `timeout_ms`; with a watch, give
         up as soon as a handshake fails."""
-        if self.send(raw):
+        if self.send(raw, corr):
             return True
         slices = wait_slices(timeout_ms) if self.watch is not None else (timeout_ms,)
         for slice_ms in slices:
-            if await self._wait_writable(slice_ms) and self.send(raw):
+            if await self._wait_writable(slice_ms) and self.send(raw, corr):
                 return True
             if self.watch is not None and self.watch.failed():
                 return False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -15,6 +16,7 @@ from topics_actors.record_envelope import split
 from topics_actors.topic_pages import merged_topics
 
 _MISSING = object()
+_DATA = itemgetter("data")
 
 
 def wire_record(record: dict) -> list:
@@ -48,12 +50,13 @@ def wire_batch(records: list) -> list | bytes:
     `data` alone in the array form (one JSON text of their datas, written by one orjson
     call: docs/PROTOCOL.md `append`), any other as wire_records. A value orjson refuses
     goes record by record, which raises the first bad record's error."""
-    if type(records) is list and records and all(
-            [type(r) is dict and len(r) == 1 for r in records]):
-        try:
-            return orjson.dumps([r["data"] for r in records])
-        except (KeyError, TypeError):
-            pass
+    try:
+        if (type(records) is list and records
+                and list(map(type, records)).count(dict) == len(records)
+                and list(map(len, records)).count(1) == len(records)):
+            return orjson.dumps(list(map(_DATA, records)))
+    except (KeyError, TypeError):
+        pass
     return wire_records(records)
 
 

@@ -320,16 +320,18 @@ class ShardServer:
             self._send(self.core.released_replies())
 
     def _recv(self, sock: zmq.Socket, tag: bytes):
-        """(peer, raw, t0, the client key it came under or None)."""
+        """(peer, its requests, t0, the client key they came under or None): every
+        non-empty frame after the identity is one request (docs/PROTOCOL.md 4.1)."""
         checked = self.curve is not None and tag == _TCP
         try:
             frames = sock.recv_multipart(zmq.NOBLOCK, copy=not checked)
         except zmq.Again:
             return None
         if checked:
-            return (tag + frames[0].bytes, frames[-1].bytes, time.perf_counter_ns(),
-                    identity_of(frames[-1]))
-        return tag + frames[0], frames[-1], time.perf_counter_ns(), None
+            return (tag + frames[0].bytes, [f.bytes for f in frames[1:] if len(f)],
+                    time.perf_counter_ns(), identity_of(frames[-1]))
+        raws = frames[1:] if len(frames) == 2 else [f for f in frames[1:] if f]
+        return tag + frames[0], raws, time.perf_counter_ns(), None
 
     def _drain(self, limit: int, ready: list) -> int:
         """Take up to `limit` requests, DRAIN_SLICE at a time from each socket in turn, so a
@@ -354,21 +356,25 @@ class ShardServer:
             item = self._recv(sock, tag)
             if item is None:
                 break
-            count += 1
-            peer, raw, t0, key = item
-            corr = 0
-            try:
-                corr, msg = decode(raw)
-                if self.curve is not None and not trusted and key not in self.curve.peers:
-                    self.curve.ring.authorize(key, msg)
-            except TopicsError as error:
-                self.core.submit_error(peer, getattr(error, "corr", None) or corr, error, t0)
-                continue
-            taken = admitted(msg, trusted)
-            if taken is not msg:
-                self.core.stats.trusted_appends += 1
-            self.core.submit(peer, corr, taken, t0)
+            peer, raws, t0, key = item
+            count += len(raws)
+            for raw in raws:
+                self._take(peer, raw, t0, key, trusted)
         return count
+
+    def _take(self, peer: bytes, raw: bytes, t0: int, key, trusted: bool) -> None:
+        corr = 0
+        try:
+            corr, msg = decode(raw)
+            if self.curve is not None and not trusted and key not in self.curve.peers:
+                self.curve.ring.authorize(key, msg)
+        except TopicsError as error:
+            self.core.submit_error(peer, getattr(error, "corr", None) or corr, error, t0)
+            return
+        taken = admitted(msg, trusted)
+        if taken is not msg:
+            self.core.stats.trusted_appends += 1
+        self.core.submit(peer, corr, taken, t0)
 
     def _submit_local(self, msg) -> None:
         """A request of the shard's own making (its reply, to no peer, is dropped)."""
@@ -381,12 +387,13 @@ class ShardServer:
         replies = []
         for sock, tag, _ in self.sources:
             while (item := self._recv(sock, tag)) is not None:
-                peer, raw, _, _ = item
-                try:
-                    corr = decode(raw)[0]
-                except ProtocolError as bad:
-                    corr = getattr(bad, "corr", 0)
-                replies.append((peer, encode_error(corr, error)))
+                peer, raws, _, _ = item
+                for raw in raws:
+                    try:
+                        corr = decode(raw)[0]
+                    except ProtocolError as bad:
+                        corr = getattr(bad, "corr", 0)
+                    replies.append((peer, encode_error(corr, error)))
         self._send(replies)
 
     def _send(self, replies: list[tuple[bytes, bytes]]) -> None:
