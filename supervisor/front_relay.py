@@ -15,6 +15,8 @@ import time
 
 import zmq
 
+from topics_actors.protocol.envelope import requests_of
+
 from .front_core import Effects, FrontCore
 
 log = logging.getLogger(__name__)
@@ -151,9 +153,9 @@ class FrontRelay:
                 return
             if checked:   # every non-empty frame after the identity is one request
                 identity, peer = self.identity_of(frames[-1]), frames[0].bytes
-                raws = [frame.bytes for frame in frames[1:] if len(frame)]
+                raws = requests_of([frame.bytes for frame in frames])
             else:
-                identity, peer, raws = None, frames[0], [f for f in frames[1:] if f]
+                identity, peer, raws = None, frames[0], requests_of(frames)
             for raw in raws:
                 self._apply(self.core.request(tag + peer, raw, time.monotonic_ns(),
                                               identity, trusted))

@@ -2,18 +2,21 @@
 means exactly what one Append frame per record would.
 
 Goal: a shard's recovery, the compactor and fsck read an AppendBatch as the Append frames of
-its records: the same topic states, the same segment files byte for byte (sealed and
-flushed at the same records under any limits), a batch that overlaps the head taken from
-the head on, one after a gap refused as that gap's Append would be; and a batch whose body
-breaks a rule (count, table, flags, a tag) ends the log there like any invalid frame.
+its records: the same topic states, the same records in the segments (there as batch
+frames, split where a segment fills, within the segment limits whatever they are), a batch
+that overlaps the head taken from the head on, one after a gap refused as that gap's
+Append would be; and a batch whose body breaks a rule (count, table, flags, a tag) ends
+the log there like any invalid frame.
 
 Method: WAL bytes built twice with the frame encoders, once as Append frames and once as
 AppendBatch frames of the same records, scanned by a TopicLedger or SegmentLedger and
-compared; bodies broken by hand with their checksum made to match again.
+compared (segments read back record by record as a shard reads them, and audited as
+recovery audits them); bodies broken by hand with their checksum made to match again.
 """
 
 from __future__ import annotations
 
+import os
 import pathlib
 import struct
 from array import array
@@ -33,6 +36,8 @@ from topics_actors.storage.frame import (
 )
 from topics_actors.storage.frame_types import FLAG_DURABLE, FrameType
 from topics_actors.storage.fs import RealFs
+from topics_actors.storage.segment import SegmentReader, data_path, idx_path
+from topics_actors.storage.segment_audit import audit
 from topics_actors.topic_identity import topic_id
 import xxhash
 
@@ -73,10 +78,6 @@ def state(ledger: TopicLedger) -> dict:
 
 def scan(ledger: TopicLedger, wal: bytes) -> tuple[int, bool]:
     return ledger.scan(wal, 0, len(wal), 10_000)
-
-
-def segment_files(root: pathlib.Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("seg-*"))}
 
 
 def test_a_batch_frame_decodes_and_is_a_small_fraction_of_its_appends():
@@ -180,19 +181,37 @@ def test_a_batch_with_a_tag_section_ends_the_log():
     assert scan(ledger, wal) == (len(create("a")), True)
 
 
-@settings(max_examples=60, deadline=None)
+def segment_records(ledger: SegmentLedger) -> tuple[dict, list]:
+    """Every record the ledger's segments hold, per topic in seq order, as a shard reads
+    them, and each segment as [name, dir, first, count, data_len] (call after
+    flush_all)."""
+    reader, records, segments = SegmentReader(RealFs()), {}, []
+    try:
+        for entry in ledger.entries(0):
+            directory = os.path.join(ledger.data_dir, entry["dir"]) if entry["dir"] else ""
+            for first, count, data_len in entry["segments"]:
+                segments.append([entry["name"], directory, first, count, data_len])
+                records.setdefault(entry["name"], []).extend(
+                    tuple(reader.read(directory, first, seq))
+                    for seq in range(first, first + count))
+    finally:
+        reader.close()
+    return records, segments
+
+
+@settings(max_examples=40, deadline=None)
 @given(batches=st.lists(st.tuples(st.sampled_from(NAMES), st.integers(1, 40),
                                   st.sampled_from([0, FLAG_DURABLE]),
                                   st.sampled_from([b"", b"n1"]), st.integers(0, 90)),
                         min_size=1, max_size=10),
        max_events=st.integers(1, 50), max_bytes=st.integers(60, 3000),
        max_age_ms=st.sampled_from([0, 5, 50]), buffer_bytes=st.integers(40, 2000))
-def test_the_compactor_writes_the_segments_of_the_appends(tmp_path_factory, batches,
-                                                          max_events, max_bytes, max_age_ms,
-                                                          buffer_bytes):
+def test_the_compactor_keeps_the_records_of_a_batch_within_the_segment_limits(
+        tmp_path_factory, batches, max_events, max_bytes, max_age_ms, buffer_bytes):
     """Whatever the limits (records, bytes, age, the buffer's flush), a checkpoint of
-    AppendBatch frames seals and flushes at the records the Append frames' would, and
-    writes the same bytes."""
+    AppendBatch frames (written as batch frames, split where a segment fills) holds the
+    records a checkpoint of their Append frames holds, every segment within its limits
+    and passing the recovery audit."""
     heads, ts = dict.fromkeys(NAMES, 0), 1000
     wals = [b"".join(map(create, NAMES))] * 2
     for name, count, flags, node, ts_step in batches:
@@ -203,14 +222,21 @@ def test_the_compactor_writes_the_segments_of_the_appends(tmp_path_factory, batc
                 wals[1] + as_appends(name, first, texts, ts, flags, node)]
         heads[name] = first + count - 1
     limits = SegmentLimits(max_events, max_bytes, max_age_ms)
-    roots = [tmp_path_factory.mktemp("batch"), tmp_path_factory.mktemp("appends")]
     results = []
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(segment_ledger, "BUFFER_BYTES_MAX", buffer_bytes)
-        for root, wal in zip(roots, wals):
-            ledger = SegmentLedger(RealFs(), str(root), limits, 0)
-            results.append((scan(ledger, wal)[1], state(ledger), dict(ledger.sealed)))
+        for wal in wals:
+            ledger = SegmentLedger(RealFs(), str(tmp_path_factory.mktemp("seg")), limits, 0)
+            assert scan(ledger, wal) == (len(wal), True)
             ledger.flush_all()
+            results.append((state(ledger), *segment_records(ledger)))
             ledger.close()
-    assert results[0] == results[1]
-    assert segment_files(roots[0]) == segment_files(roots[1])
+    (batched, records, segments), (appended, expected, _) = results
+    assert batched == appended and records == expected
+    longest = max(len(t) for t in texts_of(1, max(heads.values()), 5)) + 64
+    for name, directory, first, count, data_len in segments:
+        assert count <= max_events
+        data = pathlib.Path(data_path(directory, first)).read_bytes()
+        idx = pathlib.Path(idx_path(directory, first)).read_bytes()
+        assert audit(data, idx, first, count, data_len) == []
+        assert data_len < max_bytes + longest

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from itertools import accumulate, islice, repeat
 from operator import add
 
-from topics_actors.errors import CorruptionError
 from topics_actors.ledger import delete_rules, log_truncation
 from topics_actors.ledger.append_run import AppendBatch
 from topics_actors.ledger.topic_ledger import TopicLedger, snapshot_entry
@@ -28,10 +27,11 @@ from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
 from topics_actors.storage import failpoint
 from topics_actors.storage.fs import Fs
+from topics_actors.storage.segment_batch import RECORD_BYTES
 from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.segment import (
-    DATA_FRAME_LEN_MIN, IDX_ENTRY, IDX_ENTRY_BYTES, OpenSegment, SegmentReader, data_path,
-    flip_deleted, idx_path, sync_file, topic_dir,
+    DATA_FRAME_LEN_MIN, OpenSegment, SegmentReader, cut_before, data_path, flip_deleted,
+    sync_file, topic_dir,
 )
 from topics_actors.topic_config import TopicConfig
 
@@ -114,9 +114,11 @@ class SegmentLedger(TopicLedger):
             self.reader.forget(directory, first)
         if straddling:
             first = straddling[0][0]
-            data_len, first_ts = _cut_at(self.fs, directory, first, last + 1)
-            segment = OpenSegment(self.fs, directory, first, data_len, last + 1 - first)
-            segment.first_ts = first_ts
+            cut = cut_before(self.fs, directory, first, last + 1)
+            segment = OpenSegment(self.fs, directory, first, cut.data_len, cut.count)
+            segment.first_ts = cut.first_ts
+            if cut.kept:          # the cut goes through a batch frame: its head is kept
+                segment.add_texts(*cut.kept)
             self.open[topic.tid] = segment
         elif segment is not None and segment.first_seq + segment.count - 1 == last:
             kept.pop()                   # the open segment ends at the cut: it stays open
@@ -196,8 +198,9 @@ class SegmentLedger(TopicLedger):
             # bytes before each later record, against the nearer of the two byte limits
             room = min(limits.max_bytes - segment.pending_bytes,
                        BUFFER_BYTES_MAX - len(segment.data_buf))
+            extra = RECORD_BYTES if type(run) is AppendBatch else DATA_FRAME_BYTES_MIN
             before = accumulate(map(add, islice(run.lens, start, start + take - 1),
-                                    repeat(DATA_FRAME_BYTES_MIN)))
+                                    repeat(extra)))
             take = 1 + bisect.bisect_left(list(before), room)
         if take > 1 and limits.max_age_ms > 0:
             first_ts = segment.first_ts if pending else run.tss[start]
@@ -337,16 +340,3 @@ class SegmentLedger(TopicLedger):
             self.open[topic.tid] = segment
         if segments:
             self.sealed[topic.tid] = segments
-
-
-def _cut_at(fs: Fs, directory: str, first: int, seq: int) -> tuple[int, int]:
-    """(.data length before `seq`, ts of the first record) of segment `first`."""
-    idx = fs.open_read(idx_path(directory, first))
-    try:
-        raw = idx.read_at(IDX_ENTRY_BYTES, (seq - first) * IDX_ENTRY_BYTES)
-        head = idx.read_at(IDX_ENTRY_BYTES, 0)
-    finally:
-        idx.close()
-    if len(raw) != IDX_ENTRY_BYTES or len(head) != IDX_ENTRY_BYTES:
-        raise CorruptionError(f"{directory}: segment {first} has no .idx entry for {seq}")
-    return IDX_ENTRY.unpack(raw)[0], IDX_ENTRY.unpack(head)[2]

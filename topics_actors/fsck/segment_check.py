@@ -11,8 +11,10 @@ import re
 from topics_actors.errors import CorruptionError
 from topics_actors.fsck.report import ERROR, WARNING
 from topics_actors.fsck.scan import Check, text_len
+from topics_actors.storage import segment_batch
 from topics_actors.storage.segment import (
-    DEL_DELETED, DEL_LIVE, IDX_ENTRY, IDX_ENTRY_BYTES, decode_frame, segment_stem,
+    DEL_DELETED, DEL_LIVE, FLAG_BATCH, IDX_ENTRY, IDX_ENTRY_BYTES, SEGMENT_FLAGS,
+    batch_record, decode_frame, segment_stem,
 )
 
 _FRAME_AT_RE = re.compile(r"^frame at offset \d+: ")
@@ -112,11 +114,12 @@ class SegmentCheck(Check):
                       idx: bytes, first: int, count: int, data_len: int, base: int) -> None:
         report, data_rel = self.report, self.rel(data_path)
         dump_out, progress_every = self.scan.dump_out, self.scan.progress_every
-        limit, expected = min(len(data), data_len), 0
+        limit, expected, batch = min(len(data), data_len), 0, None
         for i in range(min(count, len(idx) // IDX_ENTRY_BYTES)):
             seq = first + i
             offset, length, ts, flags = IDX_ENTRY.unpack_from(idx, i * IDX_ENTRY_BYTES)
-            if offset != expected:
+            in_batch = batch is not None and offset == batch.offset  # its frame's next record
+            if offset != expected and not in_batch:
                 self.problem(ERROR, self.rel(idx_path), f"entry points at .data offset "
                              f"{offset}, expected {expected} (segments are dense)",
                              i * IDX_ENTRY_BYTES, seq)
@@ -126,8 +129,15 @@ class SegmentCheck(Check):
                              f"end of the data ({limit} bytes)", offset, seq)
                 continue
             try:
-                record = decode_frame(data, offset, offset + length)
+                if flags & FLAG_BATCH:
+                    if not in_batch:
+                        batch = segment_batch.decode(data, offset, limit)
+                    expected = offset + batch.total
+                    record = batch_record(data, batch, length, seq)
+                else:
+                    batch, record = None, decode_frame(data, offset, offset + length)
             except CorruptionError as error:
+                batch = None
                 self.problem(ERROR, data_rel, _FRAME_AT_RE.sub("", error.message), offset, seq)
                 continue
             report.records += 1
@@ -167,10 +177,12 @@ class SegmentCheck(Check):
 
 def record_problem(record, data: bytes, offset: int, length: int, seq: int, ts: int,
                    flags: int) -> str | None:
-    """How a segment record disagrees with its .idx entry or its place, or None."""
+    """How a segment record disagrees with its .idx entry or its place, or None (a batch
+    frame's record: its length was checked against the frame when it was read)."""
     frame_len = int.from_bytes(data[offset:offset + 4], "little")
-    if frame_len + 4 != length:
+    if frame_len + 4 != length and not flags & FLAG_BATCH:
         return f".idx entry says {length} bytes, the frame is {frame_len + 4}"
+    flags &= SEGMENT_FLAGS
     if record.seq != seq:
         return f"the frame holds seq {record.seq}"
     if (record.ts, record.flags) != (ts, flags):

@@ -19,7 +19,7 @@ from operator import add, itemgetter, sub
 
 import xxhash
 
-from topics_actors.record_envelope import PLAIN_OVERHEAD, has_meta, payloads_bytes
+from topics_actors.record_envelope import has_meta, payloads_bytes
 from topics_actors.storage import batch_frame
 from topics_actors.storage.frame import HEADER, HEADER_BYTES, batch_body_at
 
@@ -133,11 +133,9 @@ class AppendBatch:
 
     @property
     def lens(self) -> list[int]:
-        """What AppendRun.lens is to a segment: each record's node and envelope bytes (the
-        sections of its segment frame)."""
+        """Each record's text length."""
         ends = self.table[self.skip:]
-        extra = self.node_len + PLAIN_OVERHEAD
-        return list(map(add, map(sub, ends, chain((self._start(),), ends)), repeat(extra)))
+        return list(map(sub, ends, chain((self._start(),), ends)))
 
     @property
     def tss(self) -> list[int]:

@@ -174,6 +174,15 @@ def with_corr(raw: bytes, corr: int) -> tuple[int, bytes]:
     return old, b"\x94" + head[1:] + raw[unpacker.tell():]
 
 
+def requests_of(frames: list[bytes]) -> list[bytes]:
+    """The requests of a message as a ROUTER receives it ([identity, frame, ...]): its
+    non-empty frames after the identity (an empty one is a REQ-style delimiter), or its
+    last frame when there is none (an empty message, answered as a bad request)."""
+    if len(frames) == 2:
+        return frames[1:]
+    return [frame for frame in frames[1:] if frame] or frames[-1:]
+
+
 def _unpack(raw: bytes) -> list:
     if len(raw) > MESSAGE_BYTES_MAX:
         error = ProtocolError(f"message of {len(raw)} bytes is larger than the limit of "

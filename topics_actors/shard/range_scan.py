@@ -93,12 +93,12 @@ def _scan_run(topic: TopicState, segments: SegmentReader, lo: int, hi: int, cols
               now_ms: int, budget: int) -> int:
     """Decode the sealed seqs lo..hi (one segment) into `cols`; the last seq consumed."""
     first = topic.seg_firsts[topic.segment_of(lo)]
-    offsets, lengths, start, data = segments.run(topic.seg_dir, first, lo, hi)
+    offsets, lengths, flags, start, data = segments.run(topic.seg_dir, first, lo, hi)
     ttl_ms = topic.config.ttl_ms
     where = f"{topic.seg_dir}/{segment_stem(first)}"
     return decode_run(memoryview(data), start, offsets, lengths, lo, cols, where,
                       skip=topic.deleted, ts_min=now_ms - ttl_ms if ttl_ms else -1,
-                      budget=budget, check_deleted=True)
+                      budget=budget, check_deleted=True, flags=flags)
 
 
 def _reply(topic: TopicState, cols: Columns, seq: int, head: int, earliest: int,

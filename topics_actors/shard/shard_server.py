@@ -20,6 +20,7 @@ from topics_actors.curve_auth import CurveAuth, identity_of
 from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
 from topics_actors.protocol import decode, encode_error
+from topics_actors.protocol.envelope import requests_of
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
 from topics_actors.protocol.control import IsrChange, PlaceTopic, TopicChange, ReplicaRoles
 from topics_actors.protocol.messages import Append
@@ -321,17 +322,17 @@ class ShardServer:
 
     def _recv(self, sock: zmq.Socket, tag: bytes):
         """(peer, its requests, t0, the client key they came under or None): every
-        non-empty frame after the identity is one request (docs/PROTOCOL.md 4.1)."""
+        non-empty frame after the identity is one request (docs/PROTOCOL.md 4.1), or the
+        last frame when none is (an empty message is answered as a bad request)."""
         checked = self.curve is not None and tag == _TCP
         try:
             frames = sock.recv_multipart(zmq.NOBLOCK, copy=not checked)
         except zmq.Again:
             return None
         if checked:
-            return (tag + frames[0].bytes, [f.bytes for f in frames[1:] if len(f)],
+            return (tag + frames[0].bytes, requests_of([f.bytes for f in frames]),
                     time.perf_counter_ns(), identity_of(frames[-1]))
-        raws = frames[1:] if len(frames) == 2 else [f for f in frames[1:] if f]
-        return tag + frames[0], raws, time.perf_counter_ns(), None
+        return tag + frames[0], requests_of(frames), time.perf_counter_ns(), None
 
     def _drain(self, limit: int, ready: list) -> int:
         """Take up to `limit` requests, DRAIN_SLICE at a time from each socket in turn, so a

@@ -23,7 +23,9 @@ from topics_actors.errors import CorruptionError
 from topics_actors.spark.offsets import OffsetSpec, resolve
 from topics_actors.spark.planning import SeqWindow, split_range
 from topics_actors.storage.fs import RealFs
-from topics_actors.storage.segment import IDX_ENTRY_BYTES, data_path, idx_path, index_words, span
+from topics_actors.storage.segment import (
+    FLAG_BATCH, IDX_ENTRY_BYTES, data_path, idx_path, index_flags, index_words, span,
+)
 from topics_actors.storage.segment_run import Columns, decode_run
 from topics_actors.storage.snapshot import BODY_KEYS, load_newest
 
@@ -140,12 +142,17 @@ def _read_chunk(piece: SegmentPiece, path: str, lo: int, hi: int, verify: bool) 
     if len(index) != count * IDX_ENTRY_BYTES:
         raise CorruptionError(f"{where}: .idx is short")
     offsets, lengths = index_words(index)
+    flags = index_flags(index)
     start, end = span(offsets, lengths)
+    if flags[-1] & FLAG_BATCH:       # the last record's batch frame may end past its del byte
+        prefix = _pread(data_path(path, piece.first_seq), 4, offsets[-1])
+        if len(prefix) == 4:
+            end = max(end, offsets[-1] + 4 + int.from_bytes(prefix, "little"))
     if end > piece.data_len:
         raise CorruptionError(f"{where}: .idx points past valid .data")
     view = memoryview(_pread(data_path(path, piece.first_seq), end - start, start))
     if len(view) != end - start:
         raise CorruptionError(f"{where}: .data is short")
     cols = Columns()
-    decode_run(view, start, offsets, lengths, lo, cols, where, verify=verify)
+    decode_run(view, start, offsets, lengths, lo, cols, where, verify=verify, flags=flags)
     return cols

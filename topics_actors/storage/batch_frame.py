@@ -57,7 +57,8 @@ def table(view, at: int, body_len: int) -> tuple[array, int] | None:
     if count < 1 or 4 + 4 * count >= body_len:
         return None
     texts_at = at + 4 + 4 * count
-    ends = array("I", view[at + 4:texts_at])
+    ends = array("I")
+    ends.frombytes(view[at + 4:texts_at])     # bytes, mmap or memoryview alike
     if not _LITTLE:
         ends.byteswap()
     if ends[-1] != body_len - 4 - 4 * count or ends[0] < 1:

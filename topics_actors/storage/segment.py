@@ -43,25 +43,19 @@ import xxhash
 
 from topics_actors.errors import CorruptionError
 from topics_actors.storage import failpoint
-from topics_actors.storage.frame import HEADER, HEADER_BYTES, sized_struct
+from topics_actors.record_envelope import build as build_envelope
+from topics_actors.storage import batch_frame, segment_batch
+from topics_actors.storage.frame import HEADER, HEADER_BYTES, batch_body_at, sized_struct
 from topics_actors.storage.frame_types import FLAG_META, FLAG_NODE, FLAG_TAG, HOPS_MASK
 from topics_actors.storage.fs import Fs, FsFile
+from topics_actors.storage.segment_layout import (  # noqa: F401  (the names readers import)
+    CHECKSUM, DATA_FRAME_LEN_MIN, DATA_HEADER, DATA_HEADER_BYTES, DEL_DELETED, DEL_LIVE,
+    FLAG_BATCH, IDX_ENTRY, IDX_ENTRY_BYTES, SEGMENT_FLAGS, SEGMENT_FORMAT_VERSION,
+)
 
-SEGMENT_FORMAT_VERSION = 1
-DATA_HEADER = struct.Struct("<IBQQHHI")
-DATA_HEADER_BYTES = DATA_HEADER.size          # 29
-IDX_ENTRY = struct.Struct("<IIQB3x")
-IDX_ENTRY_BYTES = IDX_ENTRY.size              # 20
-DATA_FRAME_LEN_MIN = DATA_HEADER_BYTES - 4 + 8 + 1   # 34
-DEL_LIVE = 0x00
-DEL_DELETED = 0xD5
-SEGMENT_FLAGS = FLAG_TAG | FLAG_NODE | FLAG_META | HOPS_MASK   # hops: a router's copy
-_CHECKSUM = struct.Struct("<Q")
+_CHECKSUM = CHECKSUM
 _TAIL = struct.Struct("<QB")                  # checksum, del byte
 _U32 = struct.Struct("<I")
-_BODY_HEAD = struct.Struct("<BQQHHI")         # a frame's header after its frame_len
-_ENVELOPE_HEAD, _ENVELOPE_TAIL = b'{"d":', b"}"   # an AppendBatch record's envelope
-_ENVELOPE_BYTES = len(_ENVELOPE_HEAD) + len(_ENVELOPE_TAIL)
 _WAL_SEQ_AT = 14                              # offset of seq in a WAL frame
 _PLAIN_FRAMES: dict[int, struct.Struct] = {}  # data_len -> packer of header + data
 _SEGMENT_RE = re.compile(r"seg-(\d{16})\.(data|idx)")
@@ -191,19 +185,48 @@ def index_words(index: bytes) -> tuple[array, array]:
     return words[0::5], words[1::5]
 
 
+def index_flags(index: bytes) -> array:
+    """The flags of consecutive .idx entries (the low byte of each fifth word)."""
+    words = array("I", index)
+    if sys.byteorder == "big":
+        words.byteswap()
+    return array("I", map((0xFF).__and__, words[4::5]))
+
+
 def span(offsets: array, lengths: array) -> tuple[int, int]:
     """The .data byte range [start, end) holding every frame of a run."""
     return min(offsets), max(map(add, offsets, lengths))
 
 
 def read_record(data_view, idx_view, first_seq: int, seq: int) -> SegmentRecord:
-    offset, length, _, _ = idx_entry(idx_view, first_seq, seq)
+    offset, length, _, flags = idx_entry(idx_view, first_seq, seq)
     if offset + length > len(data_view):
         raise CorruptionError(f"seq {seq}: .idx entry points past the end of .data")
+    if flags & FLAG_BATCH:
+        batch = segment_batch.decode(data_view, offset, len(data_view))
+        return batch_record(data_view, batch, length, seq)
     record = decode_frame(data_view, offset, offset + length)
     if record.seq != seq:
         raise CorruptionError(f"seq {seq}: the frame at offset {offset} holds seq {record.seq}")
     return record
+
+
+def batch_record(data_view, batch: segment_batch.Batch, length: int,
+                 seq: int) -> SegmentRecord:
+    """Record `seq` (its .idx entry's length `length`) of a checked batch frame."""
+    index = segment_batch.index_of(batch, seq, length)
+    start, end = batch.span(index)
+    return SegmentRecord(seq, batch.ts, batch.flags & SEGMENT_FLAGS, batch.node, None,
+                         build_envelope(data_view[start:end], None),
+                         segment_batch.deleted(data_view, batch, index))
+
+
+def frame_end(data_view, offset: int, length: int, flags: int) -> int:
+    """Where the frame of a record whose .idx entry is (offset, length, flags) ends: a batch
+    frame may end after the record's del byte (its prefix says where)."""
+    if flags & FLAG_BATCH and offset + 4 <= len(data_view):
+        return offset + 4 + _U32.unpack_from(data_view, offset)[0]
+    return offset + length
 
 
 # --- writing (the compactor) ------------------------------------------------------------------
@@ -303,29 +326,30 @@ class OpenSegment:
         self.next_seq = seq + len(offsets)
 
     def add_batch(self, wal_view, batch, start: int, stop: int) -> None:
-        """add_run for records start..stop-1 of an AppendBatch frame (ledger/append_run.py):
-        each becomes the segment frame of its Append (node, envelope {"d":<text>})."""
-        seq, ts, node_len = batch.first_seq + start, batch.ts, batch.node_len
+        """Records start..stop-1 of an AppendBatch frame (ledger/append_run.py) as one batch
+        frame (segment_batch.py): its body's bytes as the WAL holds them when the records
+        are the whole batch, else their texts and a table of their own."""
+        seq, count = batch.first_seq + start, stop - start
         if seq == self.first_seq:
-            self.first_ts = ts
-        flags = batch.flags & SEGMENT_FLAGS
+            self.first_ts = batch.ts
         at_node = batch.offset + HEADER_BYTES
-        lead = bytes(wal_view[at_node:at_node + node_len]) + _ENVELOPE_HEAD
-        starts, ends = batch.spans(start, stop)
-        envelope_lens = list(map(add, map(sub, ends, starts), repeat(_ENVELOPE_BYTES)))
-        frame_lens = list(map(add, envelope_lens, repeat(DATA_FRAME_LEN_MIN + node_len)))
-        heads = map(_BODY_HEAD.pack, repeat(flags), range(seq, seq + len(ends)), repeat(ts),
-                    repeat(node_len), repeat(0), envelope_lens)
-        texts = map(wal_view.__getitem__, map(slice, starts, ends))
-        bodies = list(map(b"".join, zip(heads, repeat(lead), texts, repeat(_ENVELOPE_TAIL))))
-        tails = map(_TAIL.pack, map(_digest, bodies), repeat(DEL_LIVE))
-        at = self.data_len + len(self.data_buf)
-        self.data_buf += b"".join(chain.from_iterable(
-            zip(map(_U32.pack, frame_lens), bodies, tails)))
-        sizes = list(map(add, frame_lens, repeat(4)))
-        self.idx_buf += b"".join(map(IDX_ENTRY.pack, accumulate(sizes, initial=at), sizes,
-                                     repeat(ts), repeat(flags)))
-        self.next_seq = seq + len(ends)
+        node = bytes(wal_view[at_node:at_node + batch.node_len])
+        table, first, last = batch.table, batch.skip + start, batch.skip + stop
+        if first == 0 and last == len(table):
+            body_at = batch_body_at(batch.offset, batch.node_len)
+            head, texts = b"", wal_view[body_at:batch.texts_at + table[-1]]
+        else:
+            base = table[first - 1] if first else 0
+            head = batch_frame.head(array("I", map(sub, table[first:last], repeat(base))))
+            texts = wal_view[batch.texts_at + base:batch.texts_at + table[last - 1]]
+        self.add_texts(seq, batch.ts, batch.flags, node, head, texts, count)
+
+    def add_texts(self, seq: int, ts: int, flags: int, node: bytes, head: bytes,
+                  texts: bytes, count: int) -> None:
+        """`count` records from `seq` as one batch frame: `head` + `texts` is its body."""
+        segment_batch.encode(self.data_buf, self.idx_buf, self.data_len + len(self.data_buf),
+                             flags, seq, ts, node, head, texts, count)
+        self.next_seq = seq + count
 
     def delete_pending(self, seq: int) -> bool:
         """Mark `seq` deleted while its frame is still in the buffer (its del byte is
@@ -377,6 +401,42 @@ def flip_deleted(fs: Fs, topic_dir: str, first_seq: int, seq: int) -> None:
         handle.close()
 
 
+class Cut(NamedTuple):
+    """Where a segment is cut before a seq (a follower's cut, compactor/segment_ledger.py):
+    the .data bytes and records kept whole, the ts of its first record, and the records of
+    a batch frame the cut goes through that stay (`kept`: the arguments of
+    OpenSegment.add_texts), to be written again."""
+    data_len: int
+    count: int
+    first_ts: int
+    kept: tuple | None
+
+
+def cut_before(fs: Fs, topic_dir: str, first_seq: int, seq: int) -> Cut:
+    """The cut of segment `first_seq` before `seq`."""
+    idx = fs.map_read(idx_path(topic_dir, first_seq))
+    try:
+        offset, _, _, flags = idx_entry(idx, first_seq, seq)
+        first_ts = idx_entry(idx, first_seq, first_seq)[2]
+    finally:
+        _close((idx,))
+    if not flags & FLAG_BATCH:
+        return Cut(offset, seq - first_seq, first_ts, None)
+    data = fs.map_read(data_path(topic_dir, first_seq))
+    try:
+        batch = segment_batch.decode(data, offset, len(data))
+        kept = seq - batch.first_seq
+        if not kept:
+            return Cut(offset, seq - first_seq, first_ts, None)
+        head = batch_frame.head(batch.ends[:kept])
+        texts = bytes(data[batch.texts_at:batch.texts_at + batch.ends[kept - 1]])
+    finally:
+        _close((data,))
+    node = (batch.node or "").encode()
+    return Cut(offset, batch.first_seq - first_seq, first_ts,
+               (batch.first_seq, batch.ts, batch.flags, node, head, texts, kept))
+
+
 def sync_file(fs: Fs, path: str) -> None:
     handle = fs.open(path)
     try:
@@ -395,6 +455,9 @@ class SegmentReader:
         self.max_open = max_open
         self.tiers = tiers       # segment_tier.Tiers: look in the cold tier too
         self._views: OrderedDict[tuple[str, int], tuple] = OrderedDict()
+        # the last batch frame checked in each mapped segment: its records are read one by
+        # one (a diff page), and its checksum covers them all
+        self._batches: dict[tuple[str, int], segment_batch.Batch] = {}
 
     def _pair(self, topic_dir: str, first_seq: int, seq: int):
         key = (topic_dir, first_seq)
@@ -405,7 +468,9 @@ class SegmentReader:
             pair = self._map(topic_dir, first_seq)
             self._views[key] = pair
             while len(self._views) > self.max_open:
-                _close(self._views.popitem(last=False)[1])
+                old, evicted = self._views.popitem(last=False)
+                self._batches.pop(old, None)
+                _close(evicted)
         else:
             self._views.move_to_end(key)
         return pair
@@ -423,20 +488,29 @@ class SegmentReader:
         raise CorruptionError(f"segment {segment_stem(first_seq)} of {topic_dir} is missing")
 
     def read(self, topic_dir: str, first_seq: int, seq: int) -> SegmentRecord:
+        key = (topic_dir, first_seq)
         data_view, idx_view = self._pair(topic_dir, first_seq, seq)
-        if (len(data_view) < _end_of(idx_view, first_seq, seq)):
-            self.forget(topic_dir, first_seq)   # the open segment grew since it was mapped
-            data_view, idx_view = self._pair(topic_dir, first_seq, seq)
         try:
-            return read_record(data_view, idx_view, first_seq, seq)
+            offset, length, _, flags = idx_entry(idx_view, first_seq, seq)
+            if len(data_view) < frame_end(data_view, offset, length, flags):
+                self.forget(topic_dir, first_seq)   # the open segment grew since it was mapped
+                data_view, idx_view = self._pair(topic_dir, first_seq, seq)
+            if not flags & FLAG_BATCH:
+                return read_record(data_view, idx_view, first_seq, seq)
+            batch = self._batches.get(key)
+            if (batch is None or batch.offset != offset
+                    or not segment_batch.unchanged(data_view, batch)):
+                batch = self._batches[key] = segment_batch.decode(data_view, offset,
+                                                                  len(data_view))
+            return batch_record(data_view, batch, length, seq)
         except CorruptionError as error:
             raise CorruptionError(f"{topic_dir}/{segment_stem(first_seq)}: {error.message}",
                                   detail={"seq": seq}) from None
 
     def run(self, topic_dir: str, first_seq: int, lo: int, hi: int) -> tuple:
-        """(offsets, lengths, start, data): the .idx offsets and lengths of seqs lo..hi of a
-        segment, and a copy of the .data bytes from `start` that hold their frames (for
-        segment_run.decode_run)."""
+        """(offsets, lengths, flags, start, data): the .idx offsets, lengths and flags of
+        seqs lo..hi of a segment, and a copy of the .data bytes from `start` that hold their
+        frames, whole (for segment_run.decode_run)."""
         data_view, idx_view = self._pair(topic_dir, first_seq, hi)
         index = bytes(idx_view[(lo - first_seq) * IDX_ENTRY_BYTES:
                                (hi - first_seq + 1) * IDX_ENTRY_BYTES])
@@ -444,7 +518,9 @@ class SegmentReader:
             raise CorruptionError(f"{topic_dir}/{segment_stem(first_seq)}: seqs {lo}..{hi} "
                                   f"have no .idx entries", detail={"seq": lo})
         offsets, lengths = index_words(index)
+        flags = index_flags(index)
         start, end = span(offsets, lengths)
+        end = max(end, frame_end(data_view, offsets[-1], lengths[-1], flags[-1]))
         if len(data_view) < end:
             self.forget(topic_dir, first_seq)   # the open segment grew since it was mapped
             data_view = self._pair(topic_dir, first_seq, hi)[0]
@@ -452,25 +528,22 @@ class SegmentReader:
             raise CorruptionError(f"{topic_dir}/{segment_stem(first_seq)}: .idx entries of "
                                   f"seqs {lo}..{hi} point past the end of .data",
                                   detail={"seq": lo})
-        return offsets, lengths, start, bytes(data_view[start:end])
+        return offsets, lengths, flags, start, bytes(data_view[start:end])
 
     def forget(self, topic_dir: str, first_seq: int) -> None:
+        self._batches.pop((topic_dir, first_seq), None)
         pair = self._views.pop((topic_dir, first_seq), None)
         if pair is not None:
             _close(pair)
 
     def forget_dir(self, topic_dir: str) -> None:
         for key in [k for k in self._views if k[0] == topic_dir]:
-            _close(self._views.pop(key))
+            self.forget(*key)
 
     def close(self) -> None:
+        self._batches.clear()
         while self._views:
             _close(self._views.popitem()[1])
-
-
-def _end_of(idx_view, first_seq: int, seq: int) -> int:
-    offset, length, _, _ = idx_entry(idx_view, first_seq, seq)
-    return offset + length
 
 
 def _close(pair) -> None:

@@ -10,23 +10,27 @@ concatenated data texts and their int32 end offsets, tags, nodes).
 
 Every check of decode_frame still runs per record: the frame holds the expected seq, its
 length agrees with the .idx entry, its section lengths add up, its xxh3 checksum matches
-(unless `verify` is off), node and tag are UTF-8. A damaged record is a CorruptionError,
-never served, never skipped.
+(unless `verify` is off), node and tag are UTF-8. A batch frame (segment_batch.py) is
+checked once, whole, and its records are taken together where none is skipped. A damaged
+record is a CorruptionError, never served, never skipped.
 """
 
 from __future__ import annotations
 
 import struct
 from array import array
-from itertools import count
+from itertools import count, repeat
 
 import xxhash
 
 from topics_actors.errors import CorruptionError
 from topics_actors.record_envelope import PLAIN_DATA
 from topics_actors.record_envelope import data as envelope_data
+from topics_actors.storage import segment_batch
 from topics_actors.storage.frame_types import FLAG_META
-from topics_actors.storage.segment import DATA_HEADER, DATA_HEADER_BYTES, DEL_DELETED
+from topics_actors.storage.segment import (
+    DATA_HEADER, DATA_HEADER_BYTES, DEL_DELETED, FLAG_BATCH,
+)
 
 _TAIL = struct.Struct("<QB")                       # checksum, del byte
 _TAIL_BYTES = _TAIL.size                           # 9
@@ -46,18 +50,44 @@ class Columns:
 
 def decode_run(view, base: int, offsets: array, lengths: array, lo: int, cols: Columns,
                where: str, verify: bool = True, skip=(), ts_min: int = -1,
-               budget: int = 1 << 62, check_deleted: bool = False) -> int:
-    """Decode the frames of seqs lo, lo + 1, ... (their .idx offsets and lengths given;
-    `view` holds the .data bytes from offset `base` on) into `cols`. Passed over silently:
-    seqs in `skip` (not even read), records whose del byte is set (after their checksum
-    when `check_deleted`, as the shard's per-record read does), records older than
-    `ts_min` ms. Stops before a record that would take the data past `budget` bytes (unless
-    `cols` is still empty). Returns the last seq consumed."""
+               budget: int = 1 << 62, check_deleted: bool = False,
+               flags: array | None = None) -> int:
+    """Decode the frames of seqs lo, lo + 1, ... (their .idx offsets, lengths and flags
+    given; `view` holds the .data bytes from offset `base` on, whole frames) into `cols`.
+    Passed over silently: seqs in `skip` (not even read), records whose del byte is set
+    (after their checksum when `check_deleted`, as the shard's per-record read does),
+    records older than `ts_min` ms. Stops before a record that would take the data past
+    `budget` bytes (unless `cols` is still empty). Returns the last seq consumed."""
+    if lengths and min(lengths) < _FIXED:
+        raise CorruptionError(f"{where}: an .idx entry of seqs from {lo} is too short")
+    args = (cols, where, verify, skip, ts_min, budget, check_deleted)
+    if flags is None or not any(map(FLAG_BATCH.__and__, flags)):
+        return _decode_frames(view, base, offsets, lengths, lo, *args)[0]
+    last, i, total = lo - 1, 0, len(offsets)
+    while i < total:
+        if flags[i] & FLAG_BATCH:           # a batch frame: its records in this run at once
+            batch = _batch(view, offsets[i] - base, where, verify)
+            taken, stopped = _from_batch(view, batch, lo + i, lengths[i], lo + total, cols,
+                                         ts_min, budget, skip, where)
+        else:                               # record frames up to the next batch frame
+            j = next((k for k in range(i, total) if flags[k] & FLAG_BATCH), total)
+            taken, stopped = _decode_frames(view, base, offsets[i:j], lengths[i:j], lo + i,
+                                            *args)
+        last = max(last, taken)
+        if stopped:
+            break
+        i = taken - lo + 1
+    return last
+
+
+def _decode_frames(view, base: int, offsets: array, lengths: array, lo: int, cols: Columns,
+                   where: str, verify: bool, skip, ts_min: int, budget: int,
+                   check_deleted: bool) -> tuple[int, bool]:
+    """decode_run for record frames: (the last seq consumed, whether the budget stopped
+    it)."""
     seqs, stamps, data, ends, tags, nodes = (cols.seqs, cols.stamps, cols.data, cols.offsets,
                                              cols.tags, cols.nodes)
     unpack, tail, digest = DATA_HEADER.unpack_from, _TAIL.unpack_from, _digest
-    if lengths and min(lengths) < _FIXED:
-        raise CorruptionError(f"{where}: an .idx entry of seqs from {lo} is too short")
     texts: dict = {}                   # tag bytes -> str: a run's tags repeat
     last = lo - 1
     for seq, at, length in zip(count(lo), offsets, lengths):
@@ -87,7 +117,7 @@ def decode_run(view, base: int, offsets: array, lengths: array, lo: int, cols: C
         # bulk decode 10%
         payload = envelope_data(envelope, True) if flags & FLAG_META else envelope[PLAIN_DATA]
         if len(data) + len(payload) > budget and tags:
-            break
+            return last, True
         try:
             if tag_len:
                 raw = view[pos - tag_len:pos]
@@ -107,4 +137,57 @@ def decode_run(view, base: int, offsets: array, lengths: array, lo: int, cols: C
         ends.append(len(data))
         seqs.append(seq)
         stamps.append(ts)
-    return last
+    return last, False
+
+
+def _batch(view, at: int, where: str, verify: bool) -> segment_batch.Batch:
+    try:
+        return segment_batch.decode(view, at, len(view), verify)
+    except CorruptionError as error:
+        raise CorruptionError(f"{where}: {error.message}") from None
+
+
+def _from_batch(view, batch: segment_batch.Batch, seq: int, length: int, end_seq: int,
+                cols: Columns, ts_min: int, budget: int, skip,
+                where: str) -> tuple[int, bool]:
+    """decode_run for the records of `batch` from `seq` on, before `end_seq`: all at once
+    when none is deleted or skipped and they fit the budget, else one by one. Returns (the
+    last seq consumed, whether the budget stopped it)."""
+    try:
+        index = segment_batch.index_of(batch, seq, length)
+    except CorruptionError as error:
+        raise CorruptionError(f"{where}: {error.message}", detail={"seq": seq}) from None
+    taken = min(batch.count, index + end_seq - seq) - index
+    seqs = range(seq, seq + taken)
+    if batch.ts < ts_min:
+        return seqs[-1], False
+    start = batch.span(index)[0]
+    total = batch.ends[index + taken - 1] + batch.texts_at - start
+    dels = bytes(view[batch.dels_at + index:batch.dels_at + index + taken])
+    data = cols.data
+    if (DEL_DELETED not in dels and not (skip and any(s in skip for s in seqs))
+            and (len(data) + total <= budget or not cols.tags)):
+        base = len(data) - start + batch.texts_at
+        data += view[start:start + total]
+        cols.offsets.extend(array("i", map(base.__add__, batch.ends[index:index + taken])))
+        cols.seqs.extend(seqs)
+        cols.stamps.extend(array("q", (batch.ts,)) * taken)
+        cols.tags.extend(repeat(None, taken))
+        cols.nodes.extend(repeat(batch.node, taken))
+        return seqs[-1], False
+    last = seq - 1
+    for k, record_seq in enumerate(seqs):
+        if dels[k] == DEL_DELETED or record_seq in skip:
+            last = record_seq
+            continue
+        text_start, text_end = batch.span(index + k)
+        if len(data) + text_end - text_start > budget and cols.tags:
+            return last, True
+        data += view[text_start:text_end]
+        cols.offsets.append(len(data))
+        cols.seqs.append(record_seq)
+        cols.stamps.append(batch.ts)
+        cols.tags.append(None)
+        cols.nodes.append(batch.node)
+        last = record_seq
+    return last, False
