@@ -198,10 +198,12 @@ class SegmentLedger(TopicLedger):
             # bytes before each later record, against the nearer of the two byte limits
             room = min(limits.max_bytes - segment.pending_bytes,
                        BUFFER_BYTES_MAX - len(segment.data_buf))
-            extra = RECORD_BYTES if type(run) is AppendBatch else DATA_FRAME_BYTES_MIN
-            before = accumulate(map(add, islice(run.lens, start, start + take - 1),
-                                    repeat(extra)))
-            take = 1 + bisect.bisect_left(list(before), room)
+            batch = type(run) is AppendBatch
+            extra = RECORD_BYTES if batch else DATA_FRAME_BYTES_MIN
+            if not batch or run.text_bytes(start, take - 1) + extra * (take - 1) >= room:
+                before = accumulate(map(add, islice(run.lens, start, start + take - 1),
+                                        repeat(extra)))
+                take = 1 + bisect.bisect_left(list(before), room)
         if take > 1 and limits.max_age_ms > 0:
             first_ts = segment.first_ts if pending else run.tss[start]
             too_old = first_ts + limits.max_age_ms

@@ -141,6 +141,13 @@ class AppendBatch:
     def tss(self) -> list[int]:
         return [self.ts] * self.count
 
+    def text_bytes(self, start: int, count: int) -> int:
+        """The text bytes of `count` records from record `start` (of those taken)."""
+        if count <= 0:
+            return 0
+        first, table = self.skip + start, self.table
+        return table[first + count - 1] - (table[first - 1] if first else 0)
+
     def spans(self, start: int, stop: int) -> tuple[list[int], list[int]]:
         """(starts, ends) in the view of the texts of records start..stop-1 (counted from
         the first taken)."""
