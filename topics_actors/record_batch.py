@@ -251,7 +251,8 @@ def _sound(texts: bytes, longest: int) -> bool:
     if longest > DEPTH_CHECK_BYTES:
         return False
     shapes = texts.translate(_NUMBER_SHAPES)
-    return shapes.find(b"0e") < 0 and shapes.find(_DIGIT_RUN) < 0
+    return shapes.find(b"0e") < 0 and (longest < len(_DIGIT_RUN)
+                                       or shapes.find(_DIGIT_RUN) < 0)
 
 
 def _joined_elements(datas: list[bytes], sizes: list[int]) -> list | None:

@@ -9,15 +9,17 @@ the end-to-end benches: the figure to compare before and after a change to the s
 
 - single: a memory-class single-record append, one commit each (submit, write, publish,
   reply): microseconds of CPU per request.
-- batch: 64-record appends, one commit each: microseconds of CPU per record.
+- batch: 64-record appends, one commit each: microseconds of CPU per record, for the two
+  forms of an Append: a list of records, and the array form the client library sends (one
+  JSON text of the datas), the latter decoded from its wire bytes as the shell does.
 - replay: recovery of a WAL of `--records` disk-class records over 10 topics, in turn,
   `--replay-batch` per append (500; 1 makes every frame's neighbour another topic's):
   seconds of CPU, and frames per second.
 Each is the median of `--runs`. Two options measure one thing instead:
 - --staging: the staging of a batch (record_batch.stage_batch) and the encoding of its
   Append frames, CPU ns per record by batch size and record shape (medians of `--runs`).
-- --profile N: a cProfile of N 64-record appends (submit + commit), functions by
-  cumulative time (shares of the header's total) and by own time.
+- --profile N: a cProfile of N 64-record appends in the array form (decode, submit,
+  commit), functions by cumulative time (shares of the header's total) and by own time.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import tempfile
 import time
 
 from topics_actors.config import ShardOptions
+from topics_actors.protocol import decode, encode
 from topics_actors.protocol.messages import Append, PutTopic
 from topics_actors.record_batch import VouchedRecords, stage_batch
 from topics_actors.shard.shard_core import ShardCore
@@ -43,6 +46,7 @@ except ImportError:     # a tree from before issue 18's per-record work: one enc
     from topics_actors.storage.frame import encode_appends as encode_staged
 
 RECORD = [b'{"sku":"A-1","qty":2,"note":"a hundred bytes of json payload for the bench.."}']
+ARRAY = b"[" + b",".join([RECORD[0]] * 64) + b"]"     # 64 records in the array form
 
 
 def open_core(data_dir: str) -> tuple[ShardCore, float]:
@@ -61,8 +65,16 @@ def call(core: ShardCore, msg) -> None:
     core.commit()
 
 
-def appends(singles: int) -> tuple[float, float]:
-    """(CPU us per single-record append, CPU us per record of 64-record appends)."""
+def call_wire(core: ShardCore, raw: bytes) -> None:
+    """A request as the shell takes it: decoded from its envelope, then submitted."""
+    corr, msg = decode(raw)
+    core.submit(b"p", corr, msg, 0)
+    core.commit()
+
+
+def appends(singles: int) -> tuple[float, float, float]:
+    """(CPU us per single-record append, CPU us per record of 64-record appends in list
+    form, and in the array form from the wire)."""
     data_dir = tempfile.mkdtemp(prefix="topics-core-bench-")
     try:
         prepare_layout(RealFs(), data_dir, 1)
@@ -77,8 +89,13 @@ def appends(singles: int) -> tuple[float, float]:
         for i in range(batches):
             call(core, Append("t", [RECORD] * 64, None, f"~b:{i}"))
         per_record = (time.process_time() - t0) / (batches * 64) * 1e6
+        raws = [encode(Append("t", ARRAY, None, f"~a:{i}"), i) for i in range(batches)]
+        t0 = time.process_time()
+        for raw in raws:
+            call_wire(core, raw)
+        per_array = (time.process_time() - t0) / (batches * 64) * 1e6
         core.close()
-        return single, per_record
+        return single, per_record, per_array
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
@@ -135,11 +152,11 @@ def profile(appends: int) -> None:
         prepare_layout(RealFs(), data_dir, 1)
         core, _ = open_core(data_dir)
         call(core, PutTopic("t", {"durability": "memory"}))
-        msgs = [Append("t", [RECORD] * 64, None, f"~b:{i}") for i in range(appends)]
+        raws = [encode(Append("t", ARRAY, None, f"~b:{i}"), i) for i in range(appends)]
         profiler = cProfile.Profile()
         profiler.enable()
-        for msg in msgs:
-            call(core, msg)
+        for raw in raws:
+            call_wire(core, raw)
         profiler.disable()
         core.close()
         stats = pstats.Stats(profiler)
@@ -169,10 +186,12 @@ def main() -> None:
     results = [appends(args.singles) for _ in range(args.runs)]
     single = statistics.median(r[0] for r in results)
     per_record = statistics.median(r[1] for r in results)
+    per_array = statistics.median(r[2] for r in results)
     times = replay(args.records, args.runs, args.replay_batch)
     seconds = statistics.median(times)
     print(f"single append: {single:.1f} us CPU per request; 64-record appends: "
-          f"{per_record:.2f} us CPU per record; replay of {args.records} records: "
+          f"{per_record:.2f} us CPU per record (array form from the wire: {per_array:.2f}); "
+          f"replay of {args.records} records: "
           f"{seconds:.3f} s CPU ({args.records / seconds / 1e6:.2f} M frames/s); "
           f"medians of {args.runs}")
 

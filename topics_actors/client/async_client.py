@@ -279,8 +279,9 @@ class AsyncClient:
     async def append(self, name: str, records: list[dict], **options) -> dict:
         if self._linger is not None:
             return await self._linger.append(name, records, options)
-        return await self._request(name, shapes.append_request(name, records,
-                                                               self._session_key(), **options))
+        reply = await self._request(name, shapes.append_request(name, records,
+                                                                self._session_key(), **options))
+        return shapes.with_seqs(reply, options)
 
     async def diff(self, name: str, from_seq: int = 0, limit: int = 0, *, node=None,
                    include_tags: bool = False, include_meta: bool = True, wait_ms: int = 0,

@@ -64,8 +64,17 @@ def append_request(topic: str, records: list, session_key: str, *, node: str | N
                    idempotency_key: str | None = None, create: bool | None = None,
                    config: dict | None = None, return_seqs: bool = True,
                    acks: str | None = None) -> Append:
+    """The Append of a caller's append. It never asks the shard for `seqs` (they are
+    first_seq..last_seq, which with_seqs writes out here, not on the wire)."""
     return Append(topic, wire_batch(records), node,
-                  idempotency_key or session_key, create, config, return_seqs, acks=acks)
+                  idempotency_key or session_key, create, config, False, acks=acks)
+
+
+def with_seqs(reply: dict, options: dict) -> dict:
+    """An append's reply with `seqs` when the caller's options ask for them (the default)."""
+    if options.get("return_seqs", True) and "seqs" not in reply:
+        reply["seqs"] = list(range(reply["first_seq"], reply["last_seq"] + 1))
+    return reply
 
 
 def diff_request(topic: str, from_seq: int, limit: int, node, include_tags: bool,

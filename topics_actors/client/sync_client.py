@@ -326,8 +326,9 @@ class Client:
             if self._closed:
                 raise closed_error()
             return self._linger.append(name, records, options)
-        return self._request(name, shapes.append_request(name, records, self._session_key(),
-                                                         **options))
+        reply = self._request(name, shapes.append_request(name, records, self._session_key(),
+                                                          **options))
+        return shapes.with_seqs(reply, options)
 
     def statistics(self) -> ClientStatistics:
         """The client's linger counters (zero without linger)."""
