@@ -457,7 +457,6 @@ class Supervisor:
                                "pid": c.pid, "incarnation": c.incarnation}
                               for c in self.table.children if c.role != "shard"],
                 "pid": os.getpid(), "zmq_port": self.zmq_port, "http_port": self.http_port,
-                "requests_per_message": True,
                 **({"cluster": self.cluster.view()} if self.cluster is not None else {})}
 
     def _supervise(self) -> None:

@@ -1,7 +1,7 @@
 """The asyncio client's connection: its own reader on ZeroMQ's edge-triggered descriptor
 takes every reply (several frames in one message, a reply that lands while a send runs),
-waits for a peer that comes up late, and gives up on one that never does; with `together`,
-the requests of one pass of the loop leave as one message (the first at once)."""
+waits for a peer that comes up late, and gives up on one that never does; the requests of
+one pass of the loop leave as one message (the first at once)."""
 
 from __future__ import annotations
 
@@ -114,37 +114,21 @@ def _messages(router: zmq.Socket) -> list[list[int]]:
     return out
 
 
-def test_together_the_sends_of_one_pass_leave_as_one_message(ctx):
+def test_the_sends_of_one_pass_leave_as_one_message(ctx):
     router, endpoint = _router(ctx)
 
     async def main():
         conn = AsyncConnection(ctx, endpoint, 8)
         try:
             assert await conn.send_when_connected(encode(Status(), 0), 0, 5_000)
+            await asyncio.sleep(0.05)
             assert _messages(router) == [[0]]
-            conn.together = True
             for corr in (1, 2, 3, 4, 5):
                 conn.expect(corr, 5.0)
                 assert conn.send(encode(Status(), corr), corr)
             await asyncio.sleep(0)              # the pass ends: the rest go
             await asyncio.sleep(0.05)
             assert _messages(router) == [[1], [2, 3, 4, 5]]
-        finally:
-            conn.close()
-    asyncio.run(main())
-
-
-def test_without_together_each_send_is_its_own_message(ctx):
-    router, endpoint = _router(ctx)
-
-    async def main():
-        conn = AsyncConnection(ctx, endpoint, 8)
-        try:
-            assert await conn.send_when_connected(encode(Status(), 1), 1, 5_000)
-            for corr in (2, 3, 4, 5):
-                assert conn.send(encode(Status(), corr), corr)
-            await asyncio.sleep(0.05)
-            assert _messages(router) == [[1], [2], [3], [4], [5]]
         finally:
             conn.close()
     asyncio.run(main())
@@ -170,7 +154,6 @@ def test_requests_a_pass_could_not_send_end_their_waits_at_once(ctx):
 
     async def main():
         conn = AsyncConnection(ctx, endpoint, 8)
-        conn.together = True
         try:
             first = conn.expect(1, 30.0)
             assert await conn.send_when_connected(encode(Status(), 1), 1, 5_000)

@@ -188,7 +188,6 @@ class AsyncClient:
             return None
         else:
             conn = self._conn(target, self._endpoint(target))
-            conn.together = self._map.requests_per_message
         if shard is None and topic is not None:
             if len(self._routes) >= ROUTES_MAX:
                 self._routes.clear()

@@ -52,7 +52,6 @@ class AsyncConnection:
         self._sweep: asyncio.TimerHandle | None = None
         self._writable: set[asyncio.Future] = set()   # waits for a peer to send to
         self._drain_due = False
-        self.together = False   # several requests per message (the node says it takes them)
         self._outbox: list[tuple[int, bytes]] | None = None   # requests of this pass
         self._fd = self.sock.getsockopt(zmq.FD)
         self.loop.add_reader(self._fd, self._drain)
@@ -73,10 +72,10 @@ class AsyncConnection:
 
     def send(self, raw: bytes, corr: int) -> bool:
         """Hand request `corr` (encoded: `raw`) to ZeroMQ without waiting: False when no
-        peer can take it (with IMMEDIATE, while the connection is not up). With `together`
-        (the node takes several requests in one message, docs/PROTOCOL.md 4.1), the first
-        send of a pass of the loop goes at once and the others of the same pass wait for its
-        end and go as one message: one wake-up of ZeroMQ's I/O threads for the lot."""
+        peer can take it (with IMMEDIATE, while the connection is not up). The first send
+        of a pass of the loop goes at once; the others of the same pass wait for its end
+        and go together, as one message (docs/PROTOCOL.md 4.1): one wake-up of ZeroMQ's
+        I/O threads for the lot."""
         if self._outbox is not None:
             self._outbox.append((corr, raw))
             return True
@@ -86,9 +85,8 @@ class AsyncConnection:
             return False
         finally:
             self._drain_soon()
-        if self.together:
-            self._outbox = []
-            self.loop.call_soon(self._flush)
+        self._outbox = []
+        self.loop.call_soon(self._flush)
         return True
 
     def _flush(self) -> None:

@@ -19,15 +19,13 @@ class ShardMap:
     states: tuple[str, ...]
     node_ready: bool
     ipcs: tuple[str, ...] = ()      # each shard's ipc endpoint, for processes of the node
-    requests_per_message: bool = False   # whether a message may carry several requests
 
     @classmethod
     def from_status(cls, status: dict) -> "ShardMap":
         shards = sorted(status["shards"], key=lambda s: s["shard"])
         return cls(status["shard_count"], tuple(s["endpoint"] for s in shards),
                    tuple(s["incarnation"] for s in shards), tuple(s["state"] for s in shards),
-                   bool(status["node_ready"]), tuple(s.get("ipc", "") for s in shards),
-                   status.get("requests_per_message") is True)
+                   bool(status["node_ready"]), tuple(s.get("ipc", "") for s in shards))
 
     def shard_for(self, topic: str) -> int:
         return shard_of_name(topic, self.shard_count)

@@ -18,7 +18,7 @@ import msgpack
 from topics_actors.errors import ProtocolError, TopicsError
 from topics_actors.limits import MESSAGE_BYTES_MAX
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 CORR_PREFIX_BYTES = 4096       # version, kind and corr come first: this many bytes hold them
 REPLY = "reply"
 ERROR = "error"

@@ -191,9 +191,7 @@ class Status(Message):
     replay_progress, topics, long_polls, statistics, wal_position: [idx, offset],
     snapshot_id}; from the front: the shard map
     {node_ready, replay_progress, shard_count, pid, zmq_port, http_port, shards: [{shard,
-    state, pid, incarnation, endpoint, ipc, replay_progress}], requests_per_message}
-    (requests_per_message: true when the node's shards and front take several requests
-    in one message, docs/PROTOCOL.md 4.1; absent from older nodes)."""
+    state, pid, incarnation, endpoint, ipc, replay_progress}]}."""
     KIND = "status"
 
 
