@@ -7,14 +7,22 @@ refusals are scripted, checking what each caller gets against what it would get 
 import asyncio
 import itertools
 
+import orjson
+
 import pytest
 
 from topics_actors import json_rules
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway import request_body as rb
+from topics_actors.gateway.append_body import parse_append
 from topics_actors.gateway.append_coalescer import AppendCoalescer, CoalescerStatistics
 from topics_actors.protocol.messages import Append
 
+
+
+def _join(appends: AppendCoalescer, msg, batchable: bool, wire_bytes: int):
+    """appends.append for a list-form Append (its records counted as they come)."""
+    return appends.append(msg, batchable, wire_bytes, len(msg.records))
 
 def _outcome(check, text: bytes):
     try:
@@ -53,13 +61,16 @@ class ScriptedShard:
         gate = asyncio.Event()
         self.gates.append(gate)
         await gate.wait()
-        for rec in msg.records:
+        records = msg.records
+        if type(records) is bytes:           # the array form: its elements are the datas
+            records = [[orjson.dumps(value)] for value in orjson.loads(records)]
+        for rec in records:
             if rec[0] in self.refused:
                 raise self.refused[rec[0]]
         first = self.head + 1
-        self.head += len(msg.records)
+        self.head += len(records)
         reply = {"topic": topic, "first_seq": first, "last_seq": self.head,
-                 "head_seq": self.head, "count": len(msg.records), "created": first == 1,
+                 "head_seq": self.head, "count": len(records), "created": first == 1,
                  "deduped": False, "performance": {"fsync_ms": 0.1}}
         if msg.return_seqs:
             reply["seqs"] = list(range(first, self.head + 1))
@@ -90,11 +101,11 @@ def test_appends_during_a_round_trip_leave_together_and_get_their_own_replies():
         shard = ScriptedShard()
         appends = _coalescer(shard)
         first = _append(b"1")
-        tasks = [asyncio.ensure_future(appends.append(first, True, 20))]
+        tasks = [asyncio.ensure_future(_join(appends, first, True, 20))]
         await asyncio.sleep(0)
-        tasks += [asyncio.ensure_future(appends.append(_append(b"2", 2), True, 40)),
-                  asyncio.ensure_future(appends.append(_append(b"3", 1, False), True, 20)),
-                  asyncio.ensure_future(appends.append(_append(b"4"), True, 20))]
+        tasks += [asyncio.ensure_future(_join(appends, _append(b"2", 2), True, 40)),
+                  asyncio.ensure_future(_join(appends, _append(b"3", 1, False), True, 20)),
+                  asyncio.ensure_future(_join(appends, _append(b"4"), True, 20))]
         await asyncio.sleep(0)
         assert shard.sent == [first]          # a lone append goes at once, as it was built
         await shard.release()
@@ -122,13 +133,13 @@ def test_an_append_that_may_not_join_goes_alone_and_limits_cut_batches():
     async def scenario():
         shard = ScriptedShard()
         appends = _coalescer(shard, records_max=3, bytes_max=1_000)
-        tasks = [asyncio.ensure_future(appends.append(_append(b"a"), True, 20))]
+        tasks = [asyncio.ensure_future(_join(appends, _append(b"a"), True, 20))]
         await asyncio.sleep(0)
         keyed = _append(b"k", key="client-key")
-        tasks.append(asyncio.ensure_future(appends.append(keyed, False, 20)))
+        tasks.append(asyncio.ensure_future(_join(appends, keyed, False, 20)))
         big = _append(b"b", 4)
-        tasks.append(asyncio.ensure_future(appends.append(big, True, 80)))
-        tasks += [asyncio.ensure_future(appends.append(_append(d, 2), True, 40))
+        tasks.append(asyncio.ensure_future(_join(appends, big, True, 80)))
+        tasks += [asyncio.ensure_future(_join(appends, _append(d, 2), True, 40))
                   for d in (b"c", b"d", b"e")]
         await asyncio.sleep(0)
         assert shard.sent == [shard.sent[0], keyed, big]   # alone, at once
@@ -148,11 +159,11 @@ def test_a_batch_refused_for_its_content_is_sent_again_one_caller_at_a_time():
         shard = ScriptedShard()
         shard.refused[b"bad"] = TopicsError("record too large", ErrorCode.RECORD_TOO_LARGE)
         appends = _coalescer(shard)
-        tasks = [asyncio.ensure_future(appends.append(_append(b"0"), True, 20))]
+        tasks = [asyncio.ensure_future(_join(appends, _append(b"0"), True, 20))]
         await asyncio.sleep(0)
         good, bad = _append(b"good"), _append(b"bad")
-        tasks += [asyncio.ensure_future(appends.append(good, True, 20)),
-                  asyncio.ensure_future(appends.append(bad, True, 20))]
+        tasks += [asyncio.ensure_future(_join(appends, good, True, 20)),
+                  asyncio.ensure_future(_join(appends, bad, True, 20))]
         for _ in range(4):
             await shard.release()
         return shard, appends, await asyncio.gather(*tasks, return_exceptions=True)
@@ -170,9 +181,9 @@ def test_any_other_refusal_is_every_callers_own_copy_and_a_caller_gone_is_droppe
     async def scenario():
         shard = ScriptedShard()
         appends = _coalescer(shard)
-        tasks = [asyncio.ensure_future(appends.append(_append(b"0"), True, 20))]
+        tasks = [asyncio.ensure_future(_join(appends, _append(b"0"), True, 20))]
         await asyncio.sleep(0)
-        tasks += [asyncio.ensure_future(appends.append(_append(d), True, 20))
+        tasks += [asyncio.ensure_future(_join(appends, _append(d), True, 20))
                   for d in (b"1", b"2", b"3")]
         await asyncio.sleep(0)
         tasks[2].cancel()                      # its client went away while it waited
@@ -186,3 +197,34 @@ def test_any_other_refusal_is_every_callers_own_copy_and_a_caller_gone_is_droppe
     assert isinstance(outcomes[2], asyncio.CancelledError)
     one, three = outcomes[1], outcomes[3]
     assert one.code == three.code == ErrorCode.TOPIC_NOT_FOUND and one is not three
+
+
+@pytest.mark.timeout(10)
+def test_arrays_join_into_one_array_and_lists_go_in_a_lane_of_their_own():
+    """The array form (docs/PROTOCOL.md 6.1), what parse_append builds for plain records:
+    waiting arrays leave as one array, a list-form append waiting meanwhile separately;
+    each caller's reply is cut by its own count."""
+    body = {"records": [{"data": {"n": 1}}, {"data": [2]}]}
+    plan = parse_append("t", body, None, True, "fb")
+    assert plan.message.records == b'[{"n":1},[2]]' and plan.count == 2
+    tagged = parse_append("t", {"records": [{"data": 3, "tag": "x"}]}, None, True, "fb")
+    assert tagged.message.records == [[b"3", "x", None, None]] and tagged.count == 1
+
+    async def scenario():
+        shard = ScriptedShard()
+        appends = _coalescer(shard)
+        first = parse_append("t", {"records": [{"data": 0}]}, None, True, "fb").message
+        tasks = [asyncio.ensure_future(appends.append(first, True, 20, 1))]
+        await asyncio.sleep(0)
+        tasks += [asyncio.ensure_future(appends.append(plan.message, True, 40, 2)),
+                  asyncio.ensure_future(appends.append(tagged.message, True, 20, 1)),
+                  asyncio.ensure_future(appends.append(plan.message, True, 40, 2))]
+        for _ in range(3):
+            await shard.release()
+        return shard, await asyncio.gather(*tasks)
+
+    shard, replies = asyncio.run(scenario())
+    assert [m.records for m in shard.sent] == [b"[0]", [[b"3", "x", None, None]],
+                                               b'[{"n":1},[2],{"n":1},[2]]']
+    assert [(r["first_seq"], r["last_seq"]) for r in replies] == [(1, 1), (3, 4), (2, 2),
+                                                                 (5, 6)]

@@ -45,11 +45,11 @@ def wire_records(records: list) -> list:
     return [wire_record(r) for r in records]
 
 
-def wire_batch(records: list) -> list | bytes:
-    """The records of an append as the wire carries them: a batch of records that hold
-    `data` alone in the array form (one JSON text of their datas, written by one orjson
-    call: docs/PROTOCOL.md `append`), any other as wire_records. A value orjson refuses
-    goes record by record, which raises the first bad record's error."""
+def array_form(records: list) -> bytes | None:
+    """The array form of an append's records (one JSON text of their datas, written by one
+    orjson call: docs/PROTOCOL.md 6.1) when every record is a dict holding `data` alone;
+    None for any other batch, and for a value orjson refuses (the record-by-record path
+    then names the first bad record)."""
     try:
         if (type(records) is list and records
                 and list(map(type, records)).count(dict) == len(records)
@@ -57,7 +57,14 @@ def wire_batch(records: list) -> list | bytes:
             return orjson.dumps(list(map(_DATA, records)))
     except (KeyError, TypeError):
         pass
-    return wire_records(records)
+    return None
+
+
+def wire_batch(records: list) -> list | bytes:
+    """The records of an append as the wire carries them: the array form when it applies,
+    else wire_records."""
+    text = array_form(records)
+    return text if text is not None else wire_records(records)
 
 
 def append_request(topic: str, records: list, session_key: str, *, node: str | None = None,

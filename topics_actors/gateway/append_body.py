@@ -4,7 +4,8 @@ Checked here, in the order of the spec: records present (400), at most 10000
 (batch_too_large), idempotency key length (400), then each record's shape. Byte limits of
 tag, node and meta and `record_too_large` are the shard's (record_batch.py), which sees the
 same bytes. Each `data` and `meta` is serialized once to compact JSON, the bytes the shard
-stores and the byte accounting counts.
+stores and the byte accounting counts; the datas of a batch of plain records (data alone)
+by one call, as the array form of docs/PROTOCOL.md 6.1.
 
 Those bytes are JSON by construction (orjson wrote them from the parsed body), so the Append
 is marked `prevalidated` and the shard does not parse each `data` a second time. This is
@@ -18,7 +19,7 @@ import dataclasses
 import orjson
 
 from topics_actors import json_rules
-
+from topics_actors.client.request_shapes import array_form
 from topics_actors.errors import invalid
 from topics_actors.gateway.request_body import field_bool, field_str
 from topics_actors.limits import IDEMPOTENCY_KEY_BYTES_MAX
@@ -34,6 +35,7 @@ class AppendPlan:
     message: Append
     may_create: bool          # an absent topic would be created by this append
     wire_bytes: int           # data, meta, tag and node bytes, plus RECORD_OVERHEAD_BYTES each
+    count: int                # records
     batchable: bool = False   # may share a request with others (no client key, no config)
 
 
@@ -56,9 +58,13 @@ def _key(body: dict, header_key: str | None) -> str | None:
     return key
 
 
-def wire_records(records: list) -> tuple[list, int]:
-    """[[data, tag?, node?, meta?], ...] with JSON bytes, and the batch's wire bytes (data,
-    meta, tag and node, plus RECORD_OVERHEAD_BYTES a record)."""
+def wire_records(records: list) -> tuple[list | bytes, int]:
+    """The batch in the array form (docs/PROTOCOL.md 6.1) when every record holds `data`
+    alone, else [[data, tag?, node?, meta?], ...] with JSON bytes; and the batch's wire
+    bytes (data, meta, tag and node, plus RECORD_OVERHEAD_BYTES a record)."""
+    text = array_form(records)
+    if text is not None:
+        return text, len(text) + RECORD_OVERHEAD_BYTES * len(records)
     try:
         return _wire_records(records)
     except TypeError as error:   # orjson refused a value (too deep, an integer too large)
@@ -110,4 +116,4 @@ def parse_append(topic: str, body: dict, header_key: str | None, return_seqs: bo
         raise invalid("field 'acks' must be one of none, leader, all")
     message = Append(topic, wire, node, key or fallback_key, create, config, return_seqs,
                      prevalidated=True, acks=acks)
-    return AppendPlan(message, may_create, size, key is None and config is None)
+    return AppendPlan(message, may_create, size, len(records), key is None and config is None)

@@ -4,8 +4,9 @@ otherwise it waits, and when one of them is answered the waiting appends leave t
 (Nagle's rule). So a lone append pays no wait, and N appends that arrive during one round
 trip cost one request, one encode, one shard staging and one reply instead of N.
 
-A lane is a topic and the fields an Append shares between its records (create, node,
-acks). Only appends without an idempotency key of the client's and without a config join
+A lane is a topic, the fields an Append shares between its records (create, node, acks)
+and the form of its records (a list, or the array form: docs/PROTOCOL.md 6.1; arrays join
+into one array). Only appends without an idempotency key of the client's and without a config join
 others (AppendPlan.batchable); the rest go alone, as sent. The batch is written under a
 key of the gateway's session, so a retry of the batch by the client library is deduped as
 a whole, as a lone append's is.
@@ -38,11 +39,12 @@ Call = Callable[[str, Append], Awaitable[dict]]
 
 
 class _Waiting:
-    __slots__ = ("message", "wire_bytes", "future")
+    __slots__ = ("message", "wire_bytes", "count", "future")
 
-    def __init__(self, message: Append, wire_bytes: int, future: asyncio.Future):
+    def __init__(self, message: Append, wire_bytes: int, count: int, future: asyncio.Future):
         self.message = message
         self.wire_bytes = wire_bytes
+        self.count = count               # its records
         self.future = future
 
 
@@ -80,13 +82,12 @@ class AppendCoalescer:
     def statistics(self) -> CoalescerStatistics:
         return CoalescerStatistics(self._appends, self._requests, self._splits)
 
-    async def append(self, msg: Append, batchable: bool, wire_bytes: int) -> dict:
-        """The shard's reply to `msg`, as if it had been sent alone."""
-        if (not batchable or len(msg.records) > self._records_max
-                or wire_bytes > self._bytes_max):
+    async def append(self, msg: Append, batchable: bool, wire_bytes: int, count: int) -> dict:
+        """The shard's reply to `msg` (`count` records), as if it had been sent alone."""
+        if not batchable or count > self._records_max or wire_bytes > self._bytes_max:
             return await self._call(msg.topic, msg)
         self._appends += 1
-        where = (msg.topic, msg.create, msg.node, msg.acks)
+        where = (msg.topic, msg.create, msg.node, msg.acks, type(msg.records))
         lane = self._lanes.get(where)
         if lane is None:
             lane = self._lanes[where] = _Lane()
@@ -99,7 +100,7 @@ class AppendCoalescer:
                 lane.out -= 1
                 self._next(where, lane)
         future = asyncio.get_running_loop().create_future()
-        lane.waiting.append(_Waiting(msg, wire_bytes, future))
+        lane.waiting.append(_Waiting(msg, wire_bytes, count, future))
         return await future
 
     def _next(self, where: tuple, lane: _Lane) -> None:
@@ -126,7 +127,7 @@ class AppendCoalescer:
             if head.future.done():
                 waiting.popleft()
                 continue
-            count = len(head.message.records)
+            count = head.count
             if batch and (records + count > self._records_max
                           or size + head.wire_bytes > self._bytes_max):
                 break
@@ -148,7 +149,10 @@ class AppendCoalescer:
 
     async def _send_batch(self, batch: list[_Waiting]) -> None:
         first = batch[0].message
-        records = [rec for waiting in batch for rec in waiting.message.records]
+        if type(first.records) is bytes:     # arrays: one array of all their elements
+            records = b"[" + b",".join(w.message.records[1:-1] for w in batch) + b"]"
+        else:
+            records = [rec for waiting in batch for rec in waiting.message.records]
         msg = Append(first.topic, records, first.node, self._session_key(), first.create,
                      None, False, prevalidated=first.prevalidated, acks=first.acks)
         try:
@@ -167,7 +171,7 @@ class AppendCoalescer:
         except Exception as error:  # noqa: BLE001 - every caller raises it instead
             _fail(batch, error)
         else:
-            shares = [(len(w.message.records), w.message.return_seqs) for w in batch]
+            shares = [(w.count, w.message.return_seqs) for w in batch]
             for waiting, own in zip(batch, cut_replies(reply, shares)):
                 if not waiting.future.done():
                     waiting.future.set_result(own)

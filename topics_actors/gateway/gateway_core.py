@@ -276,7 +276,8 @@ class GatewayCore:
         if no_admin or at_cap:     # may append to an existing topic, must not create one
             msg = dataclasses.replace(msg, create=False, config=None)
         try:
-            reply = await self.appends.append(msg, plan.batchable, plan.wire_bytes)
+            reply = await self.appends.append(msg, plan.batchable, plan.wire_bytes,
+                                              plan.count)
         except TopicsError as error:
             if error.code != ErrorCode.TOPIC_NOT_FOUND or msg is plan.message \
                     or not plan.may_create:
