@@ -4,7 +4,8 @@ Goal: a follower that asks for frames ends with the leader's records and, for ev
 holds, the leader's Append frame byte for byte; holes, records from segments and a
 follower that asks for records keep working; an answer whose frames fail a check is
 refused whole and the next honest one applied; a follower that crashes around raw frames
-recovers exactly. Method: a leader and a follower shard of two nodes in one process
+recovers exactly; AppendBatch frames travel whole, and the records of one that began before
+the fetch's log end or lost records to a delete go as records. Method: a leader and a follower shard of two nodes in one process
 (tools/testing/replica_pair.py); WAL files read back frame by frame (storage/frame.py);
 corrupted answers built from a real one.
 """
@@ -349,5 +350,83 @@ def test_an_answer_arriving_at_a_full_batch_is_asked_again_not_lost(tmp_path, mo
         pair.rounds()
         assert pair.follower.core.registry.get(TOPIC).head == 20
         _same_copies(pair)
+    finally:
+        pair.close()
+
+
+# --- AppendBatch frames ----------------------------------------------------------------------
+
+def _plain(pair: ReplicaPair, first: int, count: int) -> None:
+    """A batch of plain records: the leader writes it as one AppendBatch frame."""
+    pair.leader.append(TOPIC, *[[b'{"n":%d}' % n] for n in range(first, first + count)],
+                       acks="leader")
+
+
+def _batches(harness) -> dict[int, bytes]:
+    """{first seq: the AppendBatch frame's bytes} of the topic in the harness's WAL."""
+    tid, out = topic_id(TOPIC), {}
+    for _idx, path in harness.wal_files():
+        with open(path, "rb") as handle:
+            raw = handle.read()
+        pos = 0
+        while (frame := decode_at(raw, pos, len(raw))) is not None:
+            if frame.type == FrameType.APPEND_BATCH and frame.topic_id == tid:
+                out[frame.seq] = raw[pos:pos + frame.size]
+            pos += frame.size
+    return out
+
+
+def test_batch_frames_travel_whole_and_the_follower_holds_them_byte_for_byte(tmp_path):
+    pair = _pair(tmp_path)
+    try:
+        _plain(pair, 1, 20)
+        _plain(pair, 21, 30)
+        body = _fetch(pair)
+        frames = _frames_of(body["frames"])
+        assert body["records"] == [] and body["end_leo"] == 51
+        assert [(f.type, f.seq) for f in frames] == [(FrameType.APPEND_BATCH, 1),
+                                                     (FrameType.APPEND_BATCH, 21)]
+        assert _apply(pair, body)["applied"] == 50
+        pair.rounds(2)
+        assert _copy(pair.follower) == _copy(pair.leader)
+        assert _batches(pair.follower) == _batches(pair.leader) and len(_batches(pair.leader)) == 2
+    finally:
+        pair.close()
+
+
+def test_a_fetch_from_inside_a_batch_gets_its_rest_as_records_then_the_frames(tmp_path):
+    pair = _pair(tmp_path)
+    try:
+        _plain(pair, 1, 20)
+        _plain(pair, 21, 10)
+        (_name, _endpoint, ask), = pair.follower.core.replicas.requests()
+        body = pair.leader.call(dataclasses.replace(ask, wait_ms=0, fetch_leo=11))
+        assert [r[0] for r in body["records"]] == list(range(11, 21))
+        assert body["records"][0][2] == b'{"d":{"n":11}}'
+        assert [(f.type, f.seq) for f in _frames_of(body["frames"])] == [
+            (FrameType.APPEND_BATCH, 21)]
+        assert body["end_leo"] == 31
+    finally:
+        pair.close()
+
+
+def test_a_batch_a_delete_took_records_of_goes_as_records(tmp_path):
+    pair = _pair(tmp_path)
+    try:
+        _plain(pair, 1, 20)
+        for _ in range(3):
+            _leader_round(pair)
+        pair.leader.core.submit(b"p", 1, DeleteRecords(TOPIC, before_seq=6), 0)
+        pair.leader.core.commit()
+        for _ in range(4):                          # the delete, applied on every replica
+            _leader_round(pair)
+        _plain(pair, 21, 10)
+        (_name, _endpoint, ask), = pair.follower.core.replicas.requests()
+        body = pair.leader.call(dataclasses.replace(ask, wait_ms=0, fetch_leo=1))
+        assert [r[0] for r in body["records"]] == list(range(6, 21))
+        assert [f.seq for f in _frames_of(body["frames"])] == [21]
+        for _ in range(4):
+            _leader_round(pair)
+        assert _copy(pair.follower) == _copy(pair.leader)
     finally:
         pair.close()

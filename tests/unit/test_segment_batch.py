@@ -28,7 +28,7 @@ from topics_actors.errors import CorruptionError
 from topics_actors.storage import batch_frame, segment_batch
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import (
-    DEL_DELETED, FLAG_BATCH, IDX_ENTRY, OpenSegment, SegmentReader, cut_before, data_path,
+    FLAG_BATCH, IDX_ENTRY, OpenSegment, SegmentReader, cut_before, data_path,
     encode_record, flip_deleted, idx_path, index_flags, index_words, read_record,
 )
 from topics_actors.storage.segment_audit import audit, repair

@@ -148,15 +148,6 @@ class AppendBatch:
         first, table = self.skip + start, self.table
         return table[first + count - 1] - (table[first - 1] if first else 0)
 
-    def spans(self, start: int, stop: int) -> tuple[list[int], list[int]]:
-        """(starts, ends) in the view of the texts of records start..stop-1 (counted from
-        the first taken)."""
-        at, table = self.texts_at, self.table
-        first = self.skip + start
-        ends = list(map(add, repeat(at), table[first:self.skip + stop]))
-        starts = [at + table[first - 1] if first else at] + ends[:-1]
-        return starts, ends
-
 
 def batch_at(view, offset: int, seq: int, ts: int, flags: int, node_len: int,
              data_len: int, after: int) -> AppendBatch | None:

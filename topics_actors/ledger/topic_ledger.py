@@ -159,7 +159,7 @@ class TopicLedger:
                 if owns(tid):
                     if frozen and tid in frozen:
                         self.audit.skipped(frozen[tid], offset, frame.size,
-                                           _records_of(frame, view))
+                                           _records_of(frame))
                     else:
                         self.apply(frame, view)
             offset = after
@@ -178,13 +178,13 @@ class TopicLedger:
         if not self.owns(tid):
             return True
         if self.frozen and tid in self.frozen:
-            self.audit.skipped(self.frozen[tid], offset, size, len(batch.table))
+            self.audit.skipped(self.frozen[tid], offset, size, batch.count)
         elif topic is not None and seq <= topic.head + 1 and topic.config.logged:
             if batch.count:
                 self.store_batch(topic, view, batch)
                 self.applied += batch.count
         else:
-            self._skip_append(topic, seq, offset, size, len(batch.table))
+            self._skip_append(topic, seq, offset, size, batch.count)
         return True
 
     def _skip_append(self, topic: TopicState | None, seq: int, offset: int,
@@ -423,7 +423,7 @@ def _utf8(view, at: int, length: int) -> bool:
     return True
 
 
-def _records_of(frame: Frame, view) -> int:
+def _records_of(frame: Frame) -> int:
     """How many records a (checked) frame holds: 1 for an Append, its count for an
     AppendBatch, 0 for any other."""
     if frame.type == FrameType.APPEND:
