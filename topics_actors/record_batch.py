@@ -300,10 +300,13 @@ def _stage_plain(datas: list[bytes], sizes: list[int], node: bytes,
 
 def _stage_array(text: bytes, node: bytes, vouched: bool) -> PlainBatch | list[StagedRecord]:
     """The staged records of an array-form batch: `text` is a JSON array whose elements are
-    the records' datas (plain records, docs/PROTOCOL.md `append`). A compact array is
-    staged as it is, each data's bytes kept; any other (or no msgspec) is parsed and its
-    elements written again by orjson."""
+    the records' datas (plain records, docs/PROTOCOL.md `append`). A compact array of two
+    or more is staged as it is, each data's bytes kept (one AppendBatch frame); a lone
+    record as any other; any other array (or no msgspec) is parsed and its elements
+    written again by orjson."""
     raws = _raw_elements(text)
+    if raws and len(raws) == 1:     # one record: an Append frame of its own, as ever
+        return _stage_each([[bytes(raws[0])]], node, vouched)
     if raws:
         sizes = list(map(len, raws))
         if sum(sizes) + len(sizes) + 1 == len(text):   # compact: nothing between elements
