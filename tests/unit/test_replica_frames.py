@@ -5,9 +5,9 @@ holds, the leader's Append frame byte for byte; holes, records from segments and
 follower that asks for records keep working; an answer whose frames fail a check is
 refused whole and the next honest one applied; a follower that crashes around raw frames
 recovers exactly; AppendBatch frames travel whole, and the records of one that began before
-the fetch's log end or lost records to a delete go as records. Method: a leader and a follower shard of two nodes in one process
-(tools/testing/replica_pair.py); WAL files read back frame by frame (storage/frame.py);
-corrupted answers built from a real one.
+the fetch's log end or lost records to a delete go as records. Method: a leader and a
+follower shard of two nodes in one process (tools/testing/replica_pair.py); WAL files read
+back frame by frame (storage/frame.py); corrupted answers built from a real one.
 """
 
 import dataclasses
