@@ -59,15 +59,16 @@ def _copy(harness) -> dict[int, bytes]:
             if (rec := core.reader.read(topic, seq)) is not None}
 
 
-def _appends(harness) -> dict[int, bytes]:
-    """{seq: the Append frame's bytes} of the topic in the harness's WAL files."""
+def _appends(harness, ftype: int = FrameType.APPEND) -> dict[int, bytes]:
+    """{seq: the frame's bytes} of the topic's frames of type `ftype` in the harness's WAL
+    files (an AppendBatch's under its first seq)."""
     tid, out = topic_id(TOPIC), {}
     for _idx, path in harness.wal_files():
         with open(path, "rb") as handle:
             raw = handle.read()
         pos = 0
         while (frame := decode_at(raw, pos, len(raw))) is not None:
-            if frame.type == FrameType.APPEND and frame.topic_id == tid:
+            if frame.type == ftype and frame.topic_id == tid:
                 out[frame.seq] = raw[pos:pos + frame.size]
             pos += frame.size
     return out
@@ -362,20 +363,6 @@ def _plain(pair: ReplicaPair, first: int, count: int) -> None:
                        acks="leader")
 
 
-def _batches(harness) -> dict[int, bytes]:
-    """{first seq: the AppendBatch frame's bytes} of the topic in the harness's WAL."""
-    tid, out = topic_id(TOPIC), {}
-    for _idx, path in harness.wal_files():
-        with open(path, "rb") as handle:
-            raw = handle.read()
-        pos = 0
-        while (frame := decode_at(raw, pos, len(raw))) is not None:
-            if frame.type == FrameType.APPEND_BATCH and frame.topic_id == tid:
-                out[frame.seq] = raw[pos:pos + frame.size]
-            pos += frame.size
-    return out
-
-
 def test_batch_frames_travel_whole_and_the_follower_holds_them_byte_for_byte(tmp_path):
     pair = _pair(tmp_path)
     try:
@@ -389,7 +376,8 @@ def test_batch_frames_travel_whole_and_the_follower_holds_them_byte_for_byte(tmp
         assert _apply(pair, body)["applied"] == 50
         pair.rounds(2)
         assert _copy(pair.follower) == _copy(pair.leader)
-        assert _batches(pair.follower) == _batches(pair.leader) and len(_batches(pair.leader)) == 2
+        batches = _appends(pair.leader, FrameType.APPEND_BATCH)
+        assert _appends(pair.follower, FrameType.APPEND_BATCH) == batches and len(batches) == 2
     finally:
         pair.close()
 
