@@ -118,8 +118,9 @@ _FIRST = itemgetter(0)
 # What msgspec's grammar check leaves to orjson: a number beyond a double's range, which
 # orjson refuses. Such a number has an exponent or at least 309 digits; texts that hold a
 # digit followed by e/E (an exponent, or such letters in a string: then harmless) or a run
-# of _DIGIT_RUN digits are parsed by orjson itself. The look is one translate and two
-# finds over the whole batch (re would take ten times as long).
+# of _DIGIT_RUN digits are parsed by orjson itself. The look is one translate and a find
+# over the whole batch, a second find when a text is that long (re would take ten times as
+# long).
 _NUMBER_SHAPES = bytes(48 if c in b"0123456789" else 101 if c in b"eE" else 46
                        for c in range(256))      # digits -> "0", e/E -> "e", else "."
 _DIGIT_RUN = b"0" * 300
@@ -365,7 +366,7 @@ def _stage_records(records: list, node: bytes) -> list[StagedRecord] | PlainBatc
 def stage_batch(records: list | bytes, batch_node: object) -> list[StagedRecord] | PlainBatch:
     """The staged records of a batch, or the first record's error; `records` as decoded
     from the wire (a list of records, or the array form: bytes of a JSON array of plain
-    records' datas), or VouchedRecords (whose data is not parsed again)."""
+    records' datas), or VouchedRecords or VouchedText (whose data is not parsed again)."""
     node = validate_batch_node(batch_node)
     if type(records) is bytes:
         return _stage_array(records, node, False)

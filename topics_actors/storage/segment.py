@@ -1,9 +1,13 @@
 """Segment files, format v1 (spec/storage.md 1.4, 1.5): one topic's absorbed records.
 
-    <data>/topics/<topic dir>/seg-<first_seq:016>.data   record frames, seq order, dense
+    <data>/topics/<topic dir>/seg-<first_seq:016>.data   frames, seq order, dense
     <data>/topics/<topic dir>/seg-<first_seq:016>.idx    20 bytes per record
 
-.data frame:
+The .data holds record frames (below) and batch frames (the records of an AppendBatch,
+segment_batch.py, marked by FLAG_BATCH in their flags and their records' entries); the byte
+layout both share is segment_layout.py's.
+
+.data record frame:
     off size field
      0   4  frame_len u32   bytes after this field, including the trailing del byte
      4   1  flags     u8    bit0 has_tag, bit1 has_node, bit3 has_meta, bits 4-7 router hops
@@ -17,8 +21,9 @@
      .   8  xxh3_64 over [4, checksum_start)
      .   1  del       u8    0x00 live, 0xD5 deleted (outside the checksum: flipped in place)
 
-.idx entry: u32 offset, u32 len (whole frame incl. prefix and del byte), u64 ts, u8 flags,
-3 zero bytes. The entry of seq s sits at (s - first_seq) * 20, so no search is needed.
+.idx entry: u32 offset, u32 len (whole frame incl. prefix and del byte; a batch frame's
+record: through its own del byte), u64 ts, u8 flags, 3 zero bytes. The entry of seq s sits
+at (s - first_seq) * 20, so no search is needed.
 
 Only the compactor writes segments. A segment is appended to until it is sealed; the
 snapshot records how many entries of each segment are valid, so bytes past that count (a
