@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import zmq
 
+from topics_actors.collector_policy import settle_collector
 from topics_actors.config import ProcessOptions, decode_options
 from topics_actors.process_profile import profiled
 from topics_actors.supervisor_link import SupervisorLink, die_with_parent
@@ -20,7 +21,8 @@ from topics_actors.supervisor_link import SupervisorLink, die_with_parent
 
 def child_main(kind: type, serve: Callable, argv: list[str] | None = None) -> int:
     """Parse `--options` (config.encode_options of a `kind`), configure logging with the
-    process's name, die with the supervisor, and run serve(options, ctx, link) inside
+    process's name, die with the supervisor, settle the garbage collector
+    (collector_policy.py), and run serve(options, ctx, link) inside
     child_context."""
     parser = argparse.ArgumentParser(prog=f"python -m {kind.__module__}",
                                      description="a node process, spawned by the supervisor")
@@ -32,6 +34,7 @@ def child_main(kind: type, serve: Callable, argv: list[str] | None = None) -> in
                         format=f"%(asctime)s {process.log_name} %(levelname)s %(message)s")
     if process.parent_pid:
         die_with_parent(process.parent_pid)
+    settle_collector()
     with child_context(process) as (ctx, link), profiled(process.log_name):
         serve(options, ctx, link)
     return 0
