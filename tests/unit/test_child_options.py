@@ -129,3 +129,17 @@ def test_a_server_that_raises_with_sockets_open_ends_its_process():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=15, cwd=pathlib.Path(__file__).resolve().parents[2])
     assert done.returncode == 1 and "RuntimeError: a bug" in done.stderr
+
+
+def test_a_settled_collector_freezes_startup_objects_and_spaces_its_passes():
+    """Run in a fresh interpreter: the settings are process-wide."""
+    code = ("import gc\n"
+            "from topics_actors.collector_policy import settle_collector, YOUNG_THRESHOLD\n"
+            "assert gc.get_freeze_count() == 0 and gc.get_threshold()[0] < YOUNG_THRESHOLD\n"
+            "settle_collector()\n"
+            "print(gc.get_freeze_count() > 1000, gc.get_threshold()[0] == YOUNG_THRESHOLD,\n"
+            "      gc.isenabled())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=15, cwd=pathlib.Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True"]
