@@ -115,6 +115,12 @@ def test_a_child_refuses_a_command_line_without_options():
     assert done.returncode == 2 and b"--options" in done.stderr
 
 
+def run_python(code: str) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter, from the repository's root."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=15, cwd=pathlib.Path(__file__).resolve().parents[2])
+
+
 @pytest.mark.timeout(20)
 def test_a_server_that_raises_with_sockets_open_ends_its_process():
     """A bug while sockets are open must end the process with its traceback, not hang in
@@ -126,8 +132,7 @@ def test_a_server_that_raises_with_sockets_open_ends_its_process():
             "with child_context(ProcessOptions('shard', 0, 500)) as (ctx, link):\n"
             "    sock = ctx.socket(zmq.ROUTER)\n    sock.bind('tcp://127.0.0.1:0')\n"
             "    raise RuntimeError('a bug')\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=15, cwd=pathlib.Path(__file__).resolve().parents[2])
+    done = run_python(code)
     assert done.returncode == 1 and "RuntimeError: a bug" in done.stderr
 
 
@@ -139,7 +144,6 @@ def test_a_settled_collector_freezes_startup_objects_and_spaces_its_passes():
             "settle_collector()\n"
             "print(gc.get_freeze_count() > 1000, gc.get_threshold()[0] == YOUNG_THRESHOLD,\n"
             "      gc.isenabled())\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=15, cwd=pathlib.Path(__file__).resolve().parents[2])
+    done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True", "True"]
