@@ -2,7 +2,7 @@
 
 The request paths allocate many short-lived containers (a dict per record of a parsed
 HTTP body, a reply per request) that reference counting frees at once; the default
-collector still runs its young-generation pass every 700 net allocations and, every
+collector still runs its young-generation pass every 700 net allocations and, at most every
 hundred of those, a full pass over every object the process holds. In the gateway that
 was about 4% of its CPU and the p99 of single appends doubled (docs/BENCHMARKS.md, "The
 collector"). Cycles are rare here (an exception's traceback, a few asyncio internals), so
