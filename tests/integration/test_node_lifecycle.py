@@ -137,3 +137,19 @@ def test_sigterm_during_replay_never_serves_half_replayed_state(make_node, data_
              "the shard to stop during replay")
     first_ready = node.log().find("event=ready shard=0")
     assert first_ready == -1 or first_ready > node.log().find("event=stopped_during_replay")
+
+
+def test_a_node_that_never_gets_ready_is_reported_with_its_status_and_log(make_node):
+    """A readiness timeout names what the harness last saw and ends with the node's log, so
+    a node that did not come up can be diagnosed from the test report alone."""
+    node = make_node(shards=1, env={"TOPICS_GATEWAY_WORKERS": "0"})
+    os.kill(node.proc.pid, signal.SIGSTOP)      # the supervisor answers no status now
+    try:
+        with pytest.raises(AssertionError) as failure:
+            node.wait_ready(0.5)
+    finally:
+        os.kill(node.proc.pid, signal.SIGCONT)
+    report = str(failure.value)
+    assert report.startswith("timed out after 0.5s waiting for node readiness; last status: ")
+    assert "last status: TopicsError(not_ready: no node at" in report, report
+    assert f"end of {node.log_path}:" in report and "event=listening" in report

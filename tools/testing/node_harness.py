@@ -21,6 +21,9 @@ from topics_actors.client import Client
 from topics_actors.topic_identity import shard_of_name
 
 
+LOG_TAIL_CHARS = 4000         # of a node's log, in the report of a node that never got ready
+
+
 def wait_for(condition, timeout_s: float, what: str = "condition", interval_s: float = 0.02):
     """Poll `condition()` until it returns a truthy value; fail the test after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
@@ -132,13 +135,25 @@ class Node:
             return client.status()
 
     def wait_ready(self, timeout_s: float = 30) -> dict:
+        """The node's status once it says node_ready. On a timeout the failure carries the
+        last status (or error) seen and the end of the node's log, so that a node that
+        never got ready can be diagnosed from the test report alone."""
+        seen = {}
+
         def ready():
             try:
                 status = self.status()
-            except Exception:
+            except Exception as error:  # noqa: BLE001 - not up yet; kept for the report
+                seen["last"] = repr(error)
                 return None
+            seen["last"] = status
             return status if status["node_ready"] else None
-        return wait_for(ready, timeout_s, "node readiness")
+        try:
+            return wait_for(ready, timeout_s, "node readiness")
+        except AssertionError as error:
+            tail = self.log()[-LOG_TAIL_CHARS:]
+            raise AssertionError(f"{error}; last status: {seen.get('last')}\n"
+                                 f"end of {self.log_path}:\n{tail}") from None
 
     def shard_pid(self, shard: int) -> int:
         return self.status()["shards"][shard]["pid"]
