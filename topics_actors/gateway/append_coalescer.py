@@ -6,10 +6,10 @@ trip cost one request, one encode, one shard staging and one reply instead of N.
 
 A lane is a topic, the fields an Append shares between its records (create, node, acks)
 and the form of its records (a list, or the array form: docs/PROTOCOL.md 6.1; arrays join
-into one array). Only appends without an idempotency key of the client's and without a config join
-others (AppendPlan.batchable); the rest go alone, as sent. The batch is written under a
-key of the gateway's session, so a retry of the batch by the client library is deduped as
-a whole, as a lone append's is.
+into one array). Only appends without an idempotency key of the client's and without a
+config join others (AppendPlan.batchable); the rest go alone, as sent. The batch is
+written under a key of the gateway's session, so a retry of the batch by the client
+library is deduped as a whole, as a lone append's is.
 
 Each caller gets its own reply, cut from the batch's: its first_seq is the batch's plus the
 records before it, seqs its own range, head_seq the batch's, `created` true for the first
