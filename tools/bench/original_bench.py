@@ -91,6 +91,8 @@ FIGURES = [
            "sse_fanout.watchers_100.write_to_deliver_latency.p50_ms", False, True),
     Figure("fsync single-record ack p50 ms", "bench-durable",
            "durable.single_record_ack_latency_ms.p50_ms", False, True),
+    Figure("not-durable single-record ack p50 ms", "bench-durable",
+           "non_durable.single_record_ack_latency_ms.p50_ms", False, True),
     Figure("fsync batch-100 rec/s", "bench-durable", "durable.throughput.records_per_s",
            True, False),
     Figure("SSE 1000 watchers: p50 ms", "broadcast",
