@@ -167,7 +167,8 @@ class ClientCore:
                 if tried is None:
                     reply = yield from self._attempt(topic, msg, shard, wait_ms)
                 else:
-                    reply, tried = tried.outcome(), None
+                    first, tried = tried, None
+                    reply = first.outcome()
                 if reply is not None:
                     return reply
                 self._forget_map()         # silence: look the shard up again
