@@ -1,50 +1,99 @@
 """The `topics` command: `topics serve` runs a node with its embedded defaults; `topics fsck`
-verifies a data dir read-only (topics_actors.fsck) and prints what it found."""
+verifies a data dir read-only (topics_actors.fsck) and prints what it found; the other
+verbs (ls, info, rm, append, tail, queue, routers, cluster, quarantine, bench) speak the /v0
+HTTP API of a running node (topics_actors.cli). Exit codes: topics_actors/cli/exit_code.py.
+"""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
 import os
 import sys
 
+import click
+
 from topics_actors import __version__
+from topics_actors.cli import add_verbs
+from topics_actors.cli.exit_code import ExitCode
 from topics_actors.config import NodeConfig
 
+DEFAULT_URL = "http://127.0.0.1:4000"
 
-def _serve(args: argparse.Namespace) -> int:
+
+def _print_version(ctx: click.Context, _param, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"topics {__version__}")
+        raise SystemExit(0)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="print the version and exit")
+@click.option("--url", envvar="TOPICS_URL", default=DEFAULT_URL, show_default=True,
+              help="the node's HTTP API ($TOPICS_URL)")
+@click.option("--key", envvar="TOPICS_KEY", default=None,
+              help="an API key, sent as a bearer token ($TOPICS_KEY)")
+@click.pass_context
+def topics(ctx: click.Context, url: str, key: str | None) -> None:
+    """topics-actors: a persistent event engine, and a client of its /v0 HTTP API."""
+    ctx.obj = {"url": url, "key": key}
+
+
+@topics.command("serve")
+@click.option("--data-dir", help="data directory (TOPICS_DATA_DIR, ./topics-data)")
+@click.option("--host", help="bind host (TOPICS_HOST, 127.0.0.1)")
+@click.option("--port", type=int, help="HTTP port (TOPICS_PORT, 4000; 0 = any)")
+@click.option("--zmq-port", type=int,
+              help="ZeroMQ front port (TOPICS_ZMQ_PORT, the HTTP port + 1)")
+@click.option("--shards", type=int, help="WAL shards (TOPICS_WAL_SHARDS, min(cpus,8))")
+@click.option("--port-file", help="write the chosen ports here as JSON")
+def serve(data_dir, host, port, zmq_port, shards, port_file) -> int:
+    """Run a node (supervisor + shard processes)."""
     from .node import Supervisor
     config = NodeConfig.from_env()
     overrides = {name: value for name, value in (
-        ("data_dir", args.data_dir), ("host", args.host), ("http_port", args.port),
-        ("zmq_port", args.zmq_port), ("wal_shards", args.shards),
-        ("port_file", args.port_file)) if value is not None}
+        ("data_dir", data_dir), ("host", host), ("http_port", port),
+        ("zmq_port", zmq_port), ("wal_shards", shards),
+        ("port_file", port_file)) if value is not None}
     config = dataclasses.replace(config, **overrides)
     return Supervisor(config).run()
 
 
-def _fsck(args: argparse.Namespace) -> int:
+@topics.command("fsck")
+@click.argument("data_dir", metavar="DATA-DIR")
+@click.option("--dump", is_flag=True,
+              help="also print one line per WAL frame and segment record")
+@click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
+@click.option("--cold-dir", default=lambda: os.environ.get("TOPICS_COLD_DIR") or None,
+              help="the cold tier (default: $TOPICS_COLD_DIR)")
+@click.option("--progress/--no-progress", default=None,
+              help="draw a progress bar on stderr (default: when it is a terminal)")
+def fsck_command(data_dir, dump, as_json, cold_dir, progress) -> int:
+    """Verify a data dir (read-only; safe while serving)."""
     from topics_actors import fsck
-    if not os.path.isdir(args.data_dir):
-        print(f"topics fsck: {args.data_dir}: no such directory", file=sys.stderr)
-        return 2
-    if not fsck.looks_like_data_dir(args.data_dir):
-        print(f"topics fsck: {args.data_dir}: not a topics data directory (it has none of "
+    if not os.path.isdir(data_dir):
+        print(f"topics fsck: {data_dir}: no such directory", file=sys.stderr)
+        return ExitCode.USAGE
+    if not fsck.looks_like_data_dir(data_dir):
+        print(f"topics fsck: {data_dir}: not a topics data directory (it has none of "
               f"{', '.join(d + '/' for d in fsck.DATA_DIR_MARKS)})", file=sys.stderr)
-        return 2
-    show = args.progress if args.progress is not None else (
-        sys.stderr.isatty() and not args.dump)   # a bar between dump lines would garble both
+        return ExitCode.USAGE
+    show = progress if progress is not None else (
+        sys.stderr.isatty() and not dump)   # a bar between dump lines would garble both
     # With --json, stdout carries only the JSON document, so dump lines go to stderr.
-    report = fsck.check(args.data_dir, dump=args.dump, cold_dir=args.cold_dir,
+    report = fsck.check(data_dir, dump=dump, cold_dir=cold_dir,
                         progress=_progress_bar(sys.stderr) if show else None,
-                        out=sys.stderr if args.json else sys.stdout)
-    if args.json:
+                        out=sys.stderr if as_json else sys.stdout)
+    if as_json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print(_format_report(report))
     return 1 if report.errors else 0
+
+
+add_verbs(topics)
 
 
 def _progress_bar(stream):
@@ -78,40 +127,18 @@ def _format_report(r) -> str:
     return "\n".join(lines + [f"  {p.severity.upper():7} {p}" for p in r.problems])
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="topics", description="topics-actors event engine")
-    parser.add_argument("--version", action="version", version=f"topics {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run a node (supervisor + shard processes)")
-    serve.add_argument("--data-dir", help="data directory (TOPICS_DATA_DIR, ./topics-data)")
-    serve.add_argument("--host", help="bind host (TOPICS_HOST, 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="HTTP port (TOPICS_PORT, 4000; 0 = any)")
-    serve.add_argument("--zmq-port", type=int,
-                       help="ZeroMQ front port (TOPICS_ZMQ_PORT, the HTTP port + 1)")
-    serve.add_argument("--shards", type=int, help="WAL shards (TOPICS_WAL_SHARDS, min(cpus,8))")
-    serve.add_argument("--port-file", help="write the chosen ports here as JSON")
-    serve.set_defaults(func=_serve)
-    check = sub.add_parser("fsck", help="verify a data dir (read-only; safe while serving)")
-    check.add_argument("data_dir", metavar="data-dir", help="the data directory to verify")
-    check.add_argument("--dump", action="store_true",
-                       help="also print one line per WAL frame and segment record")
-    check.add_argument("--json", action="store_true", help="print the report as JSON")
-    check.add_argument("--cold-dir", default=os.environ.get("TOPICS_COLD_DIR") or None,
-                       help="the cold tier (default: $TOPICS_COLD_DIR)")
-    bar = check.add_mutually_exclusive_group()
-    bar.add_argument("--progress", dest="progress", action="store_true", default=None,
-                     help="draw a progress bar on stderr even when it is not a terminal")
-    bar.add_argument("--no-progress", dest="progress", action="store_false",
-                     help="never draw the progress bar")
-    check.set_defaults(func=_fsck)
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
+    """Run one verb; its exit code. Usage errors and --version raise SystemExit."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s supervisor %(levelname)s %(message)s")
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        code = topics.main(args=argv, prog_name="topics", standalone_mode=False)
+    except click.ClickException as error:
+        error.show()
+        raise SystemExit(error.exit_code) from None
+    except click.Abort:
+        return ExitCode.INTERRUPTED
+    return int(code or 0)
 
 
 if __name__ == "__main__":

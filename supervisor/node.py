@@ -177,9 +177,7 @@ class Supervisor:
             self.curve = CurveAuth(self.ctx, self.client_keys,
                                    server_keys.load_or_create(cfg.data_dir))
             self.curve.serve(self.front)
-        front = f"tcp://{cfg.host}:{cfg.front_port()}"
-        listening("the ZeroMQ front (TOPICS_ZMQ_PORT)", front, lambda: self.front.bind(front))
-        self.zmq_port = int(self.front.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
+        self._bind_front_tcp()
         self.local = self._socket(zmq.ROUTER)
         self.local.setsockopt(zmq.ROUTER_MANDATORY, 1)
         path = os.path.join(self.run_dir, "front.sock")
@@ -189,6 +187,24 @@ class Supervisor:
         authorize = self._authorize if self.client_keys.enabled else None
         self.relay = FrontRelay(self.ctx, self.front, FrontCore(authorize=authorize),
                                 identity_of if self.curve else None, self.local)
+
+    def _bind_front_tcp(self) -> None:
+        """TOPICS_ZMQ_PORT when set (taken: refuse to start); else the HTTP port + 1, and
+        when that one is taken any free port, published like any other (health's
+        `zmq_port`, the `event=listening` line, TOPICS_PORT_FILE): the user never asked
+        for HTTP port + 1, so a stranger holding it must not stop the node."""
+        cfg = self.config
+        front = f"tcp://{cfg.host}:{cfg.front_port()}"
+        try:
+            listening("the ZeroMQ front (TOPICS_ZMQ_PORT)", front,
+                      lambda: self.front.bind(front))
+        except CannotListen as error:
+            if cfg.zmq_port is not None or not cfg.http_port:
+                raise
+            log.warning("event=zmq_port_fallback wanted=%d reason=%r", cfg.front_port(),
+                        error.message)
+            self.front.bind(f"tcp://{cfg.host}:0")
+        self.zmq_port = int(self.front.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
 
     def _authorize(self, identity: str | None, msg) -> None:
         """The front's check of a request under CURVE: another node of the cluster (a

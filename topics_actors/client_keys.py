@@ -23,13 +23,13 @@ from topics_actors.key_scopes import (
 ENV = "TOPICS_ZMQ_CLIENT_KEYS"
 PUBLIC_KEY_CHARS = 40          # Z85 of a 32-byte Curve25519 key
 
-# The scopes each request kind needs, as the HTTP routes that do the same (docs/HTTP.md 3;
-# every queue operation needs write alone). Kinds of the node's own processes (checkpoint,
-# watch sessions...) need admin over TCP.
+# The scopes each request kind needs, as the HTTP routes that do the same (docs/HTTP.md 3:
+# a claim needs read and write, the other queue operations write). Kinds of the node's own
+# processes (checkpoint, watch sessions...) need admin over TCP.
 KIND_SCOPES = {
     "status": (), "get_topic": ("read",), "list_topics": ("read",), "diff": ("read",),
     "scan": ("read",), "append": ("write",), "ack": ("write",), "nack": ("write",),
-    "extend": ("write",), "held": ("write",), "claim": ("write",),
+    "extend": ("write",), "held": ("write",), "claim": ("read", "write"),
     "delete_topic": ("delete",), "delete_records": ("delete",), "put_topic": ("admin",),
     "put_router": ("admin",), "list_routers": ("read",), "delete_routers": ("delete",),
     "router_sync": ("read",), "repair_topic": ("admin",),

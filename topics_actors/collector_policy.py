@@ -4,8 +4,8 @@ The request paths allocate many short-lived containers (a dict per record of a p
 HTTP body, a reply per request) that reference counting frees at once; the default
 collector still runs its young-generation pass every 700 net allocations and, at most every
 hundred of those, a full pass over every object the process holds. In the gateway that
-was about 4% of its CPU and the p99 of single appends doubled (docs/BENCHMARKS.md, "The
-collector"). Cycles are rare here (an exception's traceback, a few asyncio internals), so
+was about 4% of its CPU and the p99 of single appends doubled (docs/BENCHMARKS_HISTORY.md,
+"The collector"). Cycles are rare here (an exception's traceback, a few asyncio internals), so
 passes far apart lose nothing; and the objects made while starting (modules, classes,
 settings) are frozen out of every pass for good.
 """

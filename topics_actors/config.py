@@ -45,13 +45,33 @@ def valid_node_id(node_id: str) -> bool:
     return _NODE_ID_RE.match(node_id) is not None
 
 
+def split_host(text: str) -> tuple[str, int | None]:
+    """TOPICS_HOST as the original reads it: a host, or `host:port` whose port then wins
+    over TOPICS_PORT (`[v6]:port` for an IPv6 address; a bare IPv6 address has no port)."""
+    text = text.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
+    else:
+        return text, None
+    if not port:
+        return host, None
+    try:
+        return host, int(port)
+    except ValueError:
+        raise SystemExit(f"TOPICS_HOST {text!r}: the port after ':' must be an integer")
+
+
 def default_shards() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
 _STORAGE_INTS = ("checkpoint_wal_bytes", "checkpoint_interval_ms", "segment_max_events",
                  "segment_max_bytes", "segment_max_age_ms", "reclaim_interval_ms",
-                 "max_total_bytes", "hot_retain_segments", "gateway_workers",
+                 "max_total_bytes", "hot_retain_segments", "hot_retain_bytes",
+                 "gateway_workers",
                  "restart_max", "restart_window_ms")
 
 
@@ -77,6 +97,7 @@ class NodeConfig:
     max_total_bytes: int = 0         # node-wide live-bytes quota; 0 = none
     cold_dir: str | None = None      # the cold tier for old sealed segments
     hot_retain_segments: int = 4     # sealed segments per topic kept in the hot tier
+    hot_retain_bytes: int = 0        # and at most these bytes of them (0: no byte bound)
     gateway_workers: int = 1            # gateway processes sharing the HTTP port (0: none)
     restart_max: int = RESTART_MAX_DEFAULT          # 0: restart a failing child forever
     restart_window_ms: int = RESTART_WINDOW_MS_DEFAULT
@@ -89,10 +110,12 @@ class NodeConfig:
     @classmethod
     def from_env(cls, env: dict | None = None) -> "NodeConfig":
         env = os.environ if env is None else env
+        host, host_port = split_host(env.get("TOPICS_HOST") or cls.host)
         return cls(
             data_dir=env.get("TOPICS_DATA_DIR") or cls.data_dir,
-            host=env.get("TOPICS_HOST") or cls.host,
-            http_port=_int_env(env, "TOPICS_PORT", cls.http_port),
+            host=host,
+            http_port=(host_port if host_port is not None
+                       else _int_env(env, "TOPICS_PORT", cls.http_port)),
             zmq_port=_int_env(env, "TOPICS_ZMQ_PORT", cls.zmq_port),
             port_file=env.get("TOPICS_PORT_FILE") or None,
             wal_shards=_int_env(env, "TOPICS_WAL_SHARDS", default_shards()),
@@ -125,8 +148,9 @@ class NodeConfig:
                      "segment_max_bytes", "reclaim_interval_ms"):
             if getattr(self, name) < 1:
                 raise SystemExit(f"TOPICS_{name.upper()} must be at least 1")
-        if self.hot_retain_segments < 0:
-            raise SystemExit("TOPICS_HOT_RETAIN_SEGMENTS must not be negative")
+        if self.hot_retain_segments < 0 or self.hot_retain_bytes < 0:
+            raise SystemExit("TOPICS_HOT_RETAIN_SEGMENTS and TOPICS_HOT_RETAIN_BYTES must not "
+                             "be negative")
         if self.cold_dir and os.path.realpath(self.cold_dir) == os.path.realpath(self.data_dir):
             raise SystemExit("TOPICS_COLD_DIR must not be the data directory")
         if self.recovery_on_mismatch not in RECOVERY_POLICIES:
@@ -242,6 +266,7 @@ class ReclaimerOptions:
     cold_dir: str | None
     reclaim_interval_ms: int
     hot_retain_segments: int
+    hot_retain_bytes: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,7 +330,8 @@ def compactor_options(cfg: NodeConfig, wiring: NodeWiring) -> CompactorOptions:
 
 def reclaimer_options(cfg: NodeConfig, wiring: NodeWiring) -> ReclaimerOptions:
     return ReclaimerOptions(_process(cfg, wiring, "reclaimer", 0), wiring.front, cfg.data_dir,
-                            cfg.cold_dir, cfg.reclaim_interval_ms, cfg.hot_retain_segments)
+                            cfg.cold_dir, cfg.reclaim_interval_ms, cfg.hot_retain_segments,
+                            cfg.hot_retain_bytes)
 
 
 def gateway_options(cfg: NodeConfig, wiring: NodeWiring, index: int,

@@ -111,7 +111,7 @@ DEPTH_CHECK_BYTES = 2 * json_rules.JSON_DEPTH_MAX   # shorter texts cannot be to
 # Smaller batches are staged record by record: the column path costs about 2 us more per
 # batch (each of its iterators costs 0.1-0.2 us to make here) and saves about 0.28 us per
 # record parsed, 0.13 us per record vouched, so it pays from about 8 and 16 records
-# (measured with core_bench.py --staging, docs/BENCHMARKS.md "Issue 18").
+# (measured with core_bench.py --staging, docs/BENCHMARKS_HISTORY.md "Issue 18").
 PLAIN_BATCH_MIN = 10
 PLAIN_VOUCHED_MIN = 20
 _FIRST = itemgetter(0)

@@ -64,7 +64,7 @@ class JobLedger:
     def answered(self, jobs: list[dict], reply: dict, sent_s: float, worker: str) -> None:
         """An ack's definite reply for `jobs` (the dicts the claim returned)."""
         recv_s, wall_ms = time.monotonic(), int(time.time() * 1000)
-        acked = set(reply["acked"])
+        acked = set(reply["acked_seqs"])
         with self.lock:
             for job in jobs:
                 self.acks.append(AckOutcome(job["$seq"], job["lease_id"], job["$seq"] in acked,

@@ -202,7 +202,7 @@ def finish_holder(node, queue: str, held: list[dict], ledger: JobLedger,
     ledger.answered(held, reply, sent, "holder")
     seqs = [j["$seq"] for j in held]
     if durable_leases:
-        assert reply["acked"] == seqs, "the holder's durable leases did not survive"
+        assert reply["acked_seqs"] == seqs, "the holder's durable leases did not survive"
         assert not [d for s in seqs for d in ledger.deliveries[s] if d.worker != "holder"]
     else:
         assert reply["skipped"] == seqs, "memory-only leases outlived the restart"

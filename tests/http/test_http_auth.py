@@ -60,21 +60,29 @@ def test_scopes_per_route(node):
 
 
 def test_queue_scopes(node):
-    """Every queue route needs write and nothing more: a write-only worker key claims, acks,
-    nacks and extends; a read-only key does none of them."""
+    """As the reference's auth.rs: a claim and the `/work` stream need read and write (they
+    lease jobs and hand their records out); ack, nack and extend need write alone. A
+    write-only key is refused a claim but acks, nacks and extends; a read-only key does
+    none of them."""
     assert call(node, "admin", "PUT", "/v0/topics/authq", {"type": "queue"}).status == 201
     assert call(node, "wonly", "POST", "/v0/topics/authq", {"records": [{"data": 1}]}).status \
         == 200
     for op in ("claim", "ack", "nack", "extend"):
         error_of(call(node, "reader", "POST", f"/v0/topics/authq/{op}",
                       {"node": "w", "seqs": [1], "lease_ms": 5000}), 403, "forbidden")
-    claimed = call(node, "wonly", "POST", "/v0/topics/authq/claim", {"node": "w"}).json()
+    refused = error_of(call(node, "wonly", "POST", "/v0/topics/authq/claim", {"node": "w"}),
+                       403, "forbidden")
+    assert "read" in refused["message"]
+    error_of(node.http("GET", "/v0/topics/authq/work?node=w", None,
+                       {**as_key("wonly"), "Accept": "text/event-stream"}), 403, "forbidden")
+    claimed = call(node, "writer", "POST", "/v0/topics/authq/claim", {"node": "w"}).json()
     assert claimed["count"] == 1 and claimed["claimed"][0]["data"] == 1
     for op, extra, done in (("extend", {"lease_ms": 5000}, "extended"), ("ack", {}, "acked"),
-                            ("nack", {}, "skipped")):
+                            ("nack", {}, "nacked")):
         reply = call(node, "wonly", "POST", f"/v0/topics/authq/{op}",
                      {"node": "w", "seqs": [1], **extra})
-        assert reply.status == 200 and reply.json()[done] == [1], (op, reply.body)
+        expected = 0 if op == "nack" else 1          # the ack before it ended the lease
+        assert reply.status == 200 and reply.json()[done] == expected, (op, reply.body)
     error_of(call(node, "app", "POST", "/v0/topics/authq/claim", {"node": "w"}), 403,
              "forbidden")                          # outside the key's prefixes
 

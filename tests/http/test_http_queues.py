@@ -50,8 +50,8 @@ def test_claim_ack_cycle(node):
     assert counters(node, "hq1") == {"ready": 0, "in_flight": 2, "dead_lettered": 0}
     acked = ok(post(node, "hq1", "ack", {"node": "w1", "seqs": [1, 7],
                                          "lease_ids": ["lease_1", ""]}))
-    assert (acked["acked"], acked["skipped"], acked["ready"], acked["in_flight"]) == \
-        ([1], [7], 0, 1)
+    assert (acked["acked"], acked["acked_seqs"], acked["skipped"], acked["ready"],
+            acked["in_flight"]) == (1, [1], [7], 0, 1)
     assert "server_total_ms" in acked["performance"]
     state = ok(node.http("GET", "/v0/topics/hq1?touch=false"))
     assert state["count"] == 1 and state["earliest_seq"] == 2
@@ -68,7 +68,7 @@ def test_fencing_and_redelivery_after_the_visibility_timeout(node):
                                            "lease_ids": [stale["lease_id"]]}))
     assert refused["skipped"] == [1]
     assert ok(post(node, "hq2", "ack", {"node": "w", "seqs": [1],
-                                        "lease_ids": [fresh["lease_id"]]}))["acked"] == [1]
+                                        "lease_ids": [fresh["lease_id"]]}))["acked"] == 1
 
 
 def test_nack_and_extend(node):
@@ -76,13 +76,15 @@ def test_nack_and_extend(node):
     append(node, "hq3", {"data": 1}, {"data": 2})
     ok(post(node, "hq3", "claim", {"node": "w", "max": 2}))
     nacked = ok(post(node, "hq3", "nack", {"node": "w", "seqs": [1], "delay_ms": 60000}))
-    assert (nacked["nacked"], nacked["ready"], nacked["in_flight"]) == ([1], 0, 1)
+    assert (nacked["nacked"], nacked["nacked_seqs"], nacked["ready"], nacked["in_flight"]) \
+        == (1, [1], 0, 1)
     assert ok(post(node, "hq3", "claim", {"node": "w"}))["count"] == 0   # delayed
     extended = ok(post(node, "hq3", "extend", {"node": "w", "seqs": [2, 1],
                                                "lease_ms": 5000}))
-    assert extended["extended"] == [2] and extended["skipped"] == [1]
+    assert (extended["extended"], extended["extended_seqs"], extended["skipped"]) == \
+        (1, [2], [1])
     assert set(extended["deadlines"]) == {"2"}
-    assert ok(post(node, "hq3", "nack", {"node": "w", "seqs": [2]}))["nacked"] == [2]
+    assert ok(post(node, "hq3", "nack", {"node": "w", "seqs": [2]}))["nacked_seqs"] == [2]
     assert [j["$seq"] for j in ok(post(node, "hq3", "claim", {"node": "x"}))["claimed"]] \
         == [2]
 

@@ -13,7 +13,7 @@ CONFIG_KEYS = {"type", "ttl_ms", "cap_records", "cap_bytes", "discard", "durable
                "dedupe_node", "lease_ms", "claim_jitter_ms", "max_deliveries", "dead_letter",
                "leases_durable"}
 LIST_ITEM_KEYS = {"topic", "head_seq", "earliest_seq", "count", "bytes", "durable",
-                  "effective_priority"}
+                  "effective_priority", "durability"}
 
 
 def error_of(reply, status: int, code: str) -> dict:

@@ -84,7 +84,7 @@ def test_jobs_arrive_leased_to_the_node(node):
         acked = ok(post(node, "wq1", "ack", {"node": "w1", "seqs": [1, 2],
                                              "lease_ids": [first["lease_id"],
                                                            second["lease_id"]]}))
-        assert acked["acked"] == [1, 2]
+        assert (acked["acked"], acked["acked_seqs"]) == (2, [1, 2])
 
 
 def test_an_append_wakes_the_stream(node):
@@ -184,7 +184,7 @@ def bearer(key: str) -> dict:
 
 
 def test_keys_tokens_caps_and_heartbeats(make_node):
-    node = make_node(env={"TOPICS_API_KEYS": "ka,kb,kr:r,kw:w,kp:rw:wp-",
+    node = make_node(env={"TOPICS_API_KEYS": "ka,kb,kr:r,kw:w,krw:rw,kp:rw:wp-",
                           "TOPICS_MAX_SSE_CONNECTIONS": "2",
                           "TOPICS_MAX_SSE_CONNECTIONS_PER_KEY": "1",
                           "TOPICS_TEST_MIN_HEARTBEAT_MS": "50"})
@@ -193,6 +193,7 @@ def test_keys_tokens_caps_and_heartbeats(make_node):
     assert refused(node, path) == (401, {"code": "unauthorized", "message": ANY})
     assert refused(node, path + "&token=nope")[1]["code"] == "unauthorized"
     assert refused(node, path, bearer("kr"))[1]["code"] == "forbidden"        # read only
+    assert refused(node, path, bearer("kw"))[1]["code"] == "forbidden"        # write only
     prefix = refused(node, path, bearer("kp"))
     assert prefix[0] == 403 and prefix[1]["detail"] == {"topic": "wq7"}
     assert refused(node, "/v0/topics/wp-absent/work?node=w", bearer("kp"))[0] == 404
@@ -211,7 +212,7 @@ def test_keys_tokens_caps_and_heartbeats(make_node):
     first.close()
     watching.close()
     wait_for(lambda: _admitted(node, path + "&token=ka"), 20, "the freed slots")
-    wait_for(lambda: _admitted(node, path + "&token=kw"), 20, "a write-only worker's stream")
+    wait_for(lambda: _admitted(node, path + "&token=krw"), 20, "a read-write worker's stream")
 
 
 def _admitted(node, path: str) -> bool:

@@ -106,7 +106,7 @@ def test_the_client_without_routing_does_what_the_routing_client_does(node):
     c.append("fwq", [{"data": 1}, {"data": 2}])
     jobs = c.claim("fwq", "worker", max=2)["claimed"]
     assert [j["data"] for j in jobs] == [1, 2]
-    assert c.ack("fwq", "worker", [j["$seq"] for j in jobs])["acked"] == [1, 2]
+    assert c.ack("fwq", "worker", [j["$seq"] for j in jobs])["acked_seqs"] == [1, 2]
     assert c.delete_topic(names[1])["deleted"] is True
     with pytest.raises(TopicsError) as err:
         c.shard_statuses()

@@ -7,6 +7,7 @@ Method: ports P for which P and P+1 were both free (bound, then released); two s
 in their own process groups; teardown stops both and checks that no process is left."""
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -42,11 +43,12 @@ def free_port_pair(taken: set[int]) -> int:
 class BareNode:
     """`topics serve` with the three variables only."""
 
-    def __init__(self, base, port: int):
+    def __init__(self, base, port: int, **extra_env):
         self.port, self.log_path = port, base / f"node-{port}.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOPICS_")}
         env.update(TOPICS_HOST="127.0.0.1", TOPICS_PORT=str(port),
                    TOPICS_DATA_DIR=str(base / f"data-{port}"))
+        env.update(extra_env)
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "supervisor.cli", "serve"],
                                          env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -129,3 +131,37 @@ def test_the_async_client_finds_the_front_from_the_http_url(start_nodes):
             await client.append("async", [{"data": 1}, {"data": 2}])
             return await client.get_topic("async")
     assert asyncio.run(use())["head_seq"] == 2
+
+
+def test_a_taken_http_port_plus_one_moves_the_front_and_publishes_it(tmp_path):
+    """TOPICS_ZMQ_PORT unset and HTTP port + 1 held by a stranger: the node binds another
+    port and says which in health, the log line and the port file; set and taken, it
+    refuses (tests/integration/test_start_refused.py)."""
+    port = free_port_pair(set())
+    with socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", port + 1))
+        stranger.listen()
+        node = BareNode(tmp_path, port, TOPICS_PORT_FILE=str(tmp_path / "ports.json"))
+        try:
+            zmq_port = node.wait_ready()["zmq_port"]
+            assert zmq_port not in (port, port + 1)
+            log = node.log_path.read_text()
+            assert f"event=zmq_port_fallback wanted={port + 1}" in log
+            assert f"event=listening zmq=tcp://127.0.0.1:{zmq_port} http_port={port}" in log
+            assert json.loads((tmp_path / "ports.json").read_text()) == {
+                "http": port, "zmq": zmq_port}
+            with Client(f"http://127.0.0.1:{port}", request_timeout_ms=5_000) as client:
+                assert client.endpoint == f"tcp://127.0.0.1:{zmq_port}"
+                assert client.append("moved", [{"data": 1}])["seqs"] == [1]
+        finally:
+            assert not alive(node.stop())
+        assert node.proc.returncode == 0
+
+
+def test_topics_host_may_carry_the_port_as_the_original_takes_it(tmp_path):
+    port = free_port_pair(set())
+    node = BareNode(tmp_path, port, TOPICS_HOST=f"127.0.0.1:{port}", TOPICS_PORT="1")
+    try:
+        assert node.wait_ready()["zmq_port"] == port + 1
+    finally:
+        assert not alive(node.stop())

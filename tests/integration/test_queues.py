@@ -30,8 +30,8 @@ def test_client_queue_methods(make_node):
     assert (claimed["count"], first["$seq"], first["lease_id"], first["data"]) == \
         (2, 1, "lease_1", {"n": 1})
     assert (first["$tag"], first["meta"], first["deliveries"]) == ("a", {"m": 1}, 1)
-    assert c.extend("jobs", "w", [2], 5000)["extended"] == [2]
-    assert c.nack("jobs", "w", [2], lease_ids=["lease_2"])["nacked"] == [2]
+    assert c.extend("jobs", "w", [2], 5000)["extended_seqs"] == [2]
+    assert c.nack("jobs", "w", [2], lease_ids=["lease_2"])["nacked_seqs"] == [2]
     assert c.ack("jobs", "w", [1, 2])["skipped"] == [2]
     assert c.get_topic("jobs")["queue"] == {"ready": 1, "in_flight": 0, "dead_lettered": 0}
 
@@ -43,7 +43,7 @@ def test_client_queue_methods(make_node):
             return await client.ack("jobs", "v", [2], [job["lease_id"]])
         finally:
             await client.close()
-    assert asyncio.run(run())["acked"] == [2]
+    assert asyncio.run(run())["acked_seqs"] == [2]
 
 
 def test_durable_leases_survive_a_kill_of_the_shard(make_node):
@@ -55,14 +55,14 @@ def test_durable_leases_survive_a_kill_of_the_shard(make_node):
         c.put_topic(name, type="queue", leases_durable=durable, durability="fsync")
         c.append(name, [{"data": n} for n in range(1, 5)])
         c.claim(name, "w", max=3, lease_ms=600_000)
-        assert c.ack(name, "w", [1])["acked"] == [1]
+        assert c.ack(name, "w", [1])["acked"] == 1
     pid = node.shard_pid(victim)
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: node.status()["shards"][victim]["pid"] not in (pid, 0)
              and node.status()["shards"][victim]["state"] == "ready", 30, "a restart")
     assert c.get_topic("dq")["queue"] == {"ready": 1, "in_flight": 2, "dead_lettered": 0}
     assert [j["$seq"] for j in c.claim("dq", "x", max=5)["claimed"]] == [4]
-    assert c.ack("dq", "w", [2, 3])["acked"] == [2, 3]      # the leases were kept
+    assert c.ack("dq", "w", [2, 3])["acked_seqs"] == [2, 3]      # the leases were kept
     assert c.get_topic(mq)["queue"] == {"ready": 3, "in_flight": 0, "dead_lettered": 0}
     assert [j["$seq"] for j in c.claim(mq, "x", max=5)["claimed"]] == [2, 3, 4]
 

@@ -71,9 +71,11 @@ def test_each_kind_needs_the_scope_of_its_http_route(msg, needs):
     assert code(KEYS[3], msg) == ("forbidden" if needs == "admin" else None)
 
 
-def test_claim_needs_write_alone_and_status_needs_nothing():
+def test_claim_needs_read_and_write_and_status_needs_nothing():
     assert code(KEYS[3], Claim("t", "n")) is None
-    assert code(KEYS[1], Claim("t", "n")) == "forbidden"
+    assert code(KEYS[1], Claim("t", "n")) == "forbidden"             # read alone
+    assert code(KEYS[2], Claim("team.q", "n")) == "forbidden"        # write alone
+    assert code(KEYS[2], Ack("team.q", "n", [1])) is None
     assert code(KEYS[1], Status()) is None
 
 

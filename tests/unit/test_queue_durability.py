@@ -44,7 +44,7 @@ def lease_frames(h) -> list:
 def test_an_acked_job_is_never_delivered_again(env, clock, durable, durability):
     h = make(env, clock, leases_durable=durable, durability=durability)
     h.call(Claim("q", "w", 3))
-    assert h.call(Ack("q", "w", [1, 3]))["acked"] == [1, 3]
+    assert h.call(Ack("q", "w", [1, 3]))["acked_seqs"] == [1, 3]
     h.restart(crash=True)
     assert h.get("q")["count"] == 3
     clock.now += 2000
@@ -63,7 +63,7 @@ def test_a_durable_lease_is_kept_until_its_deadline(env, clock):
     again = h.call(Claim("q", "x", 10))
     assert seqs(again) == [1] and again["claimed"][0][6] == 2   # deliveries survived
     assert again["claimed"][0][1] not in ("lease_1", "lease_2")  # ids never reused
-    assert h.call(Ack("q", "w", [2], [lease]))["acked"] == [2]   # the fence still holds
+    assert h.call(Ack("q", "w", [2], [lease]))["acked_seqs"] == [2]   # the fence still holds
     h.crash()
 
 
@@ -115,7 +115,7 @@ def test_a_failed_ack_keeps_the_job_even_with_memory_only_leases(env, clock):
     h.fs.fail("write_at")
     assert h.batch(Ack("q", "w", [1]))[0].code.wire == "internal"
     assert h.get("q")["count"] == 5
-    assert h.call(Ack("q", "w", [1]))["acked"] == [1]
+    assert h.call(Ack("q", "w", [1]))["acked_seqs"] == [1]
     h.crash()
 
 
@@ -146,7 +146,7 @@ def test_queue_state_survives_a_checkpoint_that_drops_the_lease_frames(env, cloc
         {"ready": 3, "in_flight": 0, "dead_lettered": 2}
     assert h.get("q")["queue"] == expected
     assert [r[0] for r in h.records("q")] == [4, 5, 6]
-    assert h.call(Ack("q", "w", [4, 5]))["acked"] == ([4, 5] if durable else [])
+    assert h.call(Ack("q", "w", [4, 5]))["acked_seqs"] == ([4, 5] if durable else [])
     h.crash()
 
 

@@ -96,7 +96,7 @@ def test_expired_lease_is_redelivered_lowest_first(q, clock):
 def test_lease_at_its_deadline_is_still_held(q, clock):
     claim(q)
     clock.now += 1000
-    assert q.call(Ack("q", "w1", [1]))["acked"] == [1]
+    assert q.call(Ack("q", "w1", [1]))["acked_seqs"] == [1]
 
 
 # --- ack, nack, extend ------------------------------------------------------------------------
@@ -104,7 +104,7 @@ def test_lease_at_its_deadline_is_still_held(q, clock):
 def test_ack_deletes_the_job_silently(q):
     claim(q, max=2)
     reply = q.call(Ack("q", "w1", [1, 2, 9]))
-    assert (reply["acked"], reply["skipped"]) == ([1, 2], [9])
+    assert (reply["acked"], reply["acked_seqs"], reply["skipped"]) == (2, [1, 2], [9])
     assert (reply["ready"], reply["in_flight"]) == (3, 0)
     info = q.get("q")
     assert info["count"] == 3 and info["earliest_seq"] == 3 and info["head_seq"] == 5
@@ -119,25 +119,26 @@ def test_only_the_holder_may_ack_and_a_stale_lease_is_fenced(q, clock):
     clock.now += 1001
     second = claim(q)["claimed"][0][1]                        # same node, new lease
     assert q.call(Ack("q", "w1", [1], [first]))["skipped"] == [1]
-    assert q.call(Ack("q", "w1", [1], [second]))["acked"] == [1]
+    assert q.call(Ack("q", "w1", [1], [second]))["acked_seqs"] == [1]
 
 
 def test_empty_lease_id_means_no_fence(q):
     claim(q, max=2)
-    assert q.call(Ack("q", "w1", [1, 2], ["", "lease_2"]))["acked"] == [1, 2]
+    assert q.call(Ack("q", "w1", [1, 2], ["", "lease_2"]))["acked_seqs"] == [1, 2]
 
 
 def test_nack_now_and_with_delay(q, clock):
     claim(q, max=2)
     reply = q.call(Nack("q", "w1", [1, 2], delay_ms=500))
-    assert reply["nacked"] == [1, 2] and (reply["ready"], reply["in_flight"]) == (3, 0)
+    assert (reply["nacked"], reply["nacked_seqs"]) == (2, [1, 2])
+    assert (reply["ready"], reply["in_flight"]) == (3, 0)
     assert seqs(claim(q, max=5)) == [3, 4, 5]
     clock.now += 499
     assert claim(q)["count"] == 0
     clock.now += 1
     again = claim(q, max=5)
     assert seqs(again) == [1, 2] and [j[6] for j in again["claimed"]] == [2, 2]
-    assert q.call(Nack("q", "w1", [1]))["nacked"] == [1]
+    assert q.call(Nack("q", "w1", [1]))["nacked_seqs"] == [1]
     assert seqs(claim(q)) == [1]
 
 
@@ -145,12 +146,12 @@ def test_extend_sets_the_deadline(q, clock):
     claim(q, max=2)
     clock.now += 900
     reply = q.call(Extend("q", "w1", [1, 3], 5000))
-    assert reply["extended"] == [1] and reply["skipped"] == [3]
+    assert (reply["extended"], reply["extended_seqs"], reply["skipped"]) == (1, [1], [3])
     assert reply["deadlines"] == {"1": clock.now + 5000}
     clock.now += 200                    # seq 2 expired, seq 1 extended
     assert q.call(Extend("q", "w1", [2], 5000))["skipped"] == [2]
     assert queue(q)["in_flight"] == 1
-    assert q.call(Ack("q", "w1", [1]))["acked"] == [1]
+    assert q.call(Ack("q", "w1", [1]))["acked_seqs"] == [1]
 
 
 # --- dead letters ------------------------------------------------------------------------------
@@ -431,7 +432,7 @@ def test_a_job_acked_in_a_batch_is_not_claimed_in_the_same_batch(env, clock):
     h.restart()
     acked, again = h.batch(Ack("q", "a", [j[0] for j in held], [j[1] for j in held]),
                            Claim("q", "b", 5))
-    assert acked["acked"] == [1, 2]
+    assert acked["acked_seqs"] == [1, 2]
     assert seqs(again) == []
     assert queue(h) == {"ready": 0, "in_flight": 0, "dead_lettered": 0}
     h.crash()

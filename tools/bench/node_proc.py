@@ -52,6 +52,7 @@ class NodeProcess:
         self.tmp = ""
         self.proc: subprocess.Popen | None = None
         self.endpoint = ""
+        self.ports: dict = {}          # {"http": port, "zmq": port} once started
         self.client: Client | None = None
         self._log_handle = None
 
@@ -87,7 +88,7 @@ class NodeProcess:
                                      stdin=subprocess.DEVNULL, stdout=self._log_handle,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + START_DEADLINE_S
-        ports = self._wait_port_file(deadline)
+        self.ports = ports = self._wait_port_file(deadline)
         self.endpoint = f"tcp://127.0.0.1:{ports['zmq']}"
         self.client = Client(self.endpoint, request_timeout_ms=2_000, retry_deadline_ms=10_000)
         self._wait_ready(deadline)
@@ -125,7 +126,7 @@ class NodeProcess:
             self.client = None
         if self.proc is not None:
             began = time.monotonic()
-            _stop_group(self.proc)
+            stop_group(self.proc)
             log.info("node pid %d stopped (exit %s) in %.1f s", self.proc.pid,
                      self.proc.returncode, time.monotonic() - began)
             self.proc = None
@@ -178,7 +179,7 @@ class NodeProcess:
         return [line for line in lines if " WARNING " in line or " ERROR " in line][:limit]
 
 
-def _stop_group(proc: subprocess.Popen) -> None:
+def stop_group(proc: subprocess.Popen) -> None:
     pgid = proc.pid   # start_new_session=True: the node leads its own process group
     _signal_group(pgid, signal.SIGTERM)
     try:

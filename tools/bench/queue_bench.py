@@ -73,7 +73,7 @@ async def _topics_worker(client, queue: str, name: str, batch: int, sink: dict) 
         reply = await client.ack(queue, name, [j["$seq"] for j in jobs],
                                  [j["lease_id"] for j in jobs])
         sink["latencies"].append(time.monotonic() - t0)
-        sink["acked"] += len(reply["acked"])
+        sink["acked"] += reply["acked"]
         sink["skipped"] += len(reply["skipped"])
 
 

@@ -16,7 +16,7 @@ the whole benchmark:
 5. (b) R times: SIGKILL, start again (checkpoints disabled), time to ready: snapshot + tail;
    memory after the last of these restarts.
 
-Prints a markdown report (see docs/BENCHMARKS.md, "Recovery and memory"); progress goes to
+Prints a markdown report (see docs/BENCHMARKS_HISTORY.md, "Recovery and memory"); progress goes to
 stderr. Every node is killed by process group in `finally`, and the temp dir removed.
 """
 

@@ -1,5 +1,5 @@
 """Spark bench: batch read of 1M records through the `topics` source, beside Spark's own
-ceiling for the same schema, and batch write throughput (docs/BENCHMARKS.md, "Spark").
+ceiling for the same schema, and batch write throughput (docs/BENCHMARKS_HISTORY.md, "Spark").
 
     python tools/bench/spark_bench.py            # --records 1000000 --runs 3
 

@@ -44,7 +44,7 @@ LINGER_MS_MAX = 1_000
 LINGER_AUTO = "auto"                    # linger_ms for the adaptive linger
 # The adaptive linger's bound: a batch waiting this long for a slow request in flight goes
 # anyway (a round trip at the benchmark's 50 producers took 1-1.5 ms at its p50, under 8 ms
-# at its p99; docs/BENCHMARKS.md "Issue 18: adaptive linger").
+# at its p99; docs/BENCHMARKS_HISTORY.md "Issue 18: adaptive linger").
 AUTO_LINGER_MS = 5.0
 IN_FLIGHT_MAX_DEFAULT = 1               # requests of one topic and key in flight, adaptive
 IN_FLIGHT_LIMIT = 4

@@ -3,8 +3,8 @@
 The socket is a plain ZeroMQ socket that the event loop reads through its own reader on the
 socket's file descriptor, not a zmq.asyncio socket. That wrapper spends a future, a
 callback and several flag conversions on every send and every receive, more CPU than
-building and encoding the request (docs/BENCHMARKS.md, "The client's call and the
-gateway's loop"). ZeroMQ's descriptor is edge-triggered: it says that the socket's state
+building and encoding the request (docs/BENCHMARKS_HISTORY.md, "The client's call
+and the gateway's loop"). ZeroMQ's descriptor is edge-triggered: it says that the socket's state
 may have changed, and any call on the socket, a send included, can take that signal. So a
 drain reads until the socket reports nothing more, and a send asks for one more drain on
 the loop's next pass.

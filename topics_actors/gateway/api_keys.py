@@ -87,9 +87,13 @@ class KeyRing:
         return key
 
 
-def check_scope(key: ApiKey | None, scope: str) -> None:
-    if key is not None and scope not in key.scopes:
-        raise forbidden(f"this key lacks the {scope} scope")
+def check_scope(key: ApiKey | None, scope: str | tuple[str, ...]) -> None:
+    """403 unless `key` holds `scope` (every one of them, for a tuple); None: no keys."""
+    if key is None:
+        return
+    for needed in (scope,) if isinstance(scope, str) else scope:
+        if needed not in key.scopes:
+            raise forbidden(f"this key lacks the {needed} scope")
 
 
 def check_name(key: ApiKey | None, name: str) -> None:

@@ -35,7 +35,7 @@ def new_loop() -> asyncio.AbstractEventLoop:
     """uvloop's loop where it is installed (a dependency on Linux), else asyncio's. granian
     hands every request and every response to the loop from its own threads with
     call_soon_threadsafe; asyncio writes a byte to its wake-up socket on each call, uvloop
-    only when the loop is not already awake (docs/BENCHMARKS.md, "The client's call and
+    only when the loop is not already awake (docs/BENCHMARKS_HISTORY.md, "The client's call
     the gateway's loop")."""
     try:
         import uvloop

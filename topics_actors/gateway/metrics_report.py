@@ -17,6 +17,7 @@ from topics_actors.gateway.engine_link import Census
 from topics_actors.gateway.quarantine_api import Survey
 from topics_actors.gateway.replication_report import Replication
 from topics_actors.gateway.request_stats import BOUNDS_US, RouteFigures
+from topics_actors.shard.shard_stats import FSYNC_BOUNDS_US, FSYNC_BUCKET_KEYS
 
 PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 _STREAM_GAUGES = {"sse_connections": "open SSE streams (watch, work) and WebSockets on the node",
@@ -145,14 +146,42 @@ def metrics_text(m: MetricsInput) -> bytes:
               "each shard started", "# TYPE topics_recovery_quarantines_total counter",
               f"topics_recovery_quarantines_total {m.quarantine.total}"]
     _gauge(lines, "topics_uptime_ms", m.uptime_ms, "milliseconds since the node started")
-    for key, value in sorted(m.wal.items()):
-        name = f"topics_wal_{key}_total"
-        lines += [f"# HELP {name} shard {key} since each shard started",
-                  f"# TYPE {name} counter", f"{name} {value}"]
+    _wal_series(lines, m.wal)
     if m.replication.enabled:
         _replication_series(lines, m.replication)
     _http_series(lines, m.http)
     return ("\n".join(lines) + "\n").encode()
+
+
+# The original's WAL series where its name differs from ours: (its name, our statistic).
+# It counts a frame per record; this engine writes a batch as one frame, so its records
+# stand for the original's frames (docs/HTTP.md 11).
+_ORIGINAL_WAL_NAMES = (("frames", "records"), ("fsyncs", "syncs"),
+                       ("submit_full", "throttled"))
+
+
+def _wal_series(lines: list[str], wal: dict) -> None:
+    """Our `topics_wal_<statistic>_total` counters, the original's names beside them, and
+    the fdatasync latency histogram (`topics_wal_fsync_latency_us`, its buckets)."""
+    histogram = set(FSYNC_BUCKET_KEYS) | {"fsync_us_sum"}
+    for key, value in sorted(wal.items()):
+        if key not in histogram:
+            name = f"topics_wal_{key}_total"
+            lines += [f"# HELP {name} shard {key} since each shard started",
+                      f"# TYPE {name} counter", f"{name} {value}"]
+    if not wal:
+        return
+    for theirs, ours in _ORIGINAL_WAL_NAMES:
+        name = f"topics_wal_{theirs}_total"
+        lines += [f"# HELP {name} the original's name of topics_wal_{ours}_total",
+                  f"# TYPE {name} counter", f"{name} {wal.get(ours, 0)}"]
+    name = "topics_wal_fsync_latency_us"
+    counts = list(itertools.accumulate(wal.get(k, 0) for k in FSYNC_BUCKET_KEYS))
+    lines += [f"# HELP {name} WAL fdatasync latency (microseconds)",
+              f"# TYPE {name} histogram"]
+    lines += [f'{name}_bucket{{le="{le}"}} {n}'
+              for le, n in zip([*map(str, FSYNC_BOUNDS_US), "+Inf"], counts)]
+    lines += [f"{name}_sum {wal.get('fsync_us_sum', 0)}", f"{name}_count {counts[-1]}"]
 
 
 def _replication_series(lines: list[str], r: Replication) -> None:

@@ -4,10 +4,10 @@ and extend.
 The gateway only reads the body (a missing or mistyped field is 400 at parse, before the
 shard is asked); the contract's checks and their order (node, batch size, lease ids, then
 topic_not_found / not_a_queue; for a claim the topic first, then the node) are the shard's
-(shard/queue_ops.py), so ZeroMQ clients get the same answers. Every queue route needs the
-write scope only: a worker's key takes, acks and releases jobs without being a reader of
-the topic (the reference asks read + write for a claim; we chose the narrower key). Claimed
-jobs are rendered with their stored payload spliced, never re-parsed.
+(shard/queue_ops.py), so ZeroMQ clients get the same answers, the reference's counts
+(`acked`, `nacked`, `extended`) beside our seq lists. The scopes are the route table's
+(a claim needs read and write). Claimed jobs are rendered with their stored payload
+spliced, never re-parsed.
 """
 
 from __future__ import annotations

@@ -13,12 +13,15 @@ from topics_actors.errors import ErrorCode, TopicsError
 READ, WRITE, DELETE, ADMIN = "read", "write", "delete", "admin"
 PROBE = "probe"       # health and readiness: open unless TOPICS_PROBE_AUTH
 SESSION = "session"   # a watch stream or WebSocket: its handler checks the key (spec/api.md 7)
+# A queue claim leases jobs (a write) and hands their records out (a read): it needs both,
+# as in the reference's auth.rs; so does the `/work` stream, which claims.
+READ_WRITE = (READ, WRITE)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Route:
     handler: str                  # name of the GatewayCore method that answers
-    scope: str                    # READ | WRITE | DELETE | ADMIN | PROBE | SESSION
+    scope: str | tuple[str, ...]  # READ | WRITE | DELETE | ADMIN | READ_WRITE | PROBE | SESSION
     topic: str | None = None      # the topic (or router) path segment, when there is one
     wid: str | None = None        # the watch session of /v0/watch/:wid
 
@@ -49,13 +52,13 @@ _TOPIC = {"PUT": ("put_topic", ADMIN), "GET": ("get_topic", READ),
 _TOPIC_SUB = {
     "diff": {"POST": ("diff", READ)},
     "delete": {"POST": ("delete_records", DELETE)},
-    # Queues (spec/api.md 8). A claim needs read too: gateway/queue_api.py checks it.
-    "claim": {"POST": ("claim", WRITE)},
+    # Queues (spec/api.md 8).
+    "claim": {"POST": ("claim", READ_WRITE)},
     "ack": {"POST": ("ack", WRITE)},
     "nack": {"POST": ("nack", WRITE)},
     "extend": {"POST": ("extend", WRITE)},
-    # The queue's SSE stream; read too (gateway_core), and `?token=` stands for the header.
-    "work": {"GET": ("work_stream", WRITE)},
+    # The queue's SSE stream; `?token=` stands for the header.
+    "work": {"GET": ("work_stream", READ_WRITE)},
 }
 # Sub-paths of the full API that this build does not serve: they answer 404 after the
 # write-scope check every unknown sub-path gets. (None now: `work` is served.)

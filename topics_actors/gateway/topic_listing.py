@@ -15,8 +15,9 @@ from topics_actors.gateway.api_keys import ApiKey
 from topics_actors.gateway.request_body import query_bool, query_int
 from topics_actors.limits import LIST_PAGE_SIZE_DEFAULT, LIST_PAGE_SIZE_MAX, clamp
 
+# `durability` is this build's addition to the reference's item (docs/HTTP.md 8.3)
 _ITEM_KEYS = ("topic", "head_seq", "earliest_seq", "count", "bytes", "durable",
-              "effective_priority")
+              "effective_priority", "durability")
 
 
 def narrowed_prefixes(requested: str, allowed: tuple[bytes, ...]) -> list[str]:

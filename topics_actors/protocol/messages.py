@@ -306,7 +306,8 @@ class Ack(Message):
 
     seqs: at most 1000 (else batch_too_large, detail {seqs, max}); lease_ids: empty, or as
     many "lease_<hex>" (or "") as seqs. Field checks precede topic_not_found / not_a_queue.
-    Reply: {topic, acked, skipped, ready, in_flight, performance}.
+    Reply: {topic, acked: count, acked_seqs: [seq], skipped: [seq], ready, in_flight,
+    performance}.
     """
     KIND = "ack"
     topic: str
@@ -319,7 +320,8 @@ class Ack(Message):
 class Nack(Message):
     """client -> shard. Give held jobs `seqs` back: claimable now, or after `delay_ms`
     (at most 86400000); their delivery counts stay. Checks as for ack.
-    Reply: {topic, nacked, skipped, ready, in_flight, performance}.
+    Reply: {topic, nacked: count, nacked_seqs: [seq], skipped: [seq], ready, in_flight,
+    performance}.
     """
     KIND = "nack"
     topic: str
@@ -333,7 +335,8 @@ class Nack(Message):
 class Extend(Message):
     """client -> shard. Set the deadline of held jobs `seqs` to now + lease_ms (clamped to
     [100, 86400000]); expired leases are skipped. Checks as for ack.
-    Reply: {topic, extended, skipped, deadlines: {"<seq>": deadline ms}, performance}.
+    Reply: {topic, extended: count, extended_seqs: [seq], skipped: [seq],
+    deadlines: {"<seq>": deadline ms}, performance}.
     """
     KIND = "extend"
     topic: str

@@ -20,7 +20,8 @@ from topics_actors.supervisor_link import SupervisorLink
 
 def serve(options: ReclaimerOptions, ctx: zmq.Context, link: SupervisorLink | None) -> None:
     upkeep = SegmentUpkeep(RealFs(), Tiers(options.data_dir, options.cold_dir),
-                           SegmentLock(options.data_dir), options.hot_retain_segments)
+                           SegmentLock(options.data_dir), options.hot_retain_segments,
+                           options.hot_retain_bytes)
     serve_through_front(options.front, ctx, link, lambda client, link: ReclaimerServer(
         client, options.reclaim_interval_ms, link, upkeep))
 

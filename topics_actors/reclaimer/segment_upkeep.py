@@ -3,7 +3,8 @@
 Each pass, holding the segment lock (so no checkpoint is between creating a file and listing
 it): unlink segment files no kept snapshot lists, in both tiers (segment_sweep). Then, when
 `TOPICS_COLD_DIR` is set, move every topic's sealed segments older than its newest
-`hot_retain_segments` to the cold tier:
+`hot_retain_segments` to the cold tier, and with `hot_retain_bytes` also those older than
+the newest that fit in that many bytes (the stricter bound wins, cold_count):
 
 1. copy .data and .idx to the cold tier without the lock (tmp, fsync, rename, fsync dir):
    sealed files change only by del-byte flips, which the compactor makes under the lock;
@@ -35,12 +36,28 @@ COPY_CHUNK_BYTES = 1 << 20
 LOCK_WAIT_S = 120.0      # a checkpoint of a large backlog holds the lock for seconds
 
 
+def cold_count(data_lens: list[int], retain_segments: int, retain_bytes: int) -> int:
+    """How many of a topic's sealed segments (oldest first, by their .data bytes) belong in
+    the cold tier: all but the newest `retain_segments`, and, when `retain_bytes` > 0, all
+    but the newest whose bytes together fit in it (the original's rule)."""
+    cold = max(0, len(data_lens) - retain_segments)
+    if retain_bytes > 0:
+        kept, fit = 0, len(data_lens)
+        while fit > 0 and kept + data_lens[fit - 1] <= retain_bytes:
+            kept += data_lens[fit - 1]
+            fit -= 1
+        cold = max(cold, fit)
+    return cold
+
+
 class SegmentUpkeep:
-    def __init__(self, fs: Fs, tiers: Tiers, lock: SegmentLock, hot_retain_segments: int):
+    def __init__(self, fs: Fs, tiers: Tiers, lock: SegmentLock, hot_retain_segments: int,
+                 hot_retain_bytes: int = 0):
         self.fs = fs
         self.tiers = tiers
         self.lock = lock
         self.hot_retain_segments = hot_retain_segments
+        self.hot_retain_bytes = hot_retain_bytes
         self.settled_ids: list[int] | None = None   # snapshots on disk at the last full pass
 
     def run(self, tick: Callable[[], None] = lambda: None) -> dict:
@@ -89,7 +106,8 @@ class SegmentUpkeep:
         out = []
         for entry in newest["topics"]:
             sealed = entry["segments"][:-1] if entry["open"] else entry["segments"]
-            old = sealed[:max(0, len(sealed) - self.hot_retain_segments)]
+            old = sealed[:cold_count([s[2] for s in sealed], self.hot_retain_segments,
+                                     self.hot_retain_bytes)]
             hot_dir = topic_dir(self.tiers.data_dir, entry["dir"])
             out += [(hot_dir, first, count) for first, count, _ in old
                     if self.fs.exists(idx_path(hot_dir, first))]

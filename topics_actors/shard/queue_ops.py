@@ -259,8 +259,7 @@ class QueueOps:
         def answer(info: CommitInfo) -> dict:
             delete_rules.delete_seqs(topic, self.reader.read, acked, TopicState.delete_one)
             state.left(acked)
-            return {"topic": topic.name, "acked": acked, "skipped": skipped,
-                    **_ready_in_flight(self._counters(topic))}
+            return self._holder_reply(topic, "acked", acked, skipped)
         return writes, answer
 
     def _ack_replicated(self, msg: Ack, topic: TopicState, state: QueueState) -> Staged:
@@ -272,8 +271,7 @@ class QueueOps:
                                        logged=False)
 
         def reply(_info: CommitInfo | None = None) -> dict:
-            return {"topic": topic.name, "acked": acked, "skipped": skipped,
-                    **_ready_in_flight(self._counters(topic))}
+            return self._holder_reply(topic, "acked", acked, skipped)
         if not acked:
             return read_op(reply)
         return self.replication.log_queue_op(topic, ["seqs", acked], reply)
@@ -291,9 +289,8 @@ class QueueOps:
             return Lease(lease.node, lease.lease_id, ready_at)
         nacked, skipped, writes = self._held(msg, topic, state, RELEASED, release,
                                              events=events)
-        return self._logged(topic, events, writes, lambda info: {
-            "topic": topic.name, "nacked": nacked, "skipped": skipped,
-            **_ready_in_flight(self._counters(topic))})
+        return self._logged(topic, events, writes,
+                            lambda info: self._holder_reply(topic, "nacked", nacked, skipped))
 
     def extend(self, msg: Extend) -> Staged:
         self.stager.throttle()
@@ -308,8 +305,16 @@ class QueueOps:
         extended, skipped, writes = self._held(msg, topic, state, EXTENDED, extend,
                                                events=events)
         return self._logged(topic, events, writes, lambda info: {
-            "topic": topic.name, "extended": extended, "skipped": skipped,
-            "deadlines": {str(seq): deadline for seq in extended}})
+            "topic": topic.name, "extended": len(extended), "extended_seqs": extended,
+            "skipped": skipped, "deadlines": {str(seq): deadline for seq in extended}})
+
+    def _holder_reply(self, topic: TopicState, done: str, seqs: list[int],
+                      skipped: list[int]) -> dict:
+        """An ack's or nack's reply: the reference's count under `acked`/`nacked` (its
+        src/types.rs), the seqs themselves under `acked_seqs`/`nacked_seqs`."""
+        queue = self._counters(topic)
+        return {"topic": topic.name, done: len(seqs), done + "_seqs": seqs,
+                "skipped": skipped, "ready": queue["ready"], "in_flight": queue["in_flight"]}
 
     def held(self, msg: Held) -> Staged:
         """Which of `seqs` `node` still holds (a `/work` stream's live leases): a read,
@@ -319,10 +324,6 @@ class QueueOps:
         return read_op(lambda info: {
             "topic": topic.name,
             "held": [seq for seq, fence in zip(seqs, fences) if state.held(seq, node, fence)]})
-
-
-def _ready_in_flight(queue: dict) -> dict:
-    return {"ready": queue["ready"], "in_flight": queue["in_flight"]}
 
 
 def _unclaim(state: QueueState, claimed: list, undo_moves) -> None:

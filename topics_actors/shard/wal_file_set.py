@@ -86,9 +86,13 @@ class WalFileSet:
             except OSError:
                 writer.undo(offset, len(buf))
                 raise
-            info.fsync_ms = (time.perf_counter_ns() - t1) / 1e6
+            synced_ns = time.perf_counter_ns() - t1
+            info.fsync_ms = synced_ns / 1e6
             self.stats.syncs += 1
+            self.stats.observe_fsync(synced_ns)
         self.stats.batches += 1
+        self.stats.bytes_written += len(buf)
+        self.stats.rotations += idx != before[0]
 
     def ms_until_flush(self, interval_ms: int) -> float | None:
         """How long until an unsynced tail is due for its flush; None when all is synced."""
@@ -106,8 +110,10 @@ class WalFileSet:
         if (time.monotonic_ns() - writer.dirty_since_ns) / 1e6 < interval_ms:
             return False
         try:
+            t0 = time.perf_counter_ns()
             writer.sync()
             self.stats.syncs += 1
+            self.stats.observe_fsync(time.perf_counter_ns() - t0)
         except OSError as exc:
             log.error("event=background_sync_failed shard=%d error=%r", self.shard, exc)
             writer.latched = f"background fdatasync failed: {exc}"

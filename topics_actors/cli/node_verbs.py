@@ -1,0 +1,87 @@
+"""The node verbs of `topics`: `cluster` (nodes, controller, leaders, ISR, lag) and
+`quarantine` (topics recovery set aside, and their repair)."""
+
+from __future__ import annotations
+
+import click
+
+from topics_actors.cli.exit_code import ExitCode
+from topics_actors.cli.output import (api_of, fail, json_option, print_json, print_table,
+                                      verb)
+from topics_actors.cli.http_api import ApiError
+
+
+def follower_lags(topic: dict) -> str:
+    followers = topic.get("followers") or {}
+    return " ".join(f"{node}:{f.get('lag')}" for node, f in sorted(followers.items())) or "-"
+
+
+@click.command("cluster")
+@json_option
+@click.pass_context
+@verb
+def cluster(ctx, as_json) -> int:
+    """The cluster as this node sees it: nodes, controller, topic leaders, ISR and lag."""
+    api = api_of(ctx)
+    try:
+        doc = api.request("GET", api.path("v0", "cluster"))
+    except ApiError as error:
+        if error.status == 404:
+            return fail("this node is not in a cluster (started without TOPICS_ZK)",
+                        ExitCode.NOT_FOUND)
+        raise
+    if as_json:
+        print_json(doc)
+        return ExitCode.OK
+    click.echo(f"node {doc.get('node_id')}, controller {doc.get('controller')}, "
+               f"session {doc.get('session')}")
+    nodes = doc.get("nodes") or {}
+    print_table(["node", "advertise", "http", "zmq", "quarantined"],
+                [[name, n.get("advertise"), n.get("http_port"), n.get("zmq_port"),
+                  n.get("quarantined")] for name, n in sorted(nodes.items())],
+                title="nodes")
+    topics = doc.get("topics") or {}
+    print_table(["topic", "leader", "epoch", "isr", "replicas", "lag"],
+                [[name, t.get("leader"), t.get("leader_epoch"), ",".join(t.get("isr") or []),
+                  ",".join(t.get("replicas") or []), follower_lags(t)]
+                 for name, t in sorted(topics.items())], title="topics")
+    return ExitCode.OK
+
+
+@click.group("quarantine", invoke_without_command=True)
+@json_option
+@click.pass_context
+@verb
+def quarantine(ctx, as_json) -> int:
+    """Topics that recovery set aside (damaged history), and what a repair would lose."""
+    if ctx.invoked_subcommand is not None:
+        return ExitCode.OK
+    api = api_of(ctx)
+    doc = api.request("GET", api.path("v0", "quarantine"))
+    if as_json:
+        print_json(doc)
+        return ExitCode.OK
+    rows = [[q.get("topic"), q.get("shard"), q.get("reason"), q.get("first_bad_seq"),
+             q.get("repairable"), (q.get("would_lose") or {}).get("records")]
+            for q in doc.get("quarantined", [])]
+    print_table(["topic", "shard", "reason", "first bad seq", "repairable", "would lose"],
+                rows, right=("shard", "first bad seq", "would lose"))
+    click.echo(f"policy {doc.get('recovery_policy')}, {len(rows)} quarantined")
+    return ExitCode.OK
+
+
+@quarantine.command("repair")
+@click.argument("topic")
+@json_option
+@click.pass_context
+@verb
+def repair(ctx, topic, as_json) -> int:
+    """Cut TOPIC's history at its first bad record and serve it again."""
+    api = api_of(ctx)
+    reply = api.request("POST", api.path("v0", "quarantine", topic, "repair"))
+    if as_json:
+        print_json(reply)
+    else:
+        click.echo(f"repaired {topic}: {reply.get('lost_records')} records lost from seq "
+                   f"{reply.get('first_bad_seq')}")
+    return ExitCode.OK
