@@ -135,6 +135,16 @@ def quarantined(name: str, reason: str) -> TopicsError:
                        ErrorCode.QUARANTINED, {"topic": name, "reason": reason})
 
 
+def cap_reached(limit: str, maximum: int) -> TopicsError:
+    """A node-wide cap (TOPICS_MAX_TOPICS, TOPICS_MAX_ROUTERS) is reached: 429 naming it."""
+    return TopicsError(f"the node's {limit} cap ({maximum}) is reached", ErrorCode.THROTTLED,
+                       {"limit": limit, "max": maximum})
+
+
+def shutting_down() -> TopicsError:
+    return TopicsError("the gateway is shutting down", ErrorCode.SHUTTING_DOWN)
+
+
 def topic_not_found(name: str) -> TopicsError:
     return TopicsError(f"topic {name!r} not found", ErrorCode.TOPIC_NOT_FOUND, {"topic": name})
 
