@@ -129,7 +129,7 @@ def diff_request(stager: BatchStager, registry: TopicRegistry, reader: RecordRea
     """The shard's handler of `diff`: a read after the turn's commit; a caught-up empty
     page with `wait_ms` parks until the topic publishes (long_poll.py)."""
     validate_diff(msg)
-    retention.stage_unless_busy(stager, reader, registry.get(msg.topic))
+    retention.plan_unless_busy(stager, reader, registry.get(msg.topic))
 
     def now() -> dict:
         topic = registry.get(msg.topic)

@@ -38,7 +38,7 @@ from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, re
 from topics_actors.shard.claim_windows import (
     PASS_GRACE_MS, ClaimPass, ClaimWindows, Member,
 )
-from topics_actors.shard.dead_letter_moves import DeadLetterMoves, stage_lease_frame
+from topics_actors.shard.dead_letter_moves import DeadLetterMoves, log_lease
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
@@ -177,7 +177,7 @@ class QueueOps:
         jobs past max_deliveries are moved instead. Returns (writes, the function giving
         each member's reply after the commit); the claims' lease events go to `events`."""
         config, now = topic.config, self.stager.clock()
-        retention.stage(self.stager, self.reader, topic)
+        retention.plan(self.stager, self.reader, topic)
         state.cursor = max(state.cursor, topic.earliest_seq())
         state.prune(topic.count, known_jobs(topic))
         deadlines = [now + _clamp_lease(config.lease_ms if m.lease_ms is None else m.lease_ms)
@@ -201,9 +201,9 @@ class QueueOps:
         durable = config.logged and config.leases_durable
         if durable:
             for seq, lease in claimed:
-                stage_lease_frame(self.stager, topic, seq, CLAIMED, lease, state.deliveries[seq],
+                log_lease(self.stager, topic, seq, CLAIMED, lease, state.deliveries[seq],
                                   events)
-        staged, undo_moves, publish_moves = self.moves.stage(topic, state, moving)
+        staged, undo_moves, publish_moves = self.moves.move(topic, state, moving)
         writes = staged or (durable and bool(claimed))
         if writes:
             self.stager.batch.undo_fns.append(lambda: _unclaim(state, claimed, undo_moves))
@@ -241,7 +241,7 @@ class QueueOps:
             frame_lease = change(seq, lease)
             done.append(seq)
             if log:
-                stage_lease_frame(self.stager, topic, seq, event, frame_lease, undo[-1][2],
+                log_lease(self.stager, topic, seq, event, frame_lease, undo[-1][2],
                                   events)
         if undo:
             self.stager.batch.undo_fns.append(lambda: _restore(state, undo))

@@ -117,7 +117,7 @@ def scan_request(stager: BatchStager, registry: TopicRegistry, reader: RecordRea
                  msg: Scan) -> Staged:
     """The shard's handler of `scan`: a read, answered after the turn's commit."""
     validate_scan(msg)
-    retention.stage_unless_busy(stager, reader, registry.get(msg.topic))
+    retention.plan_unless_busy(stager, reader, registry.get(msg.topic))
 
     def answer(_info) -> dict:
         topic = registry.get(msg.topic)

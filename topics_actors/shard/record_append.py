@@ -26,7 +26,7 @@ from topics_actors.shard.batch_stager import (
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.shard_stats import ShardStats
-from topics_actors.shard.topic_admin import stage_create
+from topics_actors.shard.topic_admin import create_topic
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage import frame_body
 from topics_actors.storage.file_table import make_loc
@@ -54,10 +54,10 @@ class RecordAppend:
             config.auto_create if config is not None else True)
         if not may_create:
             raise topic_not_found(msg.topic)
-        return stage_create(self.stager, self.registry, msg.topic,
+        return create_topic(self.stager, self.registry, msg.topic,
                             config or TopicConfig()), True
 
-    def stage(self, msg: Append) -> Staged:
+    def append(self, msg: Append) -> Staged:
         stager = self.stager
         stager.throttle()
         records = stage_batch(msg.records, msg.node)
@@ -93,14 +93,14 @@ class RecordAppend:
         """Capacity and quota checks (raise, nothing staged), then the frames: (first seq,
         frame offsets)."""
         if not created:
-            retention.stage(self.stager, self.reader, topic)
+            retention.plan(self.stager, self.reader, topic)
             retention.admit(self.stager, self.reader, topic, records)
         if self.quota.max_total_bytes:
             self.quota.admit(payload_total(records), self.registry.live_bytes)
         first = topic.next_seq
-        return first, self._stage_records(topic, records, first, now, key)
+        return first, self._frame_records(topic, records, first, now, key)
 
-    def stage_copies(self, topic: TopicState, records: list[StagedRecord]
+    def append_copies(self, topic: TopicState, records: list[StagedRecord]
                      ) -> Callable[[CommitInfo], None]:
         """Stage records built by the shard itself (a router's copies, shard/router_book.py)
         into an existing topic, admitted like an append; returns their publish."""
@@ -109,7 +109,7 @@ class RecordAppend:
         first, offsets = self._admit(topic, records, False, now, None)
         return lambda info: self._publish(topic, records, first, offsets, info, now)
 
-    def _stage_records(self, topic: TopicState, records: list[StagedRecord], first: int,
+    def _frame_records(self, topic: TopicState, records: list[StagedRecord], first: int,
                        now: int, key: str | None) -> Offsets | None:
         """Encode the records' frames (logged classes; None for the others): where they are
         in the batch (batch_stager.encode_staged)."""

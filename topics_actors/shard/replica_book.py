@@ -187,7 +187,7 @@ class ReplicaBook:
         self.roles.pop(role.topic, None)
         topic = self.registry.get(role.topic)
         if topic is not None and self.node_id in role.replicas:
-            topic_admin.stage_delete(self.stager, self.registry, topic)
+            topic_admin.drop_topic(self.stager, self.registry, topic)
             self.retired.append(role.topic)
             log.info("event=copy_deleted topic=%s", role.topic)
         if role.topic in self.deleting:
@@ -199,12 +199,12 @@ class ReplicaBook:
                                                                 role.config):
             log.warning("event=stale_copy_dropped topic=%s first_epoch=%d", role.topic,
                         role.first_epoch)       # of a deleted topic of the same name
-            topic_admin.stage_delete(self.stager, self.registry, topic)
+            topic_admin.drop_topic(self.stager, self.registry, topic)
             self._stop_leading(role.topic)
             self.following.pop(role.topic, None)      # its fetch state goes with it
             topic = None
         if topic is None:
-            topic = topic_admin.stage_create(self.stager, self.registry, role.topic,
+            topic = topic_admin.create_topic(self.stager, self.registry, role.topic,
                                              parse_config(role.config, role.topic))
         if topic.epochs is None:
             topic.epochs = EpochCache()
@@ -528,7 +528,7 @@ class ReplicaBook:
         latest = fetch.cache.latest
         new_epochs = [(e, s) for e, s in answer.epochs if latest is None or e > latest]
         moved = fetch.on_fetch_range(answer, body["end_leo"])
-        return self._stage_copies(topic, fetch, answer, runs, new_epochs if moved else [],
+        return self._append_fetched(topic, fetch, answer, runs, new_epochs if moved else [],
                                   body["end_leo"] if moved else None, body)
 
     def _reset(self, topic: TopicState, fetch: FollowerFetch, ops_applied: int = 0,
@@ -541,7 +541,7 @@ class ReplicaBook:
         self.ops_durable[topic.name] = ops_of(fresh).leo
         return staged
 
-    def _stage_copies(self, topic: TopicState, fetch: FollowerFetch, answer: FetchAnswer,
+    def _append_fetched(self, topic: TopicState, fetch: FollowerFetch, answer: FetchAnswer,
                       runs: list, new_epochs: list[tuple[int, int]], end_leo: int | None,
                       body: dict) -> Staged:
         """Stage a fetch answer: its records and frames (`runs`, checked; when `end_leo`:
@@ -549,10 +549,10 @@ class ReplicaBook:
         stager = self.stager
         stager.throttle()
         stager.save_undo(topic.name, topic)
-        staged = replica_records.stage(stager, topic, answer.records, runs, new_epochs,
+        staged = replica_records.append_fetched(stager, topic, answer.records, runs, new_epochs,
                                        end_leo) if end_leo else []
         log_end = end_leo or topic.head + 1
-        floors = replica_records.stage_floors(stager, topic, body.get("floors"), log_end)
+        floors = replica_records.take_floors(stager, topic, body.get("floors"), log_end)
         ops_applied = self.ops.take(topic, body, log_end)
         hw = answer.hw_seq
 

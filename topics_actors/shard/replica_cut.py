@@ -53,7 +53,7 @@ class ReplicaCut:
         reason = self.refusal(topic, fetch, last)
         if reason is not None:
             return reset(reason)
-        return self.stage(topic, fetch, last, epochs)
+        return self.truncate(topic, fetch, last, epochs)
 
     def refusal(self, topic: TopicState, fetch: FollowerFetch, last: int) -> str | None:
         """Why the copy cannot be cut after `last` in place now (None: it can)."""
@@ -69,7 +69,7 @@ class ReplicaCut:
             self.refused[reason] = self.refused.get(reason, 0) + 1
         return reason
 
-    def stage(self, topic: TopicState, fetch: FollowerFetch, last: int,
+    def truncate(self, topic: TopicState, fetch: FollowerFetch, last: int,
               epochs: list[tuple[int, int]]) -> Staged:
         """Cut the copy after `last` (the fetch state machine already stands at last + 1).
         `epochs`: the epoch cache before the leader's answer, put back should the batch
@@ -106,7 +106,7 @@ class ReplicaCut:
         stager.save_undo(topic.name, topic)
         stager.frame(FrameType.TOPIC_DELETE, topic, frame_body.encode_topic(topic.name, b""))
         registry.unregister(topic)
-        fresh = topic_admin.stage_create(stager, registry, topic.name, topic.config)
+        fresh = topic_admin.create_topic(stager, registry, topic.name, topic.config)
         fresh.epochs, fresh.hw, fresh.follower = EpochCache(), 0, True
         if ops_applied:
             stager.frame(FrameType.OPS_COMMIT, fresh, frame_body.encode_u64(0),

@@ -100,7 +100,8 @@ class CopiedRun(NamedTuple):
         return [at + rel for rel in self.offsets]
 
 
-def stage(stager: BatchStager, topic: TopicState, records: list, runs: list[FrameRun],
+def append_fetched(stager: BatchStager, topic: TopicState, records: list,
+                   runs: list[FrameRun],
           new_epochs: list[tuple[int, int]], end_leo: int) -> list[CopiedRun]:
     """Stage fetched records, then fetched frames (`runs`, checked: replica_frames.py), and
     the epochs that start among them, up to `end_leo`: head marks for the holes, Append
@@ -132,7 +133,7 @@ def _pad(stager: BatchStager, topic: TopicState, seq: int) -> None:
                      seq=seq - 1)
 
 
-def stage_floors(stager: BatchStager, topic: TopicState, floors: list | None,
+def take_floors(stager: BatchStager, topic: TopicState, floors: list | None,
                  log_end: int) -> Floors | None:
     """The leader's floors as far as this copy's log goes once the batch commits (`log_end`:
     its next seq then), logged when they rise; None when they do not. The caller raises

@@ -17,16 +17,22 @@ own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
+from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import (
-    Append, DeleteRecords, DeleteTopic, EpochQuery, PutRouter, PutTopic, ReplicaFetch,
+    Append, DeleteRecords, DeleteTopic, EpochQuery, GetTopic, PutRouter, PutTopic,
+    ReplicaFetch,
 )
-from topics_actors.shard import topic_admin
-from topics_actors.shard.batch_stager import Staged, read_op
+from topics_actors.shard import replica_report, topic_admin
+from topics_actors.shard.batch_stager import CommitInfo, Staged, read_op
 from topics_actors.shard.long_poll import Park
-from topics_actors.shard.replica_book import PLACE_PREFIX, ReplicaAnswer, ReplicaBook
+from topics_actors.shard.replica_book import PLACE_PREFIX, AwaitHw, ReplicaAnswer, ReplicaBook
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.topic_config import TopicConfig, parse_config
+
+Handler = Callable[[object], Staged]
 
 PLACE_WAIT_MS = 5_000
 NOT_REPLICATED_YET = (PutRouter,)
@@ -37,6 +43,79 @@ class ReplicaRules:
     def __init__(self, book: ReplicaBook, registry: TopicRegistry):
         self.book = book
         self.registry = registry
+
+    def handlers(self, plain: dict[type, Handler]) -> dict[type, Handler]:
+        """A cluster node's handler table from a single node's (ShardCore._handler_table):
+        every request naming a topic is checked first (check); appends, topic requests
+        and record deletes of replicated topics go by the rules here; the replication
+        requests are the replica book's."""
+        table = {kind: self._checked(handler) for kind, handler in plain.items()}
+        put, delete, get = plain[PutTopic], plain[DeleteTopic], plain[GetTopic]
+        append, delete_records = plain[Append], plain[DeleteRecords]
+        table.update({
+            Append: lambda m: self.append(m, append),       # its own checks
+            PutTopic: self._checked(lambda m: self.put_topic(m, put)),
+            DeleteTopic: self._checked(lambda m: self.delete_topic(m, delete)),
+            GetTopic: self._checked(lambda m: self.get_topic(m, get)),
+            DeleteRecords: self._checked(lambda m: self.delete_records(m, delete_records)),
+            ReplicaRoles: self.book.take_roles,
+            ReplicaFetch: self.book.fetch,
+            EpochQuery: self.book.epoch_end,
+            ReplicaAnswer: self.book.apply,
+        })
+        return table
+
+    def _checked(self, handler: Handler) -> Handler:
+        def checked(msg) -> Staged:
+            if getattr(msg, "topic", None) is not None:
+                self.check(msg)
+            return handler(msg)
+        return checked
+
+    # --- the requests that differ on a cluster node ------------------------------------------
+
+    def append(self, msg: Append, plain: Handler) -> Staged:
+        if self.unplaced(msg.topic):
+            return self.locate(msg)
+        if not self.applies(msg):
+            return plain(msg)
+        waits = self.book.check_append(msg)
+        is_write, fn = plain(msg)
+        if not waits:
+            return is_write, fn
+
+        def held(info: CommitInfo) -> AwaitHw:
+            body = fn(info)
+            return AwaitHw(msg.topic, body["last_seq"], body)
+        return is_write, held
+
+    def delete_records(self, msg: DeleteRecords, plain: Handler) -> Staged:
+        if self.ops_replicated(msg):
+            return self.book.delete(msg)
+        return plain(msg)
+
+    def put_topic(self, msg: PutTopic, plain: Handler) -> Staged:
+        if self.places(msg):
+            return self.place(msg)
+        if self.reconfigures(msg):
+            return self.reconfigure(msg)
+        return plain(msg)
+
+    def delete_topic(self, msg: DeleteTopic, plain: Handler) -> Staged:
+        if self.retires(msg):
+            return self.retire(msg)
+        return plain(msg)
+
+    def get_topic(self, msg: GetTopic, plain: Handler) -> Staged:
+        is_write, fn = plain(msg)
+        if msg.topic not in self.book.roles:
+            return is_write, fn
+
+        def with_replication(info: CommitInfo) -> dict:
+            state = fn(info)
+            state["replication"] = replica_report.view(self.book, msg.topic)
+            return state
+        return is_write, with_replication
 
     def _require_state(self, name: str) -> None:
         """A topic created from a cluster state whose state this shard lost (a restart)
@@ -77,13 +156,10 @@ class ReplicaRules:
 
     def unplaced(self, name: str) -> bool:
         """A topic this cluster node neither holds nor knows the state of."""
-        return (self.book.enabled and name not in self.book.roles
-                and self.registry.get(name) is None)
+        return name not in self.book.roles and self.registry.get(name) is None
 
     def applies(self, msg: Append) -> bool:
         """Whether an append goes by the replication rules (its topic has a state)."""
-        if not self.book.enabled:
-            return False          # a single node: the hot path asks nothing more
         self._require_state(msg.topic)
         return msg.topic in self.book.roles
 

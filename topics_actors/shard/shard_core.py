@@ -28,8 +28,6 @@ from topics_actors.protocol.messages import (
     WatchCreate, WatchCursor, WatchOpen,
 )
 from topics_actors.protocol.messages import DeleteRouters, ListRouters, PutRouter, RouterSync
-from topics_actors.protocol.control import ReplicaRoles
-from topics_actors.protocol.messages import EpochQuery, ReplicaFetch
 from topics_actors.shard import (
     absorption, diff_read, head_marks, range_scan, record_delete, replica_report, retention,
     topic_admin,
@@ -48,7 +46,7 @@ from topics_actors.shard.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replay import Replay
-from topics_actors.shard.replica_book import AwaitHw, ReplicaAnswer, ReplicaBook
+from topics_actors.shard.replica_book import AwaitHw, ReplicaBook
 from topics_actors.shard.replica_ops import AwaitOp
 from topics_actors.shard.replica_rules import ReplicaRules
 from topics_actors.shard.router_book import RouterBook, RouterPass
@@ -65,6 +63,7 @@ from topics_actors.topic_identity import topic_id
 log = logging.getLogger(__name__)
 
 Reply = tuple[bytes, bytes]     # (peer, encoded reply)
+Handler = Callable[[object], Staged]     # a request -> (is write, its answer after commit)
 
 
 def now_ms() -> int:
@@ -105,26 +104,32 @@ class ShardCore:
             self.queues.replication = self.replicas
         self._handlers = self._handler_table()
 
-    def _handler_table(self) -> dict[type, Callable[[object], Staged]]:
+    def _handler_table(self) -> dict[type, Handler]:
+        """Each request kind -> the function that stages it and returns (whether it
+        writes, the function that answers it after the commit). A cluster node's table
+        adds replication's rules (ReplicaRules.handlers); a single node's asks nothing of
+        replication."""
         stager, registry, reader = self.stager, self.registry, self.reader
-        data_dir, appends, queues = self.options.data_dir, self.appends, self.queues
-        return {
-            Append: self._append,
-            PutTopic: self._put_topic,
-            DeleteTopic: self._delete_topic,
-            GetTopic: self._get_topic,
+        queues, routers, watch, leases = self.queues, self.routers, self.watch, \
+            self.stream_leases
+        drop_buffer = self.wal.files.remove
+        table: dict[type, Handler] = {
+            Append: self.appends.append,
+            PutTopic: lambda m: topic_admin.put(stager, registry, m),
+            DeleteTopic: lambda m: topic_admin.delete(stager, registry, m, drop_buffer),
+            GetTopic: lambda m: topic_admin.get(stager, registry, reader, m),
             ListTopics: lambda m: topic_admin.list_page(stager, registry, m),
             Diff: lambda m: diff_read.diff_request(stager, registry, reader, m),
             Scan: lambda m: range_scan.scan_request(stager, registry, reader, m),
-            DeleteRecords: self._delete_records,
+            DeleteRecords: lambda m: record_delete.request(stager, registry, reader, m),
             Retain: lambda m: retention.retain_request(stager, reader, registry),
             Checkpoint: self._barrier,
             Absorbed: self._absorbed,
             Status: lambda m: read_op(lambda info: self.status()),
-            WatchCreate: lambda m: read_op(lambda info: self.watch.create(m)),
-            WatchOpen: lambda m: read_op(lambda info: self.watch.open(m)),
-            WatchCursor: lambda m: read_op(lambda info: self.watch.cursor(m)),
-            StreamLease: lambda m: read_op(lambda info: self.stream_leases.renew(m)),
+            WatchCreate: lambda m: read_op(lambda info: watch.create(m)),
+            WatchOpen: lambda m: read_op(lambda info: watch.open(m)),
+            WatchCursor: lambda m: read_op(lambda info: watch.cursor(m)),
+            StreamLease: lambda m: read_op(lambda info: leases.renew(m)),
             Claim: queues.claim,
             Ack: queues.ack,
             Nack: queues.nack,
@@ -132,63 +137,16 @@ class ShardCore:
             Held: queues.held,
             MoveDone: queues.moves.done,
             ClaimPass: queues.claim_pass,
-            PutRouter: self.routers.put,
-            ListRouters: self.routers.list,
-            DeleteRouters: self.routers.delete,
-            RouterPass: self.routers.forward,
-            RouterSync: self.routers.sync,
+            PutRouter: routers.put,
+            ListRouters: routers.list,
+            DeleteRouters: routers.delete,
+            RouterPass: routers.forward,
+            RouterSync: routers.sync,
             RepairTopic: lambda m: read_op(lambda info: self.quarantine.repair(m.topic)),
-            ReplicaRoles: self.replicas.take_roles,
-            ReplicaFetch: self.replicas.fetch,
-            EpochQuery: self.replicas.epoch_end,
-            ReplicaAnswer: self.replicas.apply,
         }
-
-    # --- replicated topics (shard/replica_book.py) ------------------------------------------
-
-    def _append(self, msg: Append) -> Staged:
-        rules = self.replica_rules
-        if rules.unplaced(msg.topic):
-            return rules.locate(msg)
-        if not rules.applies(msg):
-            return self.appends.stage(msg)
-        waits = self.replicas.check_append(msg)
-        is_write, fn = self.appends.stage(msg)
-        if not waits:
-            return is_write, fn
-
-        def held(info: CommitInfo) -> AwaitHw:
-            body = fn(info)
-            return AwaitHw(msg.topic, body["last_seq"], body)
-        return is_write, held
-
-    def _delete_records(self, msg: DeleteRecords) -> Staged:
-        if self.replica_rules.ops_replicated(msg):
-            return self.replicas.delete(msg)
-        return record_delete.request(self.stager, self.registry, self.reader, msg)
-
-    def _put_topic(self, msg: PutTopic) -> Staged:
-        if self.replica_rules.places(msg):
-            return self.replica_rules.place(msg)
-        if self.replica_rules.reconfigures(msg):
-            return self.replica_rules.reconfigure(msg)
-        return topic_admin.put(self.stager, self.registry, msg)
-
-    def _delete_topic(self, msg: DeleteTopic) -> Staged:
-        if self.replica_rules.retires(msg):
-            return self.replica_rules.retire(msg)
-        return topic_admin.delete(self.stager, self.registry, msg, self.wal.files.remove)
-
-    def _get_topic(self, msg: GetTopic) -> Staged:
-        is_write, fn = topic_admin.get(self.stager, self.registry, self.reader, msg)
-        if msg.topic not in self.replicas.roles:
-            return is_write, fn
-
-        def with_replication(info: CommitInfo) -> dict:
-            state = fn(info)
-            state["replication"] = replica_report.view(self.replicas, msg.topic)
-            return state
-        return is_write, with_replication
+        if self.replicas.enabled:
+            table = self.replica_rules.handlers(table)
+        return table
 
     def _barrier(self, msg: Checkpoint) -> Staged:
         self.quarantine.check_checkpoint()
@@ -228,8 +186,6 @@ class ShardCore:
                                   {"reason": "wrong_shard", "shard": self.options.shard})
             if name is not None and type(msg) is not RepairTopic:
                 self.quarantine.check(name)
-            if name is not None and self.replicas.enabled:
-                self.replica_rules.check(msg)
             handler = self._handlers.get(type(msg))
             if handler is None:     # a kind for another process (a heartbeat, a placement)
                 raise ProtocolError(f"a shard does not serve {msg.KIND} requests")
@@ -329,21 +285,10 @@ class ShardCore:
     def _reply(self, peer: bytes, corr: int, t0_ns: int, fn, info: CommitInfo) -> Reply | None:
         try:
             body = fn(info)
-            if type(body) is AwaitOp:
-                topic = self.registry.get(body.topic)
-                if self.replicas.ops.hold(peer, corr, t0_ns, body, topic and topic.ops):
-                    return None   # answered once every in-sync replica applies it
-                body = (body.reply or (lambda _gone: {"topic": body.topic, "deleted": 0}))(0)
-            if type(body) is AwaitHw:
-                if self.replicas.hold(peer, corr, t0_ns, body):
-                    body.body["performance"] = {"wal_append_ms": info.wal_ms,
-                                                "fsync_ms": info.fsync_ms}
-                    return None   # answered when the high watermark covers it
-                body = body.body
-            if isinstance(body, Park):
-                if self.polls.park(Waiter(peer, corr, t0_ns, body, time.monotonic_ns())):
-                    return None   # answered when the topic publishes or the wait is over
-                body = body.answer()
+            if type(body) is not dict:
+                body = self._hold(peer, corr, t0_ns, body, info)
+                if body is None:
+                    return None   # answered later (_hold)
         except TopicsError as error:
             return peer, encode_error(corr, error)
         except OSError as exc:   # an I/O error of a read: answer it, keep serving
@@ -352,6 +297,27 @@ class ShardCore:
         body["performance"] = {"server_total_ms": (time.perf_counter_ns() - t0_ns) / 1e6,
                                "wal_append_ms": info.wal_ms, "fsync_ms": info.fsync_ms}
         return peer, encode_reply(corr, body)
+
+    def _hold(self, peer: bytes, corr: int, t0_ns: int, body, info: CommitInfo) -> dict | None:
+        """A reply that may wait: an op every in-sync replica must apply first (AwaitOp), an
+        `acks: all` write the high watermark must cover (AwaitHw), a read parked until its
+        topic publishes or its wait ends (Park). None: it waits; else the body now."""
+        if type(body) is AwaitOp:
+            topic = self.registry.get(body.topic)
+            if self.replicas.ops.hold(peer, corr, t0_ns, body, topic and topic.ops):
+                return None
+            body = (body.reply or (lambda _gone: {"topic": body.topic, "deleted": 0}))(0)
+        if type(body) is AwaitHw:
+            if self.replicas.hold(peer, corr, t0_ns, body):
+                body.body["performance"] = {"wal_append_ms": info.wal_ms,
+                                            "fsync_ms": info.fsync_ms}
+                return None
+            body = body.body
+        if isinstance(body, Park):
+            if self.polls.park(Waiter(peer, corr, t0_ns, body, time.monotonic_ns())):
+                return None
+            body = body.answer()
+        return body
 
     # --- long polls -----------------------------------------------------------------------
 
