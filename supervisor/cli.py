@@ -15,9 +15,10 @@ import sys
 import click
 
 from topics_actors import __version__
-from topics_actors.cli import add_verbs
+from topics_actors.cli import VERB_NAMES, add_verbs
 from topics_actors.cli.exit_code import ExitCode
 from topics_actors.config import NodeConfig
+from .fork_server import ForkServer
 
 DEFAULT_URL = "http://127.0.0.1:4000"
 
@@ -28,7 +29,20 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
         raise SystemExit(0)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class VerbGroup(click.Group):
+    """`serve` and `fsck` are defined here; the HTTP verbs (topics_actors.cli) are imported
+    when one is asked for, so that a node's supervisor never loads them."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *VERB_NAMES})
+
+    def get_command(self, ctx: click.Context, name: str):
+        if name in VERB_NAMES and name not in self.commands:
+            add_verbs(self)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=VerbGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="print the version and exit")
 @click.option("--url", envvar="TOPICS_URL", default=DEFAULT_URL, show_default=True,
@@ -51,14 +65,18 @@ def topics(ctx: click.Context, url: str, key: str | None) -> None:
 @click.option("--port-file", help="write the chosen ports here as JSON")
 def serve(data_dir, host, port, zmq_port, shards, port_file) -> int:
     """Run a node (supervisor + shard processes)."""
-    from .node import Supervisor
     config = NodeConfig.from_env()
+    # First, while this process is small and has one thread: its children fork from here.
+    forks = ForkServer() if config.fork_server else None
+    if forks is not None and not forks.start():
+        forks = None
+    from .node import Supervisor
     overrides = {name: value for name, value in (
         ("data_dir", data_dir), ("host", host), ("http_port", port),
         ("zmq_port", zmq_port), ("wal_shards", shards),
         ("port_file", port_file)) if value is not None}
     config = dataclasses.replace(config, **overrides)
-    return Supervisor(config).run()
+    return Supervisor(config, forks).run()
 
 
 @topics.command("fsck")
@@ -91,9 +109,6 @@ def fsck_command(data_dir, dump, as_json, cold_dir, progress) -> int:
     else:
         print(_format_report(report))
     return 1 if report.errors else 0
-
-
-add_verbs(topics)
 
 
 def _progress_bar(stream):
