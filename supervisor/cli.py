@@ -18,7 +18,6 @@ from topics_actors import __version__
 from topics_actors.cli import VERB_NAMES, add_verbs
 from topics_actors.cli.exit_code import ExitCode
 from topics_actors.config import NodeConfig
-from .fork_server import ForkServer
 
 DEFAULT_URL = "http://127.0.0.1:4000"
 
@@ -65,18 +64,14 @@ def topics(ctx: click.Context, url: str, key: str | None) -> None:
 @click.option("--port-file", help="write the chosen ports here as JSON")
 def serve(data_dir, host, port, zmq_port, shards, port_file) -> int:
     """Run a node (supervisor + shard processes)."""
-    config = NodeConfig.from_env()
-    # First, while this process is small and has one thread: its children fork from here.
-    forks = ForkServer() if config.fork_server else None
-    if forks is not None and not forks.start():
-        forks = None
     from .node import Supervisor
+    config = NodeConfig.from_env()
     overrides = {name: value for name, value in (
         ("data_dir", data_dir), ("host", host), ("http_port", port),
         ("zmq_port", zmq_port), ("wal_shards", shards),
         ("port_file", port_file)) if value is not None}
     config = dataclasses.replace(config, **overrides)
-    return Supervisor(config, forks).run()
+    return Supervisor(config).run()
 
 
 @topics.command("fsck")

@@ -2,8 +2,8 @@
 
 Spawning `python -m topics_actors.<role>` costs every child a fresh interpreter and its own
 copy of the same modules: about 0.3-0.5 s of CPU and 20 MB of private memory each, six
-times on a node's start. So `topics serve`, before it imports the supervisor's own modules
-or makes any thread, forks the fork server (start()), which imports the children's entry
+times on a node's start. So once the supervisor holds the data dir's lock, before it makes
+any thread or ZeroMQ context, it forks the fork server (start()), which imports the children's entry
 modules once and then waits for requests on a socket pair. For each request it forks a
 child that takes the descriptors sent along (the data dir's lock, the HTTP socket: passed
 with SCM_RIGHTS, under the numbers they have in the supervisor), closes every other one,

@@ -111,9 +111,7 @@ def write_port_file(path: str, ports: dict) -> None:
 
 
 class Supervisor:
-    def __init__(self, config: NodeConfig, forks: ForkServer | None = None):
-        """`forks`: a started fork server to spawn the children from (else each child is a
-        fresh interpreter); the supervisor closes it at the end."""
+    def __init__(self, config: NodeConfig):
         self.config = config
         self.stopping = False
         self.exit_code = 0
@@ -131,7 +129,7 @@ class Supervisor:
         self.curve: CurveAuth | None = None
         self.started_ms = time.time_ns() // 1_000_000
         self.notifier = ServiceNotifier()      # takes NOTIFY_SOCKET out of the environment
-        self.forks = forks
+        self.forks: ForkServer | None = None    # where the children are forked from
 
     # --- start-up ---------------------------------------------------------------------------
 
@@ -159,7 +157,6 @@ class Supervisor:
             self.http_port = self.http_sock.getsockname()[1]
         else:
             self.http_port = cfg.http_port or _free_port(cfg.host)
-        self.table.fork_server = self.forks
         self.ctx = zmq.Context(io_threads=1)
         self.control = self._socket(zmq.ROUTER)
         control_endpoint = f"ipc://{self.run_dir}/control.sock"
@@ -260,6 +257,9 @@ class Supervisor:
             log.error("event=start_refused reason=%r", error.message)
             return 2
         try:
+            if cfg.fork_server:    # here: the data dir is ours, and no thread runs yet
+                self.forks = ForkServer()
+                self.table.fork_server = self.forks if self.forks.start() else None
             self.table.inherited_fds = (self.lock.fd,)
             generation = prepare_layout(RealFs(), cfg.data_dir, cfg.wal_shards)
             try:
