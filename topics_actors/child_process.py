@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import zmq
 
+from topics_actors.allocator_policy import settle_allocator
 from topics_actors.collector_policy import settle_collector
 from topics_actors.config import ProcessOptions, decode_options
 from topics_actors.process_profile import profiled
@@ -22,8 +23,8 @@ from topics_actors.supervisor_link import SupervisorLink, die_with_parent
 def child_main(kind: type, serve: Callable, argv: list[str] | None = None) -> int:
     """Parse `--options` (config.encode_options of a `kind`), configure logging with the
     process's name, die with the supervisor, settle the garbage collector
-    (collector_policy.py), and run serve(options, ctx, link) inside
-    child_context."""
+    (collector_policy.py) and the C allocator (allocator_policy.py), and run
+    serve(options, ctx, link) inside child_context."""
     parser = argparse.ArgumentParser(prog=f"python -m {kind.__module__}",
                                      description="a node process, spawned by the supervisor")
     parser.add_argument("--options", required=True,
@@ -35,6 +36,7 @@ def child_main(kind: type, serve: Callable, argv: list[str] | None = None) -> in
     if process.parent_pid:
         die_with_parent(process.parent_pid)
     settle_collector()
+    settle_allocator()
     with child_context(process) as (ctx, link), profiled(process.log_name):
         serve(options, ctx, link)
     return 0

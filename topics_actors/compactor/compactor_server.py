@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import time
 
+from topics_actors.allocator_policy import release_free_memory
 from topics_actors.client.sync_client import Client
 from topics_actors.compactor.checkpointer import Checkpointer
 from topics_actors.errors import TopicsError
@@ -131,6 +132,7 @@ class CompactorServer:
                 log.warning("event=absorbed_not_taken shard=%d error=%r", shard, error.message)
             self._beat()
         retired = self.checkpointer.remove_retired() if taken == count else 0
+        release_free_memory()   # what absorbing, flushing and the snapshot's body freed
         self.checkpoints += 1
         log.info("event=checkpoint snapshot=%d shards=%d taken=%d retired_groups_removed=%d "
                  "seconds=%.3f", snap_id, count, taken, retired, time.monotonic() - t0)

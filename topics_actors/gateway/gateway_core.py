@@ -135,7 +135,7 @@ class GatewayCore:
         except TopicsError as error:
             return name, error_response(error)
         except InvariantViolation:
-            raise           # a bug: the process's top level (rsgi_adapter) ends the process
+            raise           # a bug: the process's top level (http_server) ends the process
         except Exception:
             log.exception("event=request_failed method=%s", request.method)
             return name, error_response(TopicsError("internal error", ErrorCode.INTERNAL))

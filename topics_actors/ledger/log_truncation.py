@@ -14,7 +14,6 @@ and no segment holds one the shard has taken in.
 
 from __future__ import annotations
 
-import collections
 import copy
 import dataclasses
 import heapq
@@ -121,10 +120,7 @@ def restore(topic: TopicState, dropped: Dropped) -> None:
             topic.epochs.assign(epoch, start)
     topic.deleted |= dropped.deleted
     topic.tags, topic.trims, topic.queue = dropped.tags, dropped.trims, dropped.queue
-    for session, key, entry in dropped.dedupe:
-        ring = topic.dedupe.user if session is None else (
-            topic.dedupe.sessions.setdefault(session, collections.OrderedDict()))
-        ring[key] = entry
+    topic.dedupe.put_back(dropped.dedupe)
 
 
 def _cut_queue(queue: QueueState, last: int) -> None:
@@ -145,11 +141,5 @@ def _cut_queue(queue: QueueState, last: int) -> None:
 
 def _drop_keys(topic: TopicState, last: int) -> list:
     """Forget idempotency keys whose records are dropped (a retry must not be answered
-    with seqs that hold another record now); returns (session, key, entry) to restore."""
-    dedupe, gone = topic.dedupe, []
-    for session, ring in [(None, dedupe.user), *dedupe.sessions.items()]:
-        for key in [k for k, e in ring.items() if e.last_seq > last]:
-            gone.append((session, key, ring.pop(key)))
-    for name in [n for n, ring in dedupe.sessions.items() if not ring]:
-        del dedupe.sessions[name]
-    return gone
+    with seqs that hold another record now); returns (key, entry) to restore."""
+    return topic.dedupe.drop_after(last)

@@ -397,9 +397,11 @@ class TopicLedger:
         topic.seg_firsts = [s[0] for s in entry["segments"]]
         topic.seg_counts = [s[1] for s in entry["segments"]]
         window = topic.config.idempotency_window_ms
-        for key, first, last, head, ts in entry["dedupe"]:
+        for key, first, last, head, ts in entry["dedupe"]:   # (older snapshots: sessions' too)
             if self.now - ts <= window:
                 topic.dedupe.add(key, DedupeEntry(first, last, head, ts), window)
+        for row in entry.get("sessions", ()):
+            topic.dedupe.take_row(row, self.now, window)
         if "queue" in entry:
             topic.queue = QueueState.from_entry(entry["queue"])
         if entry.get("trims"):
@@ -447,14 +449,13 @@ def snapshot_entry(topic: TopicState, seg_dir: str, segments: list[list[int]],
     a hole."""
     entry = {name: getattr(topic, name) for name in _COUNTERS}
     window = topic.config.idempotency_window_ms
-    dedupe = topic.dedupe
-    dedupe.expire(now_ms, window)
-    keys = [(key, e) for key, e in dedupe.user.items()]
-    keys += [(key, e) for ring in dedupe.sessions.values() for key, e in ring.items()]
+    topic.dedupe.expire(now_ms, window)
     entry.update(name=topic.name, tid=topic.tid, config=topic.config.to_bytes(),
                  absorbed=topic.head, dir=seg_dir, segments=segments,
                  dedupe=[[key, e.first_seq, e.last_seq, e.head_seq, e.created_ms]
-                         for key, e in keys if now_ms - e.created_ms <= window])
+                         for key, e in topic.dedupe.user.items()
+                         if now_ms - e.created_ms <= window],
+                 sessions=topic.dedupe.session_rows())
     if topic.trims:
         entry["trims"] = [list(t) for t in topic.trims]
     if topic.routers:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
+from topics_actors.allocator_policy import release_free_memory
 from topics_actors.client.sync_client import Client
 from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import Retain
@@ -62,6 +63,8 @@ class ReclaimerServer:
         except (TopicsError, OSError) as error:
             log.error("event=segment_upkeep_failed error=%r", error)
             return {}
+        finally:
+            release_free_memory()   # the snapshot bodies a pass decodes
         if done["removed"] or done["relocated"]:
             log.info("event=segments_kept removed_files=%d relocated=%d", done["removed"],
                      done["relocated"])

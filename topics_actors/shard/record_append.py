@@ -72,14 +72,13 @@ class RecordAppend:
                 return write_op(lambda info: entry.reply(topic.name, msg.return_seqs))
         first, offsets = self._admit(topic, records, created, now, key)
         if key is not None:
-            entry = DedupeEntry(first, first + len(records) - 1, 0, now)
-            topic.dedupe.add(key, entry, topic.config.idempotency_window_ms)
+            # head_seq 0: a retry is answered with the batch's last seq as its head
+            topic.dedupe.add(key, DedupeEntry(first, first + len(records) - 1, 0, now),
+                             topic.config.idempotency_window_ms)
             stager.batch.dedupe_added.append((topic, key))
 
         def publish(info: CommitInfo) -> dict:
             self._publish(topic, records, first, offsets, info, now)
-            if key is not None:
-                entry.head_seq = topic.head
             last = first + len(records) - 1
             reply = {"topic": msg.topic, "first_seq": first, "last_seq": last,
                      "head_seq": topic.head, "count": len(records), "created": created,

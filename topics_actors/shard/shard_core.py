@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from topics_actors.allocator_policy import release_free_memory
 from topics_actors.config import ShardOptions
 from topics_actors.errors import ErrorCode, ProtocolError, StorageError, TopicsError
 from topics_actors.ledger import retention_rules
@@ -206,6 +207,7 @@ class ShardCore:
             body = fn(info)
             if wal.snapshot_id > before:
                 self.checkpoints.absorbed(barriers)
+                release_free_memory()   # the decoded snapshot, and the WAL index it freed
             return body
         return is_write, take_in
 

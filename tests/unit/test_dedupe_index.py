@@ -1,0 +1,170 @@
+"""The idempotency index of one topic (ledger/dedupe_index.py): user keys for their window,
+session keys in compact rings of each session's newest keys.
+
+| id | what |
+|---|---|
+| DD-1 | a retried session key gets its first write's seqs; another key of the session does not |
+| DD-2 | a ring keeps at least the newest SESSION_RING_MAX keys and forgets older ones |
+| DD-3 | keys that arrive out of order, or again, are found with their latest seqs |
+| DD-4 | a `~` key that is not `~<session>:<plain decimal>` is a user key, kept for the window |
+| DD-5 | a session idle for longer than the window goes when another session comes |
+| DD-6 | items() is what a snapshot stores; adding it back gives the same index |
+| DD-7 | drop_after forgets keys past a seq; put_back restores them |
+| DD-8 | a session ring's snapshot row (u64 columns) restores it; an idle one is not restored; a
+  malformed row is corruption |
+| DD-9 | a topic's snapshot entry carries user keys as rows and sessions as columns, and an
+  entry of an older snapshot (session keys as rows) restores the same index |
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from topics_actors.errors import CorruptionError
+from topics_actors.ledger.dedupe_index import (
+    SESSION_RING_MAX, SESSION_RING_SLACK, DedupeEntry, DedupeIndex, SessionRing, session_key,
+)
+from topics_actors.ledger.topic_ledger import TopicLedger, snapshot_entry
+from topics_actors.ledger.topic_state import TopicState
+from topics_actors.topic_config import TopicConfig
+
+WINDOW_MS = 60_000
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def _entry(first: int, last: int, ms: int = 1_000) -> DedupeEntry:
+    return DedupeEntry(first, last, 0, ms)
+
+
+def test_a_retried_session_key_gets_its_first_writes_seqs():   # DD-1
+    index = DedupeIndex()
+    index.add("~ab12:7", _entry(10, 19), WINDOW_MS)
+    found = index.lookup("~ab12:7", 2_000, WINDOW_MS)
+    assert (found.first_seq, found.last_seq) == (10, 19)
+    assert found.reply("t", True)["seqs"] == list(range(10, 20))
+    assert found.reply("t", False)["head_seq"] == 19
+    assert index.lookup("~ab12:8", 2_000, WINDOW_MS) is None
+    assert index.lookup("~other:7", 2_000, WINDOW_MS) is None
+    assert len(index) == 1 and not index.user
+
+
+def test_a_ring_keeps_the_newest_keys_of_its_session():   # DD-2
+    index = DedupeIndex()
+    total = SESSION_RING_MAX + SESSION_RING_SLACK + 1
+    for n in range(1, total + 1):
+        index.add(f"~s:{n}", _entry(n, n), WINDOW_MS)
+    kept = [n for n in range(1, total + 1) if index.lookup(f"~s:{n}", 1_000, WINDOW_MS)]
+    assert kept == list(range(total - SESSION_RING_MAX + 1, total + 1))
+    for n in range(total + 1, total + 2 * SESSION_RING_MAX):
+        index.add(f"~s:{n}", _entry(n, n), WINDOW_MS)
+        assert SESSION_RING_MAX <= len(index) <= SESSION_RING_MAX + SESSION_RING_SLACK
+        assert index.lookup(f"~s:{n - SESSION_RING_MAX + 1}", 1_000, WINDOW_MS) is not None
+
+
+def test_keys_out_of_order_or_again_are_found():   # DD-3
+    index = DedupeIndex()
+    for n in (5, 9, 7, 1):
+        index.add(f"~s:{n}", _entry(n * 10, n * 10 + 1), WINDOW_MS)
+    index.add("~s:7", _entry(700, 701), WINDOW_MS)     # a replayed frame writes it again
+    assert [index.lookup(f"~s:{n}", 1_000, WINDOW_MS).first_seq for n in (1, 5, 7, 9)] == [
+        10, 50, 700, 90]
+    assert len(index) == 4
+
+
+@pytest.mark.parametrize("key", ["~abc", "~abc:", "~abc:x1", "~abc:007", "~abc:-1",
+                                 "~abc:1e3", "~abc:²", "~abc:" + "9" * 20])
+def test_a_tilde_key_without_a_plain_number_is_a_user_key(key):   # DD-4
+    assert session_key(key) is None
+    index = DedupeIndex()
+    index.add(key, _entry(1, 1, ms=1_000), WINDOW_MS)
+    assert list(index.user) == [key] and not index.sessions
+    assert index.lookup(key, 1_000 + WINDOW_MS, WINDOW_MS) is not None
+    assert index.lookup(key, 1_001 + WINDOW_MS, WINDOW_MS) is None
+
+
+def test_plain_numbers_are_session_keys():
+    assert session_key("~abc:0") == ("~abc", 0)
+    assert session_key("~abc:" + "9" * 19) == ("~abc", 10 ** 19 - 1)
+    assert session_key("abc:1") is None
+
+
+def test_an_idle_session_goes_when_another_comes():   # DD-5
+    index = DedupeIndex()
+    index.add("~old:1", _entry(1, 1, ms=1_000), WINDOW_MS)
+    index.add("~old:2", _entry(2, 2, ms=5_000), WINDOW_MS)
+    index.add("~new:1", _entry(3, 3, ms=5_000 + WINDOW_MS), WINDOW_MS)
+    assert set(index.sessions) == {"~old", "~new"}     # its newest key is still in window
+    index.add("~third:1", _entry(4, 4, ms=5_001 + WINDOW_MS), WINDOW_MS)
+    assert set(index.sessions) == {"~new", "~third"}
+    index.expire(5_002 + 2 * WINDOW_MS, WINDOW_MS)
+    assert not index.sessions
+
+
+def test_items_round_trip_through_a_snapshot():   # DD-6
+    index = DedupeIndex()
+    index.add("user-1", DedupeEntry(1, 3, 3, 1_000), WINDOW_MS)
+    index.add("~a:4", _entry(4, 4), WINDOW_MS)
+    index.add("~a:2", _entry(5, 6), WINDOW_MS)
+    index.add("~b:1", _entry(7, 9), WINDOW_MS)
+    rows = [[key, e.first_seq, e.last_seq, e.head_seq, e.created_ms] for key, e in index.items()]
+    assert [row[0] for row in rows] == ["user-1", "~a:2", "~a:4", "~b:1"]
+    again = DedupeIndex()
+    for key, first, last, head, ms in rows:
+        again.add(key, DedupeEntry(first, last, head, ms), WINDOW_MS)
+    assert list(again.items()) == list(index.items())
+
+
+def test_drop_after_and_put_back():   # DD-7
+    index = DedupeIndex()
+    index.add("low", _entry(1, 2), WINDOW_MS)
+    index.add("high", _entry(8, 9), WINDOW_MS)
+    index.add("~s:1", _entry(3, 4), WINDOW_MS)
+    index.add("~s:2", _entry(5, 8), WINDOW_MS)
+    index.add("~t:1", _entry(9, 9), WINDOW_MS)
+    before = sorted(index.items())
+    gone = index.drop_after(7)
+    assert sorted(key for key, _ in gone) == ["high", "~s:2", "~t:1"]
+    assert sorted(key for key, _ in index.items()) == ["low", "~s:1"]
+    assert set(index.sessions) == {"~s"}
+    index.discard("~s:1")
+    index.discard("~s:1")                       # twice is harmless
+    assert not index.sessions
+    index.add("~s:1", _entry(3, 4), WINDOW_MS)
+    index.put_back(gone)
+    assert sorted(index.items()) == before
+
+
+def test_a_session_rings_snapshot_row_restores_it():   # DD-8
+    index = DedupeIndex()
+    for n in (3, 1, 2 ** 63 + 5):
+        index.add(f"~s:{n}", _entry(n % 100, n % 100 + 1, ms=4_000 + n % 7), WINDOW_MS)
+    index.add("~t:1", _entry(1, 1, ms=100), WINDOW_MS)
+    rows = index.session_rows()
+    assert [row[0] for row in rows] == ["~s", "~t"]
+    assert all(type(column) is bytes and len(column) == 8 * 3 for column in rows[0][1:])
+    again = DedupeIndex()
+    for row in rows:
+        again.take_row(tuple(row), 100 + WINDOW_MS + 1, WINDOW_MS)   # ~t is idle by then
+    assert list(again.items()) == [(k, e) for k, e in index.items() if k.startswith("~s")]
+    assert again.sessions["~s"].newest_ms == 4_000 + max(n % 7 for n in (3, 1, 2 ** 63 + 5))
+    for bad in (["~s", b"\0" * 8, b"\0" * 8, b"\0" * 8], ["~s", b"\0" * 8, b"\0" * 16,
+                                                          b"\0" * 8, b"\0" * 8],
+                ["~s", b"\0" * 7, b"\0" * 7, b"\0" * 7, b"\0" * 7]):
+        with pytest.raises(CorruptionError):
+            SessionRing.from_row(bad)
+
+
+def test_a_topic_entry_keeps_its_keys_and_reads_the_older_form():   # DD-9
+    topic = TopicState("t", TopicConfig())
+    topic.dedupe.add("user-1", DedupeEntry(1, 2, 2, 1_000), WINDOW_MS)
+    topic.dedupe.add("~s:7", _entry(3, 4), WINDOW_MS)
+    entry = snapshot_entry(topic, "", [], 1_500)
+    assert entry["dedupe"] == [["user-1", 1, 2, 2, 1_000]]
+    assert [row[0] for row in entry["sessions"]] == ["~s"]
+    older = dict(entry, dedupe=[["user-1", 1, 2, 2, 1_000], ["~s:7", 3, 4, 0, 1_000]])
+    del older["sessions"]
+    for form in (entry, older):
+        ledger = TopicLedger(2_000)
+        restored = ledger.restore_entry(dict(form, config=TopicConfig().to_bytes()), "")
+        assert list(restored.dedupe.items()) == list(topic.dedupe.items())
