@@ -108,16 +108,19 @@ class Server:
         root = psutil.Process(self.proc.pid)
         return [root, *root.children(recursive=True)]
 
-    def pss_bytes(self) -> tuple[int, int]:
-        """(PSS summed over the group, how many processes)."""
+    def pss_bytes(self) -> tuple[int, int, int]:
+        """(PSS summed over the group, the anonymous part of it, how many processes). The
+        rest is file pages mapped (a WAL or segment file read through mmap): page cache the
+        kernel can drop, which PSS counts all the same."""
         procs = self.processes()
-        total = 0
+        total = anon = 0
         for proc in procs:
             try:
                 total += proc.memory_full_info().pss
-            except psutil.NoSuchProcess:
+                anon += _rollup_kb(proc.pid, "Pss_Anon") * 1024
+            except (psutil.NoSuchProcess, OSError):
                 pass
-        return total, len(procs)
+        return total, anon, len(procs)
 
     def kill(self) -> None:
         """SIGKILL the whole group and wait until every member is gone."""
@@ -137,6 +140,14 @@ class Server:
             pass
         self.kill() if self.proc.poll() is None else None
         self.proc = None
+
+
+def _rollup_kb(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/smaps_rollup") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def post(port: int, path: str, body: dict) -> None:
@@ -176,11 +187,11 @@ def empty_runs(args, kinds: list[str]) -> dict[str, list[dict]]:
             try:
                 ready_s = server.start()
                 time.sleep(args.settle)
-                pss, count = server.pss_bytes()
+                pss, anon, count = server.pss_bytes()
             finally:
                 server.stop()
                 shutil.rmtree(tmp, ignore_errors=True)
-            out[kind].append({"ready_s": ready_s, "pss": pss, "processes": count})
+            out[kind].append({"ready_s": ready_s, "pss": pss, "anon": anon, "processes": count})
             log.info("empty %s run %d: ready %.3f s, PSS %.1f MB in %d processes", kind,
                      run + 1, ready_s, pss / 1e6, count)
     return out
@@ -193,7 +204,7 @@ def loaded_runs(args, kind: str) -> dict:
         server.start()
         load_s = load(server, args.records)
         time.sleep(args.settle)
-        loaded_pss, _ = server.pss_bytes()
+        loaded_pss, loaded_anon, _ = server.pss_bytes()
         log.info("%s loaded %d records in %.1f s, PSS %.1f MB", kind, args.records, load_s,
                  loaded_pss / 1e6)
         restarts = []
@@ -201,11 +212,12 @@ def loaded_runs(args, kind: str) -> dict:
             server.kill()
             ready_s = server.start()
             time.sleep(args.settle)
-            pss, count = server.pss_bytes()
-            restarts.append({"ready_s": ready_s, "pss": pss, "processes": count})
+            pss, anon, count = server.pss_bytes()
+            restarts.append({"ready_s": ready_s, "pss": pss, "anon": anon, "processes": count})
             log.info("%s restart %d: ready %.3f s, PSS %.1f MB", kind, run + 1, ready_s,
                      pss / 1e6)
-        return {"load_s": load_s, "loaded_pss": loaded_pss, "restarts": restarts}
+        return {"load_s": load_s, "loaded_pss": loaded_pss, "loaded_anon": loaded_anon,
+                "restarts": restarts}
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -229,16 +241,23 @@ def report(empty: dict, loaded: dict, args) -> str:
                                                                empty[k]], 1, ".3f")
     row("empty, idle: PSS of all processes, MB", lambda k: [r["pss"] for r in empty[k]],
         1e6, ".1f")
+    row("empty, idle: of which anonymous, MB", lambda k: [r["anon"] for r in empty[k]],
+        1e6, ".1f")
     lines.append("| processes | " + " | ".join(str(empty[k][0]["processes"]) for k in kinds)
                  + " |")
     if loaded:
         row(f"{args.records:,} records loaded: PSS, MB",
             lambda k: [loaded[k]["loaded_pss"]] if k in loaded else [], 1e6, ".1f")
+        row(f"{args.records:,} records loaded: of which anonymous, MB",
+            lambda k: [loaded[k]["loaded_anon"]] if k in loaded else [], 1e6, ".1f")
         row(f"{args.records:,} records: kill -9, spawn to ready, s",
             lambda k: [r["ready_s"] for r in loaded[k]["restarts"]] if k in loaded else [],
             1, ".3f")
         row(f"{args.records:,} records: after the restart, PSS, MB",
             lambda k: [r["pss"] for r in loaded[k]["restarts"]] if k in loaded else [],
+            1e6, ".1f")
+        row(f"{args.records:,} records: after the restart, anonymous, MB",
+            lambda k: [r["anon"] for r in loaded[k]["restarts"]] if k in loaded else [],
             1e6, ".1f")
     return "\n".join(lines)
 
