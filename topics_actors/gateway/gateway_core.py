@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from topics_actors.errors import (
     ErrorCode, InvariantViolation, TopicsError, shutting_down,
 )
+from topics_actors.gateway import console_files
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope
 from topics_actors.gateway.engine_link import EngineLink
@@ -35,8 +36,8 @@ from topics_actors.gateway.quarantine_api import QuarantineApi
 from topics_actors.gateway.queue_api import QueueApi
 from topics_actors.gateway.request_stats import RequestStats
 from topics_actors.gateway.route_table import (
-    PROBE, SESSION, STOPPING_REFUSED, TOKEN_HANDLERS, UNMATCHED, Route, not_found, resolve,
-    unknown_route_error,
+    PROBE, PUBLIC, SESSION, STOPPING_REFUSED, TOKEN_HANDLERS, UNMATCHED, Route, not_found,
+    resolve, unknown_route_error,
 )
 from topics_actors.gateway.router_api import RoutedReads, RouterApi
 from topics_actors.gateway.stream_api import StreamApi
@@ -55,6 +56,12 @@ Handler = Callable[[Route, HttpRequest, ApiKey | None, int],
 async def unknown(route: Route, request: HttpRequest, key: ApiKey | None,
                   t0: int) -> HttpResponse:
     raise unknown_route_error(route, request.path)
+
+
+async def console(route: Route, request: HttpRequest, key: ApiKey | None,
+                  t0: int) -> HttpResponse:
+    """The console's static files (console_files.py)."""
+    return console_files.response(request.path)
 
 
 class GatewayCore:
@@ -82,6 +89,7 @@ class GatewayCore:
         streams, quarantine = StreamApi(self.keys, self.watch), QuarantineApi(self.engine)
         return {
             "health": probes.health,
+            "console": console,
             "ready": probes.ready,
             "metrics": probes.metrics,
             "cluster": probes.cluster,
@@ -163,7 +171,7 @@ class GatewayCore:
 
     def _authorize(self, route: Route, request: HttpRequest) -> ApiKey | None:
         authorization = request.header("authorization")
-        if route.scope == SESSION:     # the stream checks the session's own key
+        if route.scope in (SESSION, PUBLIC):   # a stream checks its session's own key
             return None
         if route.scope == PROBE:
             if self.settings.probe_auth:
