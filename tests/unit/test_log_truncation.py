@@ -1,5 +1,6 @@
 """A diverged follower copy cut back in place (docs/CLUSTER.md, "When a copy diverged";
-ledger/log_truncation.py, shard/replica_cut.py, the Truncate frame of docs/DURABILITY.md).
+ledger/log_truncation.py, shard/replication/replica_cut.py, the Truncate frame of
+docs/DURABILITY.md).
 
 | ID    | What                                                        | Expected                  |
 |-------|-------------------------------------------------------------|---------------------------|
@@ -38,10 +39,10 @@ from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import Checkpoint
 from topics_actors.record_envelope import build, payload_bytes
-from topics_actors.shard import replica_report
+from topics_actors.shard.replication import replica_report
 from topics_actors.shard.batch_stager import roll_back
-from topics_actors.shard.replica_book import ReplicaAnswer
-from topics_actors.shard.replica_records import epochs_in
+from topics_actors.shard.replication.replica_book import ReplicaAnswer
+from topics_actors.shard.replication.replica_records import epochs_in
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.wal_scan import FileScan
@@ -398,7 +399,7 @@ def test_audit_ledger_applies_the_frame(follower):
 
 class Leader:
     """The leader of the moment as a model: its log ((epoch, data) per seq) and epoch cache,
-    answering the follower the way shard/replica_book.py would."""
+    answering the follower the way shard/replication/replica_book.py would."""
 
     def __init__(self):
         self.log: list[tuple[int, bytes]] = []

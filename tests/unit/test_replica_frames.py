@@ -1,4 +1,4 @@
-"""Raw Append frames in fetch answers (shard/replica_frames.py, docs/PROTOCOL.md 6.27).
+"""Raw Append frames in fetch answers (shard/replication/replica_frames.py, docs/PROTOCOL.md 6.27).
 
 Goal: a follower that asks for frames ends with the leader's records and, for every seq it
 holds, the leader's Append frame byte for byte; holes, records from segments and a
@@ -22,9 +22,9 @@ from tools.testing.crash_fs import CrashFs
 from tools.testing.replica_pair import FOLLOWER, ReplicaPair, pair_env
 from topics_actors.protocol import decode_reply
 from topics_actors.protocol.messages import DeleteRecords, ReplicaFetch
-from topics_actors.shard import replica_frames
-from topics_actors.shard.replica_book import ReplicaAnswer
-from topics_actors.shard.replica_records import RECORDS_MAX
+from topics_actors.shard.replication import replica_frames
+from topics_actors.shard.replication.replica_book import ReplicaAnswer
+from topics_actors.shard.replication.replica_records import RECORDS_MAX
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame import decode_at, encode_frame
 from topics_actors.storage.frame_types import FLAG_TAG, FrameType

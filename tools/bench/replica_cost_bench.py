@@ -33,7 +33,7 @@ from tools.testing.replica_pair import ReplicaPair
 from tools.testing.shard_harness import ShardEnv
 from topics_actors.protocol import decode_reply
 from topics_actors.protocol.messages import Append, ReplicaFetch
-from topics_actors.shard.replica_book import ReplicaAnswer
+from topics_actors.shard.replication.replica_book import ReplicaAnswer
 from topics_actors.storage.fs import RealFs
 
 RECORD = [b'{"sku":"A-1","qty":2,"note":"a hundred bytes of json payload for the bench.."}']

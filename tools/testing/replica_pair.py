@@ -13,7 +13,7 @@ from tools.testing.fault_fs import FaultFs
 from tools.testing.shard_harness import ShardEnv, ShardHarness
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import ReplicaFetch
-from topics_actors.shard.replica_book import ReplicaAnswer
+from topics_actors.shard.replication.replica_book import ReplicaAnswer
 
 LEADER, FOLLOWER = "a", "b"
 

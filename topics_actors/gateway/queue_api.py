@@ -4,7 +4,7 @@ and extend.
 The gateway only reads the body (a missing or mistyped field is 400 at parse, before the
 shard is asked); the contract's checks and their order (node, batch size, lease ids, then
 topic_not_found / not_a_queue; for a claim the topic first, then the node) are the shard's
-(shard/queue_ops.py), so ZeroMQ clients get the same answers, the reference's counts
+(shard/queues/queue_ops.py), so ZeroMQ clients get the same answers, the reference's counts
 (`acked`, `nacked`, `extended`) beside our seq lists. The scopes are the route table's
 (a claim needs read and write). Claimed jobs are rendered with their stored payload
 spliced, never re-parsed. `QueueApi`'s handlers take (route, request, key, t0); the

@@ -74,7 +74,7 @@ class TopicState:
                                       # seq above it (None: not replicated, the head rules)
         self.ops = None               # OpLog of a replicated topic's deletes (ledger/op_log)
         self.follower = False         # a replicated topic's copy following its leader: its
-                                      # floors are the leader's (shard/replica_records.py)
+                                      # floors are the leader's (replica_records.py)
 
     # --- publishing -------------------------------------------------------------------
 

@@ -102,7 +102,7 @@ class RecordAppend:
 
     def append_copies(self, topic: TopicState, records: list[StagedRecord]
                      ) -> Callable[[CommitInfo], None]:
-        """Stage records built by the shard itself (a router's copies, shard/router_book.py)
+        """Stage records built by the shard itself (a router's copies, shard/routers/router_book.py)
         into an existing topic, admitted like an append; returns their publish."""
         self.stager.throttle()
         now = self.stager.clock()

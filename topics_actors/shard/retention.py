@@ -5,7 +5,7 @@ and by the reclaimer's periodic `retain`. A TTL or byte-cap advance depends on t
 on sizes, so it is logged as an fsynced EvictWatermark in the batch and the floors rise only
 when that batch commits; the records cap follows the head and needs no frame. A follower's
 copy of a replicated topic plans none: it takes its leader's floors with the records it
-fetches (shard/replica_records.py).
+fetches (shard/replication/replica_records.py).
 """
 
 from __future__ import annotations

@@ -29,27 +29,27 @@ from topics_actors.protocol.messages import (
 )
 from topics_actors.protocol.messages import DeleteRouters, ListRouters, PutRouter, RouterSync
 from topics_actors.shard import (
-    absorption, diff_read, head_marks, range_scan, record_delete, replica_report, retention,
-    topic_admin,
+    absorption, diff_read, head_marks, range_scan, record_delete, retention, topic_admin,
 )
+from topics_actors.shard.replication import replica_report
 from topics_actors.shard.batch_stager import (
     Batch, BatchStager, CommitInfo, Op, Staged, fail_with, read_op, roll_back,
 )
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.checkpoint_window import CheckpointWindow
 from topics_actors.shard.long_poll import LongPolls, Park, Waiter
-from topics_actors.shard.claim_windows import ClaimPass
+from topics_actors.shard.queues.claim_windows import ClaimPass
 from topics_actors.shard.commit_window import CommitWindow
-from topics_actors.shard.dead_letter_moves import MoveDone
+from topics_actors.shard.queues.dead_letter_moves import MoveDone
 from topics_actors.shard.quarantine_book import QuarantineBook
-from topics_actors.shard.queue_ops import QueueOps
+from topics_actors.shard.queues.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replay import Replay
-from topics_actors.shard.replica_book import AwaitHw, ReplicaBook
-from topics_actors.shard.replica_ops import AwaitOp
-from topics_actors.shard.replica_rules import ReplicaRules
-from topics_actors.shard.router_book import RouterBook, RouterPass
+from topics_actors.shard.replication.replica_book import AwaitHw, ReplicaBook
+from topics_actors.shard.replication.replica_ops import AwaitOp
+from topics_actors.shard.replication.replica_rules import ReplicaRules
+from topics_actors.shard.routers.router_book import RouterBook, RouterPass
 from topics_actors.shard.shard_stats import ShardStats
 from topics_actors.shard.stream_leases import StreamLeases
 from topics_actors.shard.topic_registry import TopicRegistry

@@ -26,9 +26,9 @@ from topics_actors.protocol.control import IsrChange, PlaceTopic, TopicChange, R
 from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import VouchedRecords, VouchedText
 from topics_actors.shard.commit_publisher import CommitPublisher
-from topics_actors.shard.dead_letter_sender import DeadLetterSender
-from topics_actors.shard.replica_fetcher import ReplicaFetcher
-from topics_actors.shard.router_feed import RouterFeed
+from topics_actors.shard.queues.dead_letter_sender import DeadLetterSender
+from topics_actors.shard.replication.replica_fetcher import ReplicaFetcher
+from topics_actors.shard.routers.router_feed import RouterFeed
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.supervisor_link import SupervisorLink
 

@@ -9,7 +9,7 @@ the same: at least once into the dead-letter topic, never lost.
   the Append (the job is then moved again on a later claim).
 - In another shard: the job is first marked moving, a Lease frame (event 5) logged with the
   queue's class: it leaves the ready set, the mark survives crashes and checkpoints (the
-  snapshot carries it). The shard's socket shell (shard/dead_letter_sender.py) then sends
+  snapshot carries it). The shard's socket shell (shard/queues/dead_letter_sender.py) then sends
   the Append to the owning shard, with an idempotency key naming the job, and retries until
   it is acknowledged; only then does a MoveDone stage the dead-lettered frame and delete the
   job. A crash between the two sends it again (deduplicated within the dead-letter topic's
@@ -55,7 +55,7 @@ class MoveDone:
 def log_lease(stager: BatchStager, topic: TopicState, seq: int, event: int,
                       lease: Lease, deliveries: int, events: list | None = None) -> None:
     """One Lease frame of job `seq`, with the topic's class; its event also goes to
-    `events` (a replicated queue's lease op, shard/replica_ops.py)."""
+    `events` (a replicated queue's lease op, shard/replication/replica_ops.py)."""
     stager.frame(FrameType.LEASE, topic, frame_body.encode_lease(frame_body.LeaseBody(
         event, lease.lease_id, lease.deadline, deliveries, lease.node)),
         seq=seq, sync=topic.config.durability.acks_after_fsync)

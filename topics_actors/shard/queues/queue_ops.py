@@ -10,7 +10,7 @@ batch cannot commit it fails and its lease changes are undone (fail closed). One
 staged nothing (memory-only leases) is a read: its leases stand whatever the batch does.
 
 A job claimed more than `max_deliveries` times moves to the topic's `dead_letter` topic
-instead (shard/dead_letter_moves.py).
+instead (shard/queues/dead_letter_moves.py).
 
 On a replicated queue's leader (docs/CLUSTER.md 7) an ack is an op of the topic's op log
 (its jobs are deleted on every replica once all in-sync ones hold it), and so are the lease
@@ -35,10 +35,10 @@ from topics_actors.protocol.messages import Ack, Claim, Extend, Held, Nack
 from topics_actors.record_envelope import has_meta
 from topics_actors.shard import retention
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op
-from topics_actors.shard.claim_windows import (
+from topics_actors.shard.queues.claim_windows import (
     PASS_GRACE_MS, ClaimPass, ClaimWindows, Member,
 )
-from topics_actors.shard.dead_letter_moves import DeadLetterMoves, log_lease
+from topics_actors.shard.queues.dead_letter_moves import DeadLetterMoves, log_lease
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
@@ -47,7 +47,7 @@ from topics_actors.topic_config import LEASE_MS_MAX, LEASE_MS_MIN
 
 
 class QueueReplication(Protocol):
-    """What a cluster node's replica book does for queues (shard/replica_book.py)."""
+    """What a cluster node's replica book does for queues (shard/replication/replica_book.py)."""
 
     def queue_replicated(self, name: str, what: str) -> bool: ...
 
@@ -264,8 +264,9 @@ class QueueOps:
 
     def _ack_replicated(self, msg: Ack, topic: TopicState, state: QueueState) -> Staged:
         """An ack on a replicated queue (its leader): the leases go here and now; the jobs'
-        records are deleted by an op of the topic's op log (shard/replica_ops.py), on every
-        replica once all in-sync ones hold it, and the reply waits for that."""
+        records are deleted by an op of the topic's op log (shard/replication/
+        replica_ops.py), on every replica once all in-sync ones hold it, and the reply
+        waits for that."""
         acked, skipped, _ = self._held(msg, topic, state, ACKED,
                                        lambda seq, lease: state.leave(seq) or lease,
                                        logged=False)

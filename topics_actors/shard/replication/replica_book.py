@@ -5,13 +5,13 @@ The supervisor sends the topics' replication states as ZooKeeper holds them (Rep
 A leader answers its followers' fetches and epoch queries, tracks their durable progress
 (cluster/isr_tracker.py), raises the high watermark, answers `acks: all` writes once the
 watermark covers them and proposes ISR changes (IsrChange, written by its supervisor with a
-compare-and-swap). A follower's fetches are made by the shell (shard/replica_fetcher.py)
+compare-and-swap). A follower's fetches are made by the shell (shard/replication/replica_fetcher.py)
 from the state machine of cluster/follower_fetch.py; what they bring is applied here, at the
 leader's seqs, through the shard's own WAL and group commit. Readers of a replicated topic
 never see a seq above its high watermark (TopicState.visible).
 
 A replica whose log diverged from the leader's below its own head (KIP-101) is cut back in
-place where the logs part (shard/replica_cut.py: a Truncate frame, never below the high
+place where the logs part (shard/replication/replica_cut.py: a Truncate frame, never below the high
 watermark), or when that is not safe, or it lacks ops the leader dropped, fetched anew.
 """
 
@@ -35,11 +35,12 @@ from topics_actors.shard import topic_admin
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op, write_op
 from topics_actors.shard.checkpoint_window import CheckpointWindow
 from topics_actors.shard.long_poll import Park
-from topics_actors.shard import replica_frames, replica_records
-from topics_actors.shard.replica_cut import ReplicaCut
+from topics_actors.shard.replication import replica_frames
+from topics_actors.shard.replication import replica_records
+from topics_actors.shard.replication.replica_cut import ReplicaCut
 from topics_actors.shard.record_reader import RecordReader
-from topics_actors.shard.replica_ops import AwaitOp, ReplicaOps, ops_of
-from topics_actors.shard.replica_role import Role
+from topics_actors.shard.replication.replica_ops import AwaitOp, ReplicaOps, ops_of
+from topics_actors.shard.replication.replica_role import Role
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage import frame_body
 from topics_actors.storage.file_table import make_loc

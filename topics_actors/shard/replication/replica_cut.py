@@ -28,7 +28,7 @@ from topics_actors.shard import topic_admin
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, write_op
 from topics_actors.shard.checkpoint_window import CheckpointWindow
 from topics_actors.shard.record_reader import RecordReader
-from topics_actors.shard.replica_ops import ops_of
+from topics_actors.shard.replication.replica_ops import ops_of
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame_types import FrameType

@@ -1,5 +1,5 @@
 """A follower shard's fetches from the leaders of its topics: the shell's part of
-shard/replica_book.py.
+shard/replication/replica_book.py.
 
 Once per loop turn, never blocking: answers that came in become ReplicaAnswer requests for
 the core, and each followed topic with nothing in flight gets its next request (an epoch
@@ -20,7 +20,7 @@ import zmq
 from topics_actors.protocol import encode
 from topics_actors.server_keys import ServerKeys
 from topics_actors.shard.peer_sockets import PeerSockets, decode_answer
-from topics_actors.shard.replica_book import FETCH_WAIT_MS, ReplicaAnswer, ReplicaBook
+from topics_actors.shard.replication.replica_book import FETCH_WAIT_MS, ReplicaAnswer, ReplicaBook
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Records between a replicated topic's leader and its followers: what a leader reads for
 a fetch, and how a follower stages what it fetched, at the leader's seqs, through its own
-WAL (shard/replica_book.py). Records still in the leader's WAL travel as its Append frames
-when the follower asks for them (shard/replica_frames.py), those in segments as records.
+WAL (replica_book.py). Records still in the leader's WAL travel as its Append frames
+when the follower asks for them (replica_frames.py), those in segments as records.
 The leader's retention floors travel with the records: a follower plans no retention of
 its own, so every copy drops the same records, at the leader's word, logged like the
 leader's (an EvictWatermark)."""
@@ -14,10 +14,10 @@ from topics_actors.cluster.epoch_cache import EpochCache
 from topics_actors.ledger.retention_rules import Floors
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
-from topics_actors.shard import replica_frames
+from topics_actors.shard.replication import replica_frames
 from topics_actors.shard.batch_stager import BatchStager
 from topics_actors.shard.record_reader import RecordReader
-from topics_actors.shard.replica_frames import FrameRun
+from topics_actors.shard.replication.replica_frames import FrameRun
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame_types import FrameType
 

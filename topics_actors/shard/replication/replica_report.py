@@ -3,7 +3,7 @@ of a topic's state and of the shard's status, read off its replica book."""
 
 from __future__ import annotations
 
-from topics_actors.shard.replica_book import ReplicaBook
+from topics_actors.shard.replication.replica_book import ReplicaBook
 
 SERIES_MAX = 1_000            # topics with per-topic figures in a shard's status
 

@@ -25,10 +25,13 @@ from topics_actors.protocol.messages import (
     Append, DeleteRecords, DeleteTopic, EpochQuery, GetTopic, PutRouter, PutTopic,
     ReplicaFetch,
 )
-from topics_actors.shard import replica_report, topic_admin
+from topics_actors.shard import topic_admin
+from topics_actors.shard.replication import replica_report
 from topics_actors.shard.batch_stager import CommitInfo, Staged, read_op
 from topics_actors.shard.long_poll import Park
-from topics_actors.shard.replica_book import PLACE_PREFIX, AwaitHw, ReplicaAnswer, ReplicaBook
+from topics_actors.shard.replication.replica_book import (
+    PLACE_PREFIX, AwaitHw, ReplicaAnswer, ReplicaBook,
+)
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.topic_config import TopicConfig, parse_config
 

@@ -1,7 +1,7 @@
 """The routers whose destination is in this shard (spec/api.md 6), the core's part: define,
 list and delete them, and apply what the shell's feed read from their sources.
 
-Pull model, owned by the destination's shard. The shell (shard/router_feed.py) keeps one
+Pull model, owned by the destination's shard. The shell (shard/routers/router_feed.py) keeps one
 long-polling diff per router open against the source's shard (this one included) from the
 router's cursor; its answer comes back here as a RouterPass. The copies and the advanced
 cursor (a RouterCursor frame) are staged in one WAL batch, after the copies, so the log
