@@ -242,7 +242,7 @@ def test_diverged_copy_is_cut_in_place_and_fetches_on(follower):
     assert state["bytes"] == sum(payload_bytes(len(e), 0) for _s, e in expected())
     assert state["epochs"] == [(1, 1), (2, 8)]
     assert (FrameType.TRUNCATE, 7) in wal_frames(follower)
-    assert follower.core.replicas.following[TOPIC].next_request().fetch_leo == 13
+    assert follower.core.replicas.replicas.follow(TOPIC).fetch.next_request().fetch_leo == 13
 
 
 def test_replay_of_a_truncate_frame_then_rewritten_seqs_equals_the_live_state(follower):
@@ -341,7 +341,7 @@ def test_absorbed_suffix_falls_back_to_the_whole_copy_reset(env, follower):
     assert (figures["copies_truncated"], figures["copies_reset"]) == (0, 1)
     assert follower.core.replicas.cut.refused == {"absorbed": 1}
     assert follower.topic().head == 0                     # fetches everything again
-    assert follower.core.replicas.following[TOPIC].next_request().fetch_leo == 1
+    assert follower.core.replicas.replicas.follow(TOPIC).fetch.next_request().fetch_leo == 1
 
 
 def test_open_checkpoint_falls_back_to_the_whole_copy_reset(follower):
@@ -368,9 +368,9 @@ def test_failed_batch_puts_the_copy_back_and_asks_again(follower):
         "leader_epoch": 2, "epoch": 1, "end_leo": 8}), time.perf_counter_ns())
     assert follower.topic().head == 7                     # cut while staged
     roll_back(core.stager.take(), core.registry)          # what a failed commit does
-    core.replicas.failed(TOPIC)
+    core.replicas.follower.failed()
     assert follower.state() == before
-    ask = core.replicas.following[TOPIC].next_request()
+    ask = core.replicas.replicas.follow(TOPIC).fetch.next_request()
     assert type(ask).__name__ == "EpochQuery" and ask.asked_epoch == 1
     heal(follower)
     assert follower.state()["copy"] == expected()
@@ -420,7 +420,7 @@ class Leader:
     def serve(self, h: FollowerHarness, hw: int) -> None:
         """Answer the follower's requests until it has the whole log."""
         for _ in range(50):
-            ask = h.core.replicas.following[TOPIC].next_request()
+            ask = h.core.replicas.replicas.follow(TOPIC).fetch.next_request()
             leo = len(self.log) + 1
             if type(ask).__name__ == "EpochQuery":
                 end = self.cache.end_for(ask.asked_epoch, leo)

@@ -67,7 +67,7 @@ def _catch_up(pair: ReplicaPair) -> list[float]:
     head = leader.registry.get(TOPIC).head
     clock = time.process_time
     while follower.registry.get(TOPIC).head < head:
-        for name, _endpoint, ask in follower.replicas.requests():
+        for name, _endpoint, ask in follower.replicas.follower.requests():
             if isinstance(ask, ReplicaFetch):
                 ask = dataclasses.replace(ask, wait_ms=0)
             t0 = clock()

@@ -46,7 +46,8 @@ from topics_actors.shard.queues.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replay import Replay
-from topics_actors.shard.replication.replica_book import AwaitHw, ReplicaBook
+from topics_actors.shard.replication.leader_duties import AwaitHw
+from topics_actors.shard.replication.replica_book import ReplicaBook
 from topics_actors.shard.replication.replica_ops import AwaitOp
 from topics_actors.shard.replication.replica_rules import ReplicaRules
 from topics_actors.shard.routers.router_book import RouterBook, RouterPass
@@ -101,7 +102,7 @@ class ShardCore:
                                     self.wal.files.remove, checkpoints=self.checkpoints)
         self.replica_rules = ReplicaRules(self.replicas, self.registry)
         if self.replicas.enabled:
-            self.queues.replication = self.replicas
+            self.queues.replication = self.replicas.leader
         self._handlers = self._handler_table()
 
     def _handler_table(self) -> dict[type, Handler]:
@@ -246,12 +247,13 @@ class ShardCore:
                 replies.append(reply)
         if self.quota.max_total_bytes and batch.writes:   # reads leave the bytes alone
             self.quota.publish(self.registry.live_bytes())
-        woken = self.replicas.after_commit(info.woken) if self.replicas.enabled else info.woken
+        replication = self.replicas.enabled
+        woken = self.replicas.after_commit(info.woken) if replication else info.woken
         for name in woken:
             replies += self._answer_waiters(self.polls.wake(name))
             if name[0] != "\0":   # from \0 on: internal wake-ups (claim windows), not topics
                 self.feed_pending.add(name)
-        if self.replicas.released:
+        if replication and self.replicas.has_released():
             replies += self._released()
         return replies
 
@@ -259,14 +261,13 @@ class ShardCore:
         """What the replica book can answer now, before any commit: `acks: all` writes a
         follower's fetch just covered (their own commit is long done), so they do not wait
         for the fsync of the batch being gathered."""
-        return self._released() if self.replicas.released else []
+        return self._released() if self.replicas.has_released() else []
 
     def _released(self) -> list[Reply]:
         """Answers the replica book let go: `acks: all` writes the watermark now covers, or
         that lost their leader."""
-        done, self.replicas.released = self.replicas.released, []
         replies = []
-        for peer, corr, t0_ns, body, error in done:
+        for peer, corr, t0_ns, body, error in self.replicas.take_released():
             if error is not None:
                 replies.append((peer, encode_error(corr, error)))
             else:
@@ -278,8 +279,7 @@ class ShardCore:
         self.stats.failed_batches += 1
         log.error("event=batch_failed shard=%d error=%r", self.options.shard, exc)
         roll_back(batch, self.registry)
-        for name in list(self.replicas.following):
-            self.replicas.failed(name)
+        self.replicas.follower.failed()
         return StorageError(f"WAL commit failed: {exc}")
 
     def _reply(self, peer: bytes, corr: int, t0_ns: int, fn, info: CommitInfo) -> Reply | None:
@@ -308,7 +308,7 @@ class ShardCore:
                 return None
             body = (body.reply or (lambda _gone: {"topic": body.topic, "deleted": 0}))(0)
         if type(body) is AwaitHw:
-            if self.replicas.hold(peer, corr, t0_ns, body):
+            if self.replicas.leader.hold(peer, corr, t0_ns, body):
                 body.body["performance"] = {"wal_append_ms": info.wal_ms,
                                             "fsync_ms": info.fsync_ms}
                 return None

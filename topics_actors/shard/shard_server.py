@@ -262,18 +262,17 @@ class ShardServer:
             return
         self._cluster_due = now + CLUSTER_TICK_S
         replicas = self.core.replicas
-        for topic, epoch, version, isr in replicas.isr_proposals():
+        for topic, epoch, version, isr in replicas.leader.isr_proposals():
             self.link.send(IsrChange("shard", self.core.options.shard, os.getpid(), topic,
                                      epoch, version, isr))
-        for topic, (config, create) in replicas.placing.items():
+        for topic, config, create in replicas.placements.to_place():
             self.link.send(PlaceTopic("shard", self.core.options.shard, os.getpid(), topic,
                                       config, create))
-        changes = [(t, {"config": c}) for t, c in replicas.reconfiguring.items()]
-        for topic, change in changes + [(t, {"delete": True}) for t in replicas.deleting]:
-            tracker = replicas.leading.get(topic)
-            if tracker is not None:
+        for topic, change in replicas.placements.changes():
+            lead = replicas.replicas.lead(topic)
+            if lead is not None:
                 self.link.send(TopicChange("shard", self.core.options.shard, os.getpid(),
-                                           topic, tracker.leader_epoch, **change))
+                                           topic, lead.leader_epoch, **change))
 
     def _watch_feed_sockets(self, sockets: list) -> None:
         """Let a feed's answer end the poll (its sockets open on first use)."""

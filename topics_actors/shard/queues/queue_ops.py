@@ -47,7 +47,7 @@ from topics_actors.topic_config import LEASE_MS_MAX, LEASE_MS_MIN
 
 
 class QueueReplication(Protocol):
-    """What a cluster node's replica book does for queues (shard/replication/replica_book.py)."""
+    """What a cluster node's leader does for queues (shard/replication/leader_duties.py)."""
 
     def queue_replicated(self, name: str, what: str) -> bool: ...
 

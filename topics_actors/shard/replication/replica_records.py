@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from topics_actors.cluster.epoch_cache import EpochCache
+from topics_actors.errors import InvariantViolation
 from topics_actors.ledger.retention_rules import Floors
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
@@ -101,13 +102,17 @@ class CopiedRun(NamedTuple):
 
 
 def append_fetched(stager: BatchStager, topic: TopicState, records: list,
-                   runs: list[FrameRun],
-          new_epochs: list[tuple[int, int]], end_leo: int) -> list[CopiedRun]:
+                   runs: list[FrameRun], new_epochs: list[tuple[int, int]],
+                   end_leo: int) -> list[CopiedRun]:
     """Stage fetched records, then fetched frames (`runs`, checked: replica_frames.py), and
     the epochs that start among them, up to `end_leo`: head marks for the holes, Append
     frames for each run of one timestamp, the leader's frames as they are. Returns the
     runs to publish."""
     sync = topic.config.durability.acks_after_fsync
+    for (epoch, start), (after, after_start) in zip(new_epochs, new_epochs[1:]):
+        if after <= epoch or after_start < start:
+            raise InvariantViolation(f"epochs of {topic.name!r} staged out of order: "
+                                     f"{epoch}@{start} then {after}@{after_start}")
     for epoch, start in new_epochs:
         stager.frame(FrameType.EPOCH, topic, frame_body.encode_u64(epoch), seq=start)
     staged = []
