@@ -101,7 +101,8 @@ class ShardCore:
         self.replicas = ReplicaBook(options.node_id, self.stager, self.registry, self.reader,
                                     self.wal.files.remove, checkpoints=self.checkpoints)
         self.replica_rules = ReplicaRules(self.replicas, self.registry)
-        if self.replicas.enabled:
+        self.replicated = self.replicas.enabled     # a cluster node (TOPICS_ZK)
+        if self.replicated:
             self.queues.replication = self.replicas.leader
         self._handlers = self._handler_table()
 
@@ -145,7 +146,7 @@ class ShardCore:
             RouterSync: routers.sync,
             RepairTopic: lambda m: read_op(lambda info: self.quarantine.repair(m.topic)),
         }
-        if self.replicas.enabled:
+        if self.replicated:
             table = self.replica_rules.handlers(table)
         return table
 
@@ -247,13 +248,12 @@ class ShardCore:
                 replies.append(reply)
         if self.quota.max_total_bytes and batch.writes:   # reads leave the bytes alone
             self.quota.publish(self.registry.live_bytes())
-        replication = self.replicas.enabled
-        woken = self.replicas.after_commit(info.woken) if replication else info.woken
+        woken = self.replicas.after_commit(info.woken) if self.replicated else info.woken
         for name in woken:
             replies += self._answer_waiters(self.polls.wake(name))
             if name[0] != "\0":   # from \0 on: internal wake-ups (claim windows), not topics
                 self.feed_pending.add(name)
-        if replication and self.replicas.has_released():
+        if self.replicated and self.replicas.has_released():
             replies += self._released()
         return replies
 
