@@ -25,6 +25,7 @@ from topics_actors.protocol import messages  # noqa: F401  (registers the reques
 from topics_actors.protocol.control import IsrChange, PlaceTopic, TopicChange, ReplicaRoles
 from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import VouchedRecords, VouchedText
+from topics_actors.shard import diff_read
 from topics_actors.shard.commit_publisher import CommitPublisher
 from topics_actors.shard.dead_letter_sender import DeadLetterSender
 from topics_actors.shard.replica_fetcher import ReplicaFetcher
@@ -288,7 +289,11 @@ class ShardServer:
             if self.feed is None:
                 self.core.feed_pending.clear()
             else:
-                self.feed.publish(self.core.feed_pending, self.core.registry)
+                self.feed.publish(self.core.feed_pending, self.core.registry, self._read_page)
+
+    def _read_page(self, topic, msg):
+        """A feed notification's page: the diff a gateway would read (shard/diff_read.py)."""
+        return diff_read.diff(topic, self.core.reader.read, msg, self.core.stager.clock())
 
     def _group_window(self) -> None:
         """Gather more fsync-class writers for this commit (shard/commit_window.py): until
