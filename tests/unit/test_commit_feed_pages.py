@@ -46,24 +46,21 @@ def note_of(sub):
     return decode_note(sub.recv_multipart())
 
 
-def subscribe(publisher, sub, topic):
-    sub.setsockopt(zmq.SUBSCRIBE, topic_filter(topic))
-    for _ in range(500):                  # the subscription reaches the XPUB socket
-        publisher._take_subscriptions()
-        if topic in publisher.watched:
-            return
-        zmq.Poller().poll(10)
-    raise AssertionError("the subscription never arrived")
+def change(publisher, sub, option, prefix: bytes) -> None:
+    """Subscribe or unsubscribe, and wait until the XPUB socket has taken it in."""
+    sub.setsockopt(option, prefix)
+    assert publisher.sock.poll(5000), "the (un)subscription never arrived"
+    publisher._take_subscriptions()
 
 
 def test_only_watched_topics_get_pages_and_a_page_is_the_diff_from_the_last_head(shard, feed):
     publisher, sub = feed
     shard.append("t", rec(b'{"x":1}', tag="a"))
-    sub.setsockopt(zmq.SUBSCRIBE, b"")          # everything, but no topic subscription
-    zmq.Poller().poll(100)
+    change(publisher, sub, zmq.SUBSCRIBE, b"")     # everything, but no topic subscription
     publish(publisher, shard, "t")
     assert note_of(sub).page is None and publisher.pages == 0
-    subscribe(publisher, sub, "t")
+    change(publisher, sub, zmq.SUBSCRIBE, topic_filter("t"))
+    assert "t" in publisher.watched
     publish(publisher, shard, "t")          # the first since subscribing: no page yet
     first = note_of(sub)
     assert first.head == 1 and first.page is None
@@ -74,12 +71,7 @@ def test_only_watched_topics_get_pages_and_a_page_is_the_diff_from_the_last_head
     assert (page.from_seq, page.head_seq) == (1, 3)
     assert page.records == expected["records"]
     assert page.bytes == len(b'{"x":2}') + len(b'{"x":3}')
-    sub.setsockopt(zmq.UNSUBSCRIBE, topic_filter("t"))
-    for _ in range(500):
-        publisher._take_subscriptions()
-        if "t" not in publisher.watched:
-            break
-        zmq.Poller().poll(10)
+    change(publisher, sub, zmq.UNSUBSCRIBE, topic_filter("t"))
     assert "t" not in publisher.watched
 
 
