@@ -58,7 +58,8 @@ class AsyncClient:
             connect_timeout_ms=connect_timeout_ms,
             curve=CurveCredentials.of(curve_server_key, curve_public_key, curve_secret_key))
         self._transport = AsyncTransport(ctx or zmq.Context.instance(), self._core,
-                                         request_timeout_ms, max_in_flight)
+                                         request_timeout_ms, max_in_flight,
+                                         lanes=self.NODE_LOCAL)
         self._run, self._send = self._transport.run, self._transport.send
         self._linger = None if linger is None else AsyncLinger(
             self.request, self._core.session_key, linger)
@@ -180,7 +181,8 @@ class AsyncClient:
 
 class NodeClient(AsyncClient):
     """The AsyncClient of a process of the node (the gateway). It reaches each shard on its
-    ipc socket, the one where a `prevalidated` append is trusted (docs/PROTOCOL.md 3.1), and
-    on TCP only while the shard map names no ipc endpoint (the shard then parses anyway)."""
+    lane, next to the ipc socket (both are where a `prevalidated` append is trusted,
+    docs/PROTOCOL.md 3.1 and 3.8), and on TCP only while the shard map names no ipc
+    endpoint (the shard then parses anyway)."""
 
     NODE_LOCAL = True

@@ -12,18 +12,23 @@ import time
 import zmq
 
 from topics_actors.client.async_connection import AsyncConnection
+from topics_actors.client.lane_connection import LaneConnection
 from topics_actors.client.client_core import (
     Call, ClientCore, Fan, Flow, Pause, Refusal, Request, Target, Tried,
 )
 from topics_actors.client.shard_map import FRONT
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import encode
+from topics_actors.protocol.lane import lane_path
 
 
 class AsyncTransport:
     def __init__(self, ctx: zmq.Context, core: ClientCore, request_timeout_ms: int,
-                 max_in_flight: int):
+                 max_in_flight: int, lanes: bool = False):
+        """`lanes`: reach a shard's ipc endpoint on its lane (protocol/lane.py), the way
+        of the node's own processes."""
         self._ctx = ctx
+        self._lanes = lanes
         self._core = core
         self._front = core.front
         self._request_timeout_ms = request_timeout_ms
@@ -81,14 +86,19 @@ class AsyncTransport:
         front = self._conns.get(FRONT)
         return None if front is None else front.watch.refusal(self._front.endpoint)
 
-    def connection(self, target: Target) -> AsyncConnection:
+    def connection(self, target: Target) -> AsyncConnection | LaneConnection:
+        lane = lane_path(target.endpoint) if self._lanes and target.key != FRONT else ""
+        endpoint = lane or target.endpoint
         conn = self._conns.get(target.key)
-        if conn is None or conn.endpoint != target.endpoint:
+        if conn is None or conn.endpoint != endpoint or (lane and conn.closed):
             if conn is not None:
                 conn.close()
-            conn = self._conns[target.key] = AsyncConnection(
-                self._ctx, target.endpoint, self._max_in_flight, target.curve,
-                watch=target.key == FRONT)
+            if lane:
+                conn = LaneConnection(lane, self._max_in_flight)
+            else:
+                conn = AsyncConnection(self._ctx, endpoint, self._max_in_flight,
+                                       target.curve, watch=target.key == FRONT)
+            self._conns[target.key] = conn
         return conn
 
     async def call(self, call: Call) -> dict | None:
