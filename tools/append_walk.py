@@ -4,30 +4,34 @@ from the gateway's request handler to the WAL write and back to the HTTP respons
     python tools/append_walk.py [--root DIR] [--walk]
 
 One process plays both sides: a GatewayCore (the real one, with its EngineLink and the
-NodeClient in it) whose connection to the shard hands each request's encoded bytes to a
-ShardCore over a temp data dir, as the shard's socket shell would (decode, admit, submit,
-commit), and the reply's bytes back. sys.setprofile records each call event of a Python
+NodeClient in it) whose connection to the shard (tools/testing/loopback_connection.py, a
+stand-in not walked) hands each request's encoded bytes to a ShardCore over a temp data
+dir, as the shard's socket shell would (decode, admit, submit, commit), and the reply's
+bytes back. sys.setprofile records each call event of a Python
 function defined under `topics_actors/` while one single-record append (POST
 /v0/topics/t, fsync class, an existing topic) is handled, after a first append made the
 route and the topic warm. Comprehensions and generator expressions are not stops; a
 generator resumed is (control goes back to it).
 
 Prints: stops (function entries), the files they are in, and the returns to a file already
-left (a stop in a file the walk left earlier, not the one it just came from); with --walk,
-every stop. `--root` runs the topics_actors found there (e.g. an older tree from `git
-archive`), to compare a change's before and after (docs/ARCHITECTURE.md, issue 31).
+left (a stop in a file the walk left earlier, not the one it just came from), for the whole
+walk and for its part up to the WAL write; with --walk, every stop. `--root` runs the
+topics_actors found there (e.g. an older tree from `git archive`), to compare a change's
+before and after (docs/ARCHITECTURE.md, issue 31).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import shutil
 import sys
 import tempfile
 
 SKIPPED = ("<listcomp>", "<genexpr>", "<dictcomp>", "<setcomp>")
+WAL_WRITE = ("storage/wal_writer.py", "WalWriter.write")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -52,29 +56,26 @@ def shard_core(data_dir: str):
     return core
 
 
-def connection_class(core):
-    """An AsyncConnection whose peer is `core`, reached the way the shard's shell does."""
-    from topics_actors.client.async_connection import AsyncConnection
+def shard_answer(core):
+    """`core` reached the way the shard's shell does: decode, admit, submit, commit."""
     from topics_actors.protocol import decode
     from topics_actors.shard.shard_server import admitted
 
-    class ShardLink(AsyncConnection):
-        def __init__(self, endpoint: str):     # no ZeroMQ socket, no reader
-            self.endpoint, self.watch = endpoint, None
-            self.pending, self.deadlines, self._sweep = {}, {}, None
-            self.window = asyncio.Semaphore(256)
-            self.loop = asyncio.get_running_loop()
+    def answer(raw: bytes) -> list[bytes]:
+        corr, msg = decode(raw)
+        core.submit(b"igateway", corr, admitted(msg, True), 0)
+        return [reply for _peer, reply in core.commit()]
+    return answer
 
-        def send(self, raw, corr=None):
-            corr, msg = decode(raw)
-            core.submit(b"igateway", corr, admitted(msg, True), 0)
-            for _peer, reply in core.commit():
-                self.loop.call_soon(self._resolve, reply)
-            return True
 
-        def close(self):
-            pass
-    return ShardLink
+def loopback_class():
+    """This checkout's LoopbackConnection, whichever tree `--root` walks."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testing",
+                        "loopback_connection.py")
+    spec = importlib.util.spec_from_file_location("loopback_connection", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.LoopbackConnection
 
 
 def gateway(core):
@@ -86,7 +87,13 @@ def gateway(core):
     client = link.client
     shard_map = ShardMap(1, ("tcp://127.0.0.1:2",), (1,), ("ready",), True,
                          ("ipc:///walk/shard-00.sock",))
-    conns = {0: connection_class(core)("ipc:///walk/shard-00.sock")}
+    ipc = "ipc:///walk/shard-00.sock"
+    try:                  # the node's own processes reach a shard on its lane (issue 37)
+        from topics_actors.protocol.lane import lane_path
+        endpoint = lane_path(ipc)
+    except ImportError:
+        endpoint = ipc
+    conns = {0: loopback_class()(endpoint, shard_answer(core))}
     if hasattr(client, "_core"):       # the client core (issue 31)
         client._core._reached, client._core.map = True, shard_map
         client._transport._conns = conns
@@ -151,6 +158,9 @@ def main(argv=None) -> int:
     count, files, returns = summary(stops)
     print(f"topics_actors from {args.root}: one HTTP append, {count} stops in {files} files, "
           f"{returns} returns to a file already left")
+    wal = next(i for i, stop in enumerate(stops) if stop == WAL_WRITE) + 1
+    count, files, returns = summary(stops[:wal])
+    print(f"  to the WAL write: {count} stops in {files} files, {returns} returns")
     return 0
 
 

@@ -259,7 +259,8 @@ class LingerBatcher:
 
     def room(self, lane: Lane) -> bool:
         """Whether the lane's next batch goes at once (adaptive, room in flight)."""
-        return self.options.goes_at_once(lane.out)
+        options = self.options
+        return options.adaptive and lane.out < options.in_flight_max
 
     def take(self, lane: Lane, gone: Callable[[Pending], bool] | None = None) -> Batch | None:
         """The lane's next batch: its waiting appends in order within the limits (at least
@@ -316,7 +317,8 @@ class LingerBatcher:
         lane.out -= 1
         if batch is not None:
             self.inside -= len(batch.pendings)
-        self._forget_if_idle(lane)
+        if not lane.out and not lane.waiting:
+            self._forget_if_idle(lane)
 
     def sent_at_once(self, lane: Lane) -> None:
         """An append that found room goes at once, in its caller's task (the coalescer)."""

@@ -145,9 +145,13 @@ class GatewayCore:
                 raise rb.payload_too_large(limit)
             handler = self.handlers[name]
             if key is None or not self.inflight.per_key_max:      # nothing to count
-                return name, await self._answer(handler, route, request, key, t0)
-            with self.inflight.admit(key.label):
-                return name, await self._answer(handler, route, request, key, t0)
+                if self.stopping and name in STOPPING_REFUSED:
+                    raise shutting_down()
+                return name, await handler(route, request, key, t0)
+            with self.inflight.admit(key.label):    # a 429 there comes before a 503 here
+                if self.stopping and name in STOPPING_REFUSED:
+                    raise shutting_down()
+                return name, await handler(route, request, key, t0)
         except TopicsError as error:
             return name, error_response(error)
         except InvariantViolation:
@@ -155,12 +159,6 @@ class GatewayCore:
         except Exception:
             log.exception("event=request_failed method=%s", request.method)
             return name, error_response(TopicsError("internal error", ErrorCode.INTERNAL))
-
-    async def _answer(self, handler: Handler, route: Route, request: HttpRequest,
-                      key: ApiKey | None, t0: int) -> HttpResponse | HttpStream:
-        if self.stopping and route.handler in STOPPING_REFUSED:
-            raise shutting_down()
-        return await handler(route, request, key, t0)
 
     def _route(self, request: HttpRequest) -> Route:
         try:

@@ -249,8 +249,10 @@ class ShardCore:
         if self.quota.max_total_bytes and batch.writes:   # reads leave the bytes alone
             self.quota.publish(self.registry.live_bytes())
         woken = self.replicas.after_commit(info.woken) if self.replicated else info.woken
+        polls = self.polls
         for name in woken:
-            replies += self._answer_waiters(self.polls.wake(name))
+            if polls.count:
+                replies += self._answer_waiters(polls.wake(name))
             if name[0] != "\0":   # from \0 on: internal wake-ups (claim windows), not topics
                 self.feed_pending.add(name)
         if self.replicated and self.replicas.has_released():
