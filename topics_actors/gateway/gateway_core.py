@@ -154,8 +154,8 @@ class GatewayCore:
                 return name, await handler(route, request, key, t0)
         except TopicsError as error:
             return name, error_response(error)
-        except InvariantViolation:
-            raise           # a bug: the process's top level (http_server) ends the process
+        except AssertionError:      # InvariantViolation or a failed assert: a bug
+            raise           # the process's top level (http_server) ends the process
         except Exception:
             log.exception("event=request_failed method=%s", request.method)
             return name, error_response(TopicsError("internal error", ErrorCode.INTERNAL))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from topics_actors.config import RECOVERY_POLICY_DEFAULT, RecoveryPolicy
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway.api_keys import ApiKey
 from topics_actors.gateway.http_message import (
@@ -34,13 +35,14 @@ class Survey:
 
     @property
     def refused(self) -> bool:
-        return bool(self.entries) and "refuse" in self.policies
+        return bool(self.entries) and RecoveryPolicy.REFUSE in self.policies
 
 
 def survey(statuses: list[dict]) -> Survey:
     found = Survey()
     for status in statuses:
-        found.policies.add(status.get("recovery_policy", "park"))
+        found.policies.add(RecoveryPolicy(status.get("recovery_policy",
+                                                     RECOVERY_POLICY_DEFAULT)))
         found.total += status.get("quarantines_total", 0)
         found.unaudited += status.get("segments_unaudited", 0)
         found.entries += [{"shard": status.get("shard"), **entry}
@@ -55,7 +57,8 @@ def ready_fields(found: Survey) -> dict:
         raise TopicsError("recovery quarantined topics and TOPICS_RECOVERY_ON_MISMATCH is "
                           "refuse: repair them (POST /v0/quarantine/:topic/repair)",
                           ErrorCode.NOT_READY,
-                          {"quarantined": found.names, "recovery_policy": "refuse"})
+                          {"quarantined": found.names,
+                           "recovery_policy": RecoveryPolicy.REFUSE})
     return {"degraded": bool(found.entries), "quarantined": found.names}
 
 

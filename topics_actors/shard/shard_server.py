@@ -16,6 +16,7 @@ import time
 
 import zmq
 
+from topics_actors.config import ProcessState
 from topics_actors.curve_auth import CurveAuth, identity_of
 from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
@@ -170,7 +171,7 @@ class ShardServer:
         for progress in self.core.replay().run():
             self.core.replay_progress = progress
             self._answer_not_ready()
-            self._beat("replaying")
+            self._beat(ProcessState.REPLAYING)
             if self.stopping:
                 break
         if self.stopping:   # never serve, not even briefly, after a stop during replay
@@ -181,7 +182,7 @@ class ShardServer:
         self.core.ready, self.core.replay_progress = True, 1.0
         log.info("event=ready shard=%d topics=%d replay_s=%.3f endpoint=%s", shard,
                  len(self.core.registry), time.monotonic() - t0, self.endpoint)
-        self._beat("ready", force=True)
+        self._beat(ProcessState.READY, force=True)
         while not self.stopping:
             self.turn()
         self._shutdown()
@@ -195,7 +196,7 @@ class ShardServer:
                 self.stopping = True
 
     def _shutdown(self) -> None:
-        self._beat("stopping", force=True)
+        self._beat(ProcessState.STOPPING, force=True)
         self._drain(INBOX_REQUESTS_MAX, self.poller.poll(0))
         self._send(self.core.commit())
         self._send(self.core.release_polls())

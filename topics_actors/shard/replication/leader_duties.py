@@ -22,10 +22,11 @@ from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replication import replica_records
 from topics_actors.shard.replication.replica import Leadership, Released, Replicas
 from topics_actors.shard.replication.replica_ops import AwaitOp, ReplicaOps, ops_of
-from topics_actors.shard.replication.replica_role import Acks, Role
+from topics_actors.shard.replication.replica_role import Role
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame_types import FrameType
+from topics_actors.topic_config import Acks
 
 log = logging.getLogger(__name__)
 

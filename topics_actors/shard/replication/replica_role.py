@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from topics_actors.errors import invalid
 from topics_actors.topic_identity import shard_of_name
 
 
@@ -41,25 +40,6 @@ class Role:
         return {"topic": self.topic, "leader": self.leader, "leader_epoch": self.leader_epoch,
                 "leader_front": self.leader_front, "leader_http": self.leader_http,
                 "leader_curve": self.leader_curve}
-
-
-class Acks(enum.Enum):
-    """When an append to a replicated topic is answered (an Append's `acks`,
-    docs/PROTOCOL.md): once the leader's own log holds it in its class, or once every
-    in-sync replica does (nil on the wire: ALL)."""
-    NONE = "none"
-    LEADER = "leader"
-    ALL = "all"
-
-    @classmethod
-    def of(cls, wire: str | None) -> "Acks":
-        """The Append field as it crossed the wire; any other value is invalid_request."""
-        if wire is None:
-            return cls.ALL
-        try:
-            return cls(wire)
-        except ValueError:
-            raise invalid("acks must be one of none, leader, all") from None
 
 
 class AnswerKind(enum.Enum):
