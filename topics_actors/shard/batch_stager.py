@@ -194,3 +194,6 @@ def roll_back(batch: Batch, registry: TopicRegistry) -> None:
             if current is not topic:
                 registry.register(topic)
             topic.next_seq, topic.reserved_head, topic.config = next_seq, reserved, config
+            if topic.next_seq <= topic.head:
+                raise InvariantViolation(f"{name!r} rolled back to next seq {next_seq} at or "
+                                         f"below its head {topic.head}")

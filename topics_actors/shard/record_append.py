@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from topics_actors.errors import invalid, topic_not_found
+from topics_actors.errors import InvariantViolation, invalid, topic_not_found
 from topics_actors.ledger import retention_rules
 from topics_actors.ledger.dedupe_index import DedupeEntry
 from topics_actors.ledger.topic_state import TopicState
@@ -114,6 +114,9 @@ class RecordAppend:
         """Encode the records' frames (logged classes; None for the others): where they are
         in the batch (batch_stager.encode_staged)."""
         stager = self.stager
+        if first != topic.next_seq or first <= topic.head:
+            raise InvariantViolation(f"{topic.name!r}: records framed at seq {first}, not at "
+                                     f"its next seq {topic.next_seq} above head {topic.head}")
         stager.save_undo(topic.name, topic)
         last = first + len(records) - 1
         durability = topic.config.durability
@@ -124,6 +127,9 @@ class RecordAppend:
             topic.reserved_head = last + HEAD_RESERVE
             stager.frame(FrameType.HEAD_WATERMARK, topic,
                          frame_body.encode_u64(topic.reserved_head))
+        if durability.reserves_head and last > topic.reserved_head:
+            raise InvariantViolation(f"{topic.name!r}: seq {last} handed out above its "
+                                     f"reservation {topic.reserved_head}")
         sync = durability.acks_after_fsync
         offsets = stager.appends(topic, first, now, records, sync)
         topic.next_seq = last + 1

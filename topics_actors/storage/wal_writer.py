@@ -13,7 +13,7 @@ import os
 import threading
 import time
 
-from topics_actors.errors import StorageError
+from topics_actors.errors import InvariantViolation, StorageError
 from topics_actors.storage import failpoint
 from topics_actors.storage.fs import Fs, FsFile
 from topics_actors.storage.wal_layout import PRE_SUFFIX, wal_file_name
@@ -170,6 +170,9 @@ class WalWriter:
         elif self.tail + len(buf) > self.capacity:
             self.capacity = self.tail + len(buf)   # a lone oversized batch extends the file
         offset = self.tail
+        if offset + len(buf) > self.capacity:
+            raise InvariantViolation(f"a batch of {len(buf)} bytes at {offset} passes the WAL "
+                                     f"file's end {self.capacity}")
         try:
             self.handle.write_all_at(buf, offset)
             failpoint.hit("wal::after_write")
@@ -190,6 +193,9 @@ class WalWriter:
 
     def undo(self, offset: int, length: int) -> None:
         """Erase a failed batch [offset, offset+length) so no later scan can read it back."""
+        if offset > self.tail:
+            raise InvariantViolation(f"erasing a batch at {offset}, past the WAL tail "
+                                     f"{self.tail}: bytes before it would stay")
         self.tail = offset
         try:
             zero_fill(self.handle, offset, offset + length)

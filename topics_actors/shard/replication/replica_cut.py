@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from topics_actors.cluster.epoch_cache import EpochCache
 from topics_actors.cluster.follower_fetch import FollowerFetch
+from topics_actors.errors import InvariantViolation
 from topics_actors.ledger import log_truncation
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.shard import topic_admin
@@ -75,6 +76,9 @@ class ReplicaCut:
         `epochs`: the epoch cache before the leader's answer, put back should the batch
         fail, and then the follower asks again where the logs part."""
         head = topic.head
+        if last < (topic.hw or 0) or last < fetch.hw_seq:
+            raise InvariantViolation(f"a cut of {topic.name!r} after seq {last}, below its "
+                                     f"high watermark {max(topic.hw or 0, fetch.hw_seq)}")
         self.stager.save_undo(topic.name, topic)
         self.stager.frame(FrameType.TRUNCATE, topic, frame_body.encode_u64(last), seq=last)
         dropped = log_truncation.cut(topic, last, self.reader.read, undoable=True)

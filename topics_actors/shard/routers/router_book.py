@@ -18,6 +18,7 @@ import dataclasses
 
 import orjson
 
+from topics_actors.errors import InvariantViolation
 from topics_actors.errors import (
     ErrorCode, TopicsError, invalid, router_fan_in, router_repoint, topic_not_found,
 )
@@ -227,6 +228,9 @@ class RouterBook:
             if end == router.cursor and trim is None:
                 return read_op(lambda info: {})
         copies = copies[:kept]
+        if end < router.cursor:
+            raise InvariantViolation(f"router {router.name!r} would move its cursor back from "
+                                     f"{router.cursor} to {end}")
         moved = dataclasses.replace(router, cursor=end,
                                     forwarded_total=router.forwarded_total + len(copies))
         self.stager.frame(FrameType.ROUTER_CURSOR, topic,
