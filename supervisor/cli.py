@@ -15,7 +15,7 @@ import sys
 import click
 
 from topics_actors import __version__
-from topics_actors.cli import add_verbs
+from topics_actors.cli import VERB_NAMES, add_verbs
 from topics_actors.cli.exit_code import ExitCode
 from topics_actors.config import NodeConfig
 
@@ -28,7 +28,20 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
         raise SystemExit(0)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class VerbGroup(click.Group):
+    """`serve` and `fsck` are defined here; the HTTP verbs (topics_actors.cli) are imported
+    when one is asked for, so that a node's supervisor never loads them."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *VERB_NAMES})
+
+    def get_command(self, ctx: click.Context, name: str):
+        if name in VERB_NAMES and name not in self.commands:
+            add_verbs(self)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=VerbGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="print the version and exit")
 @click.option("--url", envvar="TOPICS_URL", default=DEFAULT_URL, show_default=True,
@@ -91,9 +104,6 @@ def fsck_command(data_dir, dump, as_json, cold_dir, progress) -> int:
     else:
         print(_format_report(report))
     return 1 if report.errors else 0
-
-
-add_verbs(topics)
 
 
 def _progress_bar(stream):

@@ -24,7 +24,6 @@ import zmq
 from topics_actors import server_keys
 from topics_actors.client_keys import ClientKeyRing, client_keys_from_env
 from topics_actors.cluster.metadata_store import MetadataStore
-from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
 from topics_actors.config import (
     NodeConfig, NodeWiring, compactor_options, encode_options, gateway_options,
     reclaimer_options, shard_process_options,
@@ -43,6 +42,7 @@ from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import prepare_layout
 from .cluster_member import ClusterMember
 from .data_lock import DataDirLock
+from .fork_server import ForkServer
 from .front_core import FrontCore
 from .front_relay import FrontRelay
 from .process_table import Child, ProcessTable, python_module_argv
@@ -129,6 +129,7 @@ class Supervisor:
         self.curve: CurveAuth | None = None
         self.started_ms = time.time_ns() // 1_000_000
         self.notifier = ServiceNotifier()      # takes NOTIFY_SOCKET out of the environment
+        self.forks: ForkServer | None = None    # where the children are forked from
 
     # --- start-up ---------------------------------------------------------------------------
 
@@ -150,6 +151,12 @@ class Supervisor:
         cfg = self.config
         self.run_dir = run_dir_for(cfg.data_dir)
         os.makedirs(self.run_dir, exist_ok=True)
+        if cfg.gateway_workers:
+            self.http_sock = listening("HTTP (TOPICS_PORT)", f"{cfg.host}:{cfg.http_port}",
+                                       lambda: listen_http(cfg.host, cfg.http_port))
+            self.http_port = self.http_sock.getsockname()[1]
+        else:
+            self.http_port = cfg.http_port or _free_port(cfg.host)
         self.ctx = zmq.Context(io_threads=1)
         self.control = self._socket(zmq.ROUTER)
         control_endpoint = f"ipc://{self.run_dir}/control.sock"
@@ -157,12 +164,6 @@ class Supervisor:
         self.events = self._socket(zmq.PUB)
         self.events.bind(f"ipc://{self.run_dir}/events.sock")
         self._bind_front()
-        if cfg.gateway_workers:
-            self.http_sock = listening("HTTP (TOPICS_PORT)", f"{cfg.host}:{cfg.http_port}",
-                                       lambda: listen_http(cfg.host, cfg.http_port))
-            self.http_port = self.http_sock.getsockname()[1]
-        else:
-            self.http_port = cfg.http_port or _free_port(cfg.host)
         self.wiring = NodeWiring(control_endpoint, self.local_front, self.zmq_port,
                                  self.run_dir, os.getpid(), self.started_ms,
                                  cfg.data_dir if self.curve and cfg.zk else None)
@@ -256,6 +257,9 @@ class Supervisor:
             log.error("event=start_refused reason=%r", error.message)
             return 2
         try:
+            if cfg.fork_server:    # here: the data dir is ours, and no thread runs yet
+                self.forks = ForkServer()
+                self.table.fork_server = self.forks if self.forks.start() else None
             self.table.inherited_fds = (self.lock.fd,)
             generation = prepare_layout(RealFs(), cfg.data_dir, cfg.wal_shards)
             try:
@@ -293,6 +297,7 @@ class Supervisor:
                 "zmq_port": self.zmq_port, "quarantined": []}
         if self.curve is not None:     # other nodes' shards fetch from ours under this key
             info["curve_public"] = self.curve.keys.public.decode("ascii")
+        from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes  # kazoo: TOPICS_ZK only
         try:
             znodes = ZooKeeperZnodes(cfg.zk, cfg.zk_session_timeout_ms)
         except TopicsError as error:
@@ -335,6 +340,8 @@ class Supervisor:
             self.ctx.term()
         if self.http_sock is not None:
             self.http_sock.close()
+        if self.forks is not None:
+            self.forks.close()
         self.notifier.close()
         self.lock.release()
         log.info("event=stopped")

@@ -1,7 +1,8 @@
 """The children of the node: how each is started, its state, and its fate.
 
-The supervisor only ever signals processes it spawned itself (it keeps their Popen
-objects); a pid read from anywhere else is never trusted.
+The supervisor only ever signals processes it spawned itself (it keeps their Popen objects,
+or the ForkedProcess of a child its fork server made); a pid read from anywhere else is
+never trusted.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class Child:
     index: int
     argv_for: object                    # callable(port) -> argv
     policy: RestartPolicy = dataclasses.field(default_factory=RestartPolicy)
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen | None = None     # or a fork_server.ForkedProcess
     state: str = "down"                 # down | starting | replaying | ready | stopping
     incarnation: int = 0
     port: int = 0
@@ -62,6 +63,7 @@ class ProcessTable:
         self.on_state_change = on_state_change
         self.clock_ns = clock_ns
         self.inherited_fds: tuple[int, ...] = ()   # every child holds these (the data lock)
+        self.fork_server = None                    # fork_server.ForkServer, once started
 
     def add(self, child: Child) -> None:
         self.children.append(child)
@@ -73,9 +75,12 @@ class ProcessTable:
             self.on_state_change(child, state, extra)
 
     def spawn(self, child: Child) -> None:
+        """Fork it from the fork server when there is one, else start a fresh interpreter."""
         argv = child.argv_for(child.port)
-        child.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, close_fds=True,
-                                      pass_fds=(*self.inherited_fds, *child.pass_fds))
+        fds = (*self.inherited_fds, *child.pass_fds)
+        forked = self.fork_server.spawn(argv, fds) if self.fork_server else None
+        child.proc = forked or subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                                close_fds=True, pass_fds=fds)
         child.incarnation += 1
         child.started_ns = child.last_beat_ns = self.clock_ns()
         child.restart_at_ns = 0

@@ -1,11 +1,14 @@
 #!/bin/sh
 # The Debian packages the tests and benches run as real peers: ZooKeeper (the cluster
-# tests start it from its jars, on loopback, in temp dirs) and Redis (the benches' side by
-# side peer). Installs only what is missing; needs root or sudo. Nothing is started here.
+# tests start it from its jars, on loopback, in temp dirs), Redis (the benches' side by
+# side peer) and Chromium with its driver (the console's browser test runs it headless).
+# Installs only what is missing; needs root or sudo. Nothing is started here.
 set -eu
 missing=""
 [ -f /usr/share/java/zookeeper.jar ] || missing="$missing zookeeper"
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+[ -x /usr/bin/chromium ] || missing="$missing chromium"
+[ -x /usr/bin/chromedriver ] || missing="$missing chromium-driver"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive

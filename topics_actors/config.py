@@ -106,6 +106,7 @@ class NodeConfig:
     advertise_host: str | None = None   # how other nodes and clients reach this one
     zk_session_timeout_ms: int = 6_000
     recovery_on_mismatch: str = "park"  # park | refuse | ignore: what recovery does with damage
+    fork_server: bool = True         # fork children from a pre-imported process (fork_server)
 
     @classmethod
     def from_env(cls, env: dict | None = None) -> "NodeConfig":
@@ -135,6 +136,7 @@ class NodeConfig:
                                            cls.zk_session_timeout_ms),
             recovery_on_mismatch=(env.get("TOPICS_RECOVERY_ON_MISMATCH", "").strip().lower()
                                   or cls.recovery_on_mismatch),
+            fork_server=env.get("TOPICS_FORK_SERVER", "1").strip() not in ("0", "false"),
             **{name: _int_env(env, f"TOPICS_{name.upper()}", getattr(cls, name))
                for name in _STORAGE_INTS},
         )

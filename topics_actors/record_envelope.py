@@ -52,6 +52,11 @@ def has_meta(flags: int) -> bool:
     return bool(flags & FLAG_META)
 
 
+def meta_flag_of(with_meta: bool) -> int:
+    """The flags bit of an envelope that has meta (has_meta's inverse)."""
+    return FLAG_META if with_meta else 0
+
+
 def payload_bytes(envelope_len: int, flags: int) -> int:
     """len(data) + len(meta), the API's byte accounting, from the envelope's length."""
     return envelope_len - (META_OVERHEAD if flags & FLAG_META else PLAIN_OVERHEAD)

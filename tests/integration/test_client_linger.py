@@ -208,7 +208,7 @@ def test_linger_zero_is_the_plain_client(node):
 def test_closing_a_sync_client_sends_the_waiting_appends_and_ends_its_thread(node):
     client = node.client(linger_ms=LONG_LINGER_MS)
     sender = client._linger
-    assert isinstance(sender, LingerSender) and sender._thread.is_alive()
+    assert isinstance(sender, LingerSender) and sender.alive()
     results: list = [None] * 8
 
     def append(i):
@@ -221,7 +221,7 @@ def test_closing_a_sync_client_sends_the_waiting_appends_and_ends_its_thread(nod
     for thread in threads:
         thread.join(10)
     assert sorted(r["first_seq"] for r in results) == list(range(1, 9))
-    assert not sender._thread.is_alive()
+    assert not sender.alive()
     assert not [t for t in threading.enumerate() if t.name == "topics-client-linger"]
     with pytest.raises(TopicsError):
         client.append("lf1", [{"data": 9}])

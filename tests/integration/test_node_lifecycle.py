@@ -52,7 +52,8 @@ def test_second_server_on_same_dir_refuses(make_node, data_dir, tmp_path):
 def test_sigterm_stops_every_child(make_node):
     node = make_node(shards=2)
     children = [p.pid for p in node.children()]
-    assert len(children) == 5     # two shards, the compactor, the reclaimer and a gateway
+    # two shards, the compactor, the reclaimer, a gateway and the fork server they came from
+    assert len(children) == 6
     assert {node.process_pid(role) for role in ("compactor", "reclaimer", "gateway")
             } <= set(children)
     node.proc.send_signal(signal.SIGTERM)
@@ -64,7 +65,7 @@ def test_sigterm_stops_every_child(make_node):
 def test_children_exit_when_supervisor_is_killed(make_node):
     node = make_node(shards=2)
     children = [p.pid for p in node.children()]
-    assert len(children) == 5
+    assert len(children) == 6
     os.kill(node.proc.pid, signal.SIGKILL)
     node.proc.wait(10)
     wait_for(lambda: not alive(children), 15, "orphaned shards to exit")

@@ -25,7 +25,10 @@ def test_the_wheel_installs_no_supervisor_package_and_runs_on_its_own(tmp_path):
     wheel = next((tmp_path / "dist").glob("topics_actors-*.whl"))
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
     assert {"topics_actors", "topics_supervisor"} <= tops and "supervisor" not in tops
-    assert "topics_supervisor/systemd/topics.service" in zipfile.ZipFile(wheel).namelist()
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "topics_supervisor/systemd/topics.service" in names
+    assert {"topics_actors/gateway/console/index.html",
+            "topics_actors/gateway/console/console.js"} <= set(names)   # the console's files
     target = tmp_path / "site"
     install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                               "--target", str(target), str(wheel)], capture_output=True,

@@ -275,12 +275,13 @@ def test_the_gateway_reaches_shards_on_their_ipc_endpoints():
         {"shard": 0, "endpoint": "tcp://h:1", "ipc": "ipc:///run/shard-00.sock",
          "incarnation": 1, "state": "ready"}]}
     link = EngineLink("tcp://front:1")
-    link.client._map = ShardMap.from_status(status)
-    assert [link.client._endpoint(s) for s in (0, 1)] == ["ipc:///run/shard-00.sock",
-                                                          "tcp://h:2"]
-    library = AsyncClient("tcp://front:1")
-    library._map = link.client._map
-    assert library._endpoint(0) == "tcp://h:1"
+    core = link.client._core
+    core.map = ShardMap.from_status(status)
+    assert [core.shard_target(s).endpoint for s in (0, 1)] == ["ipc:///run/shard-00.sock",
+                                                               "tcp://h:2"]
+    library = AsyncClient("tcp://front:1")._core
+    library.map = core.map
+    assert library.shard_target(0).endpoint == "tcp://h:1"
 
 
 # --- GatewayCore against a fake engine ------------------------------------------------------

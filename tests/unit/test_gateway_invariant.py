@@ -1,10 +1,11 @@
 """An InvariantViolation (a bug) ends the gateway process instead of becoming a 500:
-GatewayCore lets it through (any other exception is still a 500), RsgiApp hands it to its
-`die` seam without answering, and in a real granian worker the process logs CRITICAL and
+GatewayCore lets it through (any other exception is still a 500), the HTTP server hands it
+to its `die` seam without answering, and in a real gateway loop the process logs CRITICAL and
 exits 70 (the supervisor restarts it). Also: /v0/health names the ZeroMQ front's port."""
 
 import asyncio
 import http.client
+import socket
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ from topics_actors.errors import InvariantViolation
 from topics_actors.gateway.gateway_core import GatewayCore
 from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.gateway.http_message import HttpRequest
-from topics_actors.gateway.rsgi_adapter import EXIT_BUG, RsgiApp
+from topics_actors.gateway.http_server import EXIT_BUG, HttpServer
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -58,43 +59,38 @@ def test_health_names_the_front_port():
     assert response.status == 200 and body["zmq_port"] == 4001 and body["status"] == "ok"
 
 
-class Scope:
-    proto, method, path, query_string = "http", "GET", "/v0/topics/t", ""
-    headers = {"content-length": "0"}
-
-
-class Proto:
-    def __init__(self):
-        self.sent = []
-
-    async def __call__(self) -> bytes:
-        return b""
-
-    def response_bytes(self, status, headers, body):
-        self.sent.append(status)
-
-
-def test_the_rsgi_app_dies_of_a_bug_without_answering():
-    died, proto = [], Proto()
-    app = RsgiApp(core_with(InvariantViolation("x")), 0, die=died.append)
-    asyncio.run(app.__rsgi__(Scope(), proto))
-    assert [type(bug) for bug in died] == [InvariantViolation]
-    assert proto.sent == [] and app.in_flight == 0
-    asyncio.run(RsgiApp(core_with(RuntimeError()), 0, die=died.append).__rsgi__(Scope(), proto))
-    assert proto.sent == [500] and len(died) == 1
+def test_the_server_dies_of_a_bug_without_answering():
+    """The seam `die` gets the bug; the client gets no answer (its connection closes); any
+    other exception is still a 500."""
+    async def exchange(error: BaseException) -> tuple[list, bytes]:
+        died = []
+        server = HttpServer(core_with(error), 0, die=died.append)
+        listener = socket.create_server(("127.0.0.1", 0))
+        await server.start(listener.fileno())
+        reader, writer = await asyncio.open_connection(*listener.getsockname())
+        writer.write(b"GET /v0/topics/t HTTP/1.1\r\nhost: x\r\n\r\n")
+        answer = await asyncio.wait_for(reader.read(4096), 10)
+        writer.close()
+        server.close()
+        listener.close()
+        return died, answer
+    died, answer = asyncio.run(exchange(InvariantViolation("x")))
+    assert [type(bug) for bug in died] == [InvariantViolation] and answer == b""
+    died, answer = asyncio.run(exchange(RuntimeError()))
+    assert died == [] and answer.startswith(b"HTTP/1.1 500 ")
 
 
 GATEWAY = """
 import asyncio, logging, socket, sys
 from tests.unit.test_gateway_invariant import core_with
 from topics_actors.errors import InvariantViolation
-from topics_actors.gateway.rsgi_adapter import RsgiApp, start_worker
+from topics_actors.gateway.http_server import HttpServer
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
 sock = socket.create_server(("127.0.0.1", 0))
 loop = asyncio.new_event_loop()
 asyncio.set_event_loop(loop)
-app = RsgiApp(core_with(InvariantViolation("seq went backwards"), zmq_port=1), 0)
-start_worker(app, sock.fileno(), loop, 1)
+server = HttpServer(core_with(InvariantViolation("seq went backwards"), zmq_port=1), 0)
+loop.run_until_complete(server.start(sock.fileno()))
 print(sock.getsockname()[1], flush=True)
 loop.run_forever()
 """

@@ -8,7 +8,7 @@ of their topic is answered, when the bound (linger_ms) passes, or when the batch
 the fixed linger is unchanged; each caller gets its own seqs; close answers every caller.
 
 Method: async_linger.AsyncLinger and linger_sender.LingerSender driven with a fake client
-whose `_request` records the Append and waits until the test answers it; what went out
+whose `request` records the Append and waits until the test answers it; what went out
 when is read from the fake's list of requests and from statistics(), never from timing.
 """
 
@@ -20,7 +20,7 @@ import threading
 
 import pytest
 
-from topics_actors.client.append_linger import LingerOptions
+from topics_actors.client.linger_batcher import LingerOptions
 from topics_actors.client.async_linger import AsyncLinger
 from topics_actors.client.linger_sender import LingerSender
 from tests.support import wait_for
@@ -42,7 +42,7 @@ class FakeShard:
         self.heads: dict[str, int] = {}
         self._keys = itertools.count(1)
 
-    def _session_key(self) -> str:
+    def session_key(self) -> str:
         return f"~s:{next(self._keys)}"
 
     def reply(self, msg) -> dict:
@@ -60,7 +60,7 @@ class AsyncFakeShard(FakeShard):
         super().__init__()
         self.answers: list[asyncio.Future] = []
 
-    async def _request(self, topic: str, msg) -> dict:
+    async def request(self, topic: str, msg) -> dict:
         self.requests.append(msg)
         answer = asyncio.get_running_loop().create_future()
         self.answers.append(answer)
@@ -93,7 +93,7 @@ def appends(linger: AsyncLinger, topic: str, first: int, count: int) -> list[asy
 def test_async_sends_at_once_when_idle_and_gathers_while_in_flight():
     async def run():
         shard = AsyncFakeShard()
-        linger = AsyncLinger(shard, auto())
+        linger = AsyncLinger(shard.request, shard.session_key, auto())
         first = appends(linger, "t", 0, 40)          # one turn: one request of 40
         await turns()
         assert shard.sizes() == [40]
@@ -120,7 +120,7 @@ def test_async_callers_woken_by_one_reply_append_again_in_one_request():
 
     async def run():
         shard = AsyncFakeShard()
-        linger = AsyncLinger(shard, auto())
+        linger = AsyncLinger(shard.request, shard.session_key, auto())
         seqs: dict[int, list] = {i: [] for i in range(8)}
         tasks = [asyncio.create_task(producer(linger, i, 3, seqs)) for i in range(8)]
         for round_ in range(3):
@@ -137,7 +137,7 @@ def test_async_callers_woken_by_one_reply_append_again_in_one_request():
 def test_async_two_in_flight_then_gather():
     async def run():
         shard = AsyncFakeShard()
-        linger = AsyncLinger(shard, auto(in_flight_max=2))
+        linger = AsyncLinger(shard.request, shard.session_key, auto(in_flight_max=2))
         tasks = appends(linger, "t", 0, 1)
         await turns()
         tasks += appends(linger, "t", 1, 2)
@@ -160,7 +160,8 @@ def test_async_two_in_flight_then_gather():
 def test_async_a_batch_goes_on_the_bound_or_when_full_without_room():
     async def run():
         shard = AsyncFakeShard()
-        linger = AsyncLinger(shard, auto(linger_ms=1, batch_records_max=3))
+        linger = AsyncLinger(shard.request, shard.session_key,
+                             auto(linger_ms=1, batch_records_max=3))
         tasks = appends(linger, "t", 0, 1)
         await turns()
         tasks += appends(linger, "t", 1, 3)          # full: goes without room
@@ -178,7 +179,7 @@ def test_async_a_batch_goes_on_the_bound_or_when_full_without_room():
 def test_async_fixed_linger_never_sends_at_once():
     async def run():
         shard = AsyncFakeShard()
-        linger = AsyncLinger(shard, LingerOptions(1))
+        linger = AsyncLinger(shard.request, shard.session_key, LingerOptions(1))
         tasks = appends(linger, "t", 0, 2)
         await turns()
         assert shard.sizes() == []
@@ -192,7 +193,7 @@ def test_async_fixed_linger_never_sends_at_once():
 def test_async_close_sends_what_gathers_and_answers_every_caller():
     async def run():
         shard = AsyncFakeShard()
-        linger = AsyncLinger(shard, auto())
+        linger = AsyncLinger(shard.request, shard.session_key, auto())
         tasks = appends(linger, "t", 0, 1)
         await turns()
         tasks += appends(linger, "t", 1, 5)
@@ -208,7 +209,7 @@ def test_async_close_sends_what_gathers_and_answers_every_caller():
 
 
 class BlockingFakeShard(FakeShard):
-    """The sync sender's client: `_request` blocks until the test releases it."""
+    """The sync sender's client: `request` blocks until the test releases it."""
     retry_deadline_ms = 5_000
     request_timeout_ms = 1_000
 
@@ -217,7 +218,7 @@ class BlockingFakeShard(FakeShard):
         self.cond = threading.Condition()
         self.released = 0
 
-    def _request(self, topic: str, msg) -> dict:
+    def request(self, topic: str, msg) -> dict:
         with self.cond:
             self.requests.append(msg)
             index = len(self.requests) - 1
@@ -235,7 +236,8 @@ class BlockingFakeShard(FakeShard):
 
 def test_sync_sends_at_once_when_idle_and_gathers_while_in_flight():
     shard = BlockingFakeShard()
-    sender = LingerSender(shard, auto())
+    sender = LingerSender(shard.request, shard.session_key, auto(), shard.retry_deadline_ms,
+                          shard.request_timeout_ms, shard.close)
     results: dict[int, dict] = {}
 
     def append(i):

@@ -11,6 +11,7 @@ import zmq
 
 from topics_actors.client import Client
 from topics_actors.client.retry_budget import RetryBudget
+from topics_actors.client.shard_map import FRONT
 from topics_actors.errors import ErrorCode, TopicsError, quarantined
 from topics_actors.protocol import decode, encode_reply
 
@@ -54,11 +55,26 @@ class VanishingPeer:
         self._pipe = ()
 
 
+class HandshakeWatchOff:
+    """The front's handshake watch, for a peer that never fails one."""
+
+    def failed(self) -> bool:
+        return False
+
+    def refusal(self, endpoint: str) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
 def client_with(front: VanishingPeer) -> Client:
     client = Client("tcp://127.0.0.1:1", request_timeout_ms=100)
-    client._watch.close()      # watches the real socket, replaced here
-    client._front.close(0)
-    client._front = front
+    transport = client._transport
+    transport.close()          # the real front socket and its watch, replaced here
+    transport._front = front
+    transport._socks[FRONT] = (client.endpoint, front)
+    transport._watch = HandshakeWatchOff()
     return client
 
 
@@ -67,14 +83,14 @@ def test_a_reply_gone_before_the_receive_ends_in_the_timeout_not_a_hang():
     with pytest.raises(TopicsError) as raised:
         client.status()
     assert raised.value.code == ErrorCode.NOT_READY and raised.value.retryable
-    assert client._front.receives > 1          # it went back to polling each time
+    assert client._transport._front.receives > 1          # it went back to polling each time
     client.close()
 
 
 def test_a_reply_after_a_vanished_one_is_still_taken():
     client = client_with(VanishingPeer(vanish=3))
     assert client.status()["shard_count"] == 1
-    assert client._front.receives == 4
+    assert client._transport._front.receives == 4
     client.close()
 
 

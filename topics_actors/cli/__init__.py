@@ -11,6 +11,10 @@ append, tail), work_verbs (queue, routers), node_verbs (cluster, quarantine), be
 from __future__ import annotations
 
 
+VERB_NAMES = ("ls", "info", "rm", "append", "tail", "queue", "routers", "cluster",
+              "quarantine", "bench")
+
+
 def add_verbs(group) -> None:
     """Every verb, added to the click group `group`."""
     from topics_actors.cli import bench_verb, node_verbs, topic_verbs, work_verbs

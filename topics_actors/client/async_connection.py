@@ -19,16 +19,9 @@ import zmq
 from topics_actors.client.curve_credentials import (
     CurveCredentials, HandshakeWatch, wait_slices,
 )
-from topics_actors.errors import TopicsError
-from topics_actors.protocol import decode_reply
+from topics_actors.client.reply_waits import ReplyWaits
 
-EXPIRY_TICK_S = 0.05    # how often a busy connection looks for requests past their timeout
 _POLLIN, _POLLOUT, _EVENTS = int(zmq.POLLIN), int(zmq.POLLOUT), int(zmq.EVENTS)
-
-
-def _expire(future: asyncio.Future) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 class AsyncConnection:
@@ -45,30 +38,15 @@ class AsyncConnection:
             curve.apply(self.sock, endpoint)
         self.watch = HandshakeWatch(self.sock) if watch else None
         self.sock.connect(endpoint)
-        self.pending: dict[int, asyncio.Future] = {}
-        self.deadlines: dict[int, float] = {}     # corr -> loop time its wait ends
         self.window = asyncio.Semaphore(max_in_flight)
         self.loop = asyncio.get_running_loop()
-        self._sweep: asyncio.TimerHandle | None = None
+        self.waits = ReplyWaits(self.loop)
+        self.expect, self.forget = self.waits.expect, self.waits.forget
         self._writable: set[asyncio.Future] = set()   # waits for a peer to send to
         self._drain_due = False
         self._outbox: list[tuple[int, bytes]] | None = None   # requests of this pass
         self._fd = self.sock.getsockopt(zmq.FD)
         self.loop.add_reader(self._fd, self._drain)
-
-    def expect(self, corr: int, timeout_s: float) -> asyncio.Future:
-        """The future of request `corr`'s reply: None once `timeout_s` has passed (within
-        EXPIRY_TICK_S after; one sweep per tick while requests wait, instead of a timer
-        per request)."""
-        future = self.pending[corr] = self.loop.create_future()
-        self.deadlines[corr] = self.loop.time() + timeout_s
-        if self._sweep is None:
-            self._sweep = self.loop.call_later(EXPIRY_TICK_S, self._expire)
-        return future
-
-    def forget(self, corr: int) -> None:
-        self.pending.pop(corr, None)
-        self.deadlines.pop(corr, None)
 
     def send(self, raw: bytes, corr: int) -> bool:
         """Hand request `corr` (encoded: `raw`) to ZeroMQ without waiting: False when no
@@ -99,9 +77,7 @@ class AsyncConnection:
             self.sock.send_multipart([raw for _, raw in outbox], zmq.NOBLOCK)
         except zmq.Again:
             for corr, _ in outbox:
-                future = self.pending.get(corr)
-                if future is not None:
-                    _expire(future)
+                self.waits.end(corr)
         self._drain_soon()
 
     async def send_when_connected(self, raw: bytes, corr: int, timeout_ms: float) -> bool:
@@ -152,30 +128,10 @@ class AsyncConnection:
             except zmq.Again:
                 return
             for raw in frames:
-                self._resolve(raw)
-
-    def _resolve(self, raw: bytes) -> None:
-        try:
-            corr, body = decode_reply(raw)
-        except TopicsError as error:
-            future = self.pending.get(getattr(error, "corr", -1))
-            if future is not None and not future.done():
-                future.set_exception(error)
-            return
-        future = self.pending.get(corr)
-        if future is not None and not future.done():
-            future.set_result(body)
-
-    def _expire(self) -> None:
-        now = self.loop.time()
-        for corr in [c for c, deadline in self.deadlines.items() if deadline <= now]:
-            _expire(self.pending[corr])
-        self._sweep = (self.loop.call_later(EXPIRY_TICK_S, self._expire) if self.deadlines
-                       else None)
+                self.waits.resolve(raw)
 
     def close(self) -> None:
-        if self._sweep is not None:
-            self._sweep.cancel()
+        self.waits.close()
         if not self.loop.is_closed():
             self.loop.remove_reader(self._fd)
         if self.watch is not None:

@@ -18,7 +18,9 @@ import zmq
 import zmq.asyncio
 
 from topics_actors.gateway.shared_reads import SharedReads
-from topics_actors.protocol.commit_feed import FEED_HWM_MESSAGES, decode_note, topic_filter
+from topics_actors.protocol.commit_feed import (
+    FEED_HWM_MESSAGES, NotePage, decode_note, topic_filter,
+)
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +80,12 @@ class CommitListener:
             if self.sock is not None:
                 self.sock.setsockopt(zmq.UNSUBSCRIBE, topic_filter(topic))
 
-    def wake(self, topic: str) -> None:
+    def wake(self, topic: str, page: NotePage | None = None) -> None:
+        """The topic committed: its streams read again, and a page the notification carried
+        serves those sitting where it starts."""
         self.reads.invalidate(topic)
+        if page is not None:
+            self.reads.offer(topic, page)
         for event in self.waiters.get(topic, ()):
             event.set()
 
@@ -90,7 +96,7 @@ class CommitListener:
                 log.warning("event=bad_commit_note")
                 continue
             self.notes += 1
-            self.wake(note[0])
+            self.wake(note.topic, note.page)
 
     def close(self) -> None:
         if self.task is not None:

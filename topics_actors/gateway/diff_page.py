@@ -19,16 +19,18 @@ def record_payload(envelope: bytes, has_meta: bool, include_meta: bool) -> bytes
     return b',"data":' + data + b"}"
 
 
-def render_records(records: list, include_meta: bool, include_data: bool = True) -> bytes:
+def render_records(records: list, include_meta: bool, include_data: bool = True,
+                   include_tags: bool = True) -> bytes:
     """[[seq, ts, envelope, tag|None, node|None, has_meta], ...] -> the JSON array of API
-    records (without `data` when not include_data: the watch option)."""
+    records (without `data` when not include_data: the watch option; without `$tag` when
+    not include_tags: a shard's diff leaves tags out unless asked, a feed page has them)."""
     dumps = orjson.dumps
     parts = []
     for seq, ts, envelope, tag, node, has_meta in records:
         head = b'{"$seq":%d,"$ts":%d' % (seq, ts)
         if node is not None:
             head += b',"$node":' + dumps(node)
-        if tag is not None:
+        if tag is not None and include_tags:
             head += b',"$tag":' + dumps(tag)
         if include_data or include_meta:
             data, meta = split(envelope, has_meta)

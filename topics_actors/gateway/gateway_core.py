@@ -19,7 +19,9 @@ from topics_actors import __version__
 from topics_actors.client.retry_budget import new_session
 from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError, invalid
 from topics_actors.client import router_admin
-from topics_actors.gateway import quarantine_api, queue_api, replication_report, router_api
+from topics_actors.gateway import (
+    console_files, quarantine_api, queue_api, replication_report, router_api,
+)
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope, forbidden
 from topics_actors.gateway.append_body import parse_append
@@ -34,7 +36,7 @@ from topics_actors.gateway.inflight_limit import InflightLimit
 from topics_actors.gateway.metrics_report import MetricsInput, render
 from topics_actors.gateway.request_stats import RequestStats
 from topics_actors.gateway.route_table import (
-    PROBE, SESSION, TOKEN_HANDLERS, UNMATCHED, Route, not_found, resolve,
+    PROBE, PUBLIC, SESSION, TOKEN_HANDLERS, UNMATCHED, Route, not_found, resolve,
     unknown_route_error,
 )
 from topics_actors.gateway.topic_listing import list_page
@@ -135,7 +137,7 @@ class GatewayCore:
         except TopicsError as error:
             return name, error_response(error)
         except InvariantViolation:
-            raise           # a bug: the process's top level (rsgi_adapter) ends the process
+            raise           # a bug: the process's top level (http_server) ends the process
         except Exception:
             log.exception("event=request_failed method=%s", request.method)
             return name, error_response(TopicsError("internal error", ErrorCode.INTERNAL))
@@ -149,7 +151,7 @@ class GatewayCore:
 
     def _authorize(self, route: Route, request: HttpRequest) -> ApiKey | None:
         authorization = request.header("authorization")
-        if route.scope == SESSION:     # the stream checks the session's own key
+        if route.scope in (SESSION, PUBLIC):   # a stream checks its session's own key
             return None
         if route.scope == PROBE:
             if self.settings.probe_auth:
@@ -172,6 +174,9 @@ class GatewayCore:
     async def _health(self, route, request, key, t0) -> HttpResponse:
         return json_response(200, {"status": "ok", "version": __version__,
                                    "uptime_ms": self._uptime_ms(), "zmq_port": self.zmq_port})
+
+    async def _console(self, route, request, key, t0) -> HttpResponse:
+        return console_files.response(request.path)
 
     async def _cluster(self, route, request, key, t0) -> HttpResponse:
         """The node's view of its cluster (TOPICS_ZK): the supervisor's, kept in its map."""

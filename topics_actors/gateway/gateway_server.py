@@ -1,5 +1,5 @@
-"""One gateway process: the asyncio loop, the granian worker on the inherited socket, the
-link to the supervisor (hello, heartbeats, dying with it) and an orderly stop.
+"""One gateway process: the event loop, the HTTP server on the inherited socket, the link
+to the supervisor (hello, heartbeats, dying with it) and an orderly stop.
 
 On SIGTERM the gateway stops accepting connections, answers its parked long polls at once
 (the page of a wait that ended now) and ends its watch streams, lets the other requests in
@@ -19,8 +19,8 @@ from topics_actors.config import GatewayOptions
 from topics_actors.gateway.engine_link import EngineLink
 from topics_actors.gateway.gateway_core import GatewayCore
 from topics_actors.gateway.gateway_settings import GatewaySettings
+from topics_actors.gateway.http_server import HttpServer
 from topics_actors.gateway.request_stats import RequestStats
-from topics_actors.gateway.rsgi_adapter import RsgiApp, start_worker
 from topics_actors.supervisor_link import SupervisorLink
 
 log = logging.getLogger(__name__)
@@ -28,15 +28,11 @@ log = logging.getLogger(__name__)
 DRAIN_MS = 5_000
 DRAIN_POLL_S = 0.02
 WS_CLOSE_WAIT_S = 1.0
-WS_FLUSH_S = 0.1
 
 
 def new_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's loop where it is installed (a dependency on Linux), else asyncio's. granian
-    hands every request and every response to the loop from its own threads with
-    call_soon_threadsafe; asyncio writes a byte to its wake-up socket on each call, uvloop
-    only when the loop is not already awake (docs/BENCHMARKS_HISTORY.md, "The client's call
-    the gateway's loop")."""
+    """uvloop's loop where it is installed (a dependency on Linux), else asyncio's: the
+    HTTP server's transports and the engine link's socket callbacks cost less on it."""
     try:
         import uvloop
     except ImportError:
@@ -71,29 +67,26 @@ class GatewayServer:
         requests = RequestStats(options.requests_file, self.index)
         core = GatewayCore(self.settings, engine, options.node_started_ms,
                            zmq_port=options.zmq_port, requests=requests)
-        app = RsgiApp(core, self.settings.body_bytes_max)
-        worker_signal, stopped = start_worker(app, options.listen_fd, loop, self.index + 1)
+        server = HttpServer(core, self.settings.body_bytes_max)
+        await server.start(options.listen_fd)
         log.info("event=serving gateway=%d pid=%d", self.index, os.getpid())
         beats = loop.create_task(self._beat(stop))
         await stop.wait()
+        server.stop_accepting()
         core.stop()         # watch streams end, parked long polls are answered now
         self._send_beat("stopping")
-        if core.ws.open_sockets:
-            # granian drops upgraded connections when it stops: let every WebSocket send its
-            # last frame first, then give granian's own close of each (which Python cannot
-            # observe) a moment to reach the wire.
+        if core.ws.open_sockets:     # every WebSocket sends its last frame and closes
             await core.ws.wait_closed(WS_CLOSE_WAIT_S)
-            await asyncio.sleep(WS_FLUSH_S)
-        worker_signal.set()
-        await stopped.wait()
         deadline = time.monotonic() + DRAIN_MS / 1000
-        while app.in_flight and time.monotonic() < deadline:
+        while server.in_flight and time.monotonic() < deadline:
+            server.close_idle()
             await asyncio.sleep(DRAIN_POLL_S)
+        server.close()
         beats.cancel()
         await core.watch.close()
         await engine.close()
         requests.close()
-        log.info("event=stopped gateway=%d unfinished=%d", self.index, app.in_flight)
+        log.info("event=stopped gateway=%d unfinished=%d", self.index, server.in_flight)
 
     def _send_beat(self, state: str | None = None) -> bool:
         if self.link is None:

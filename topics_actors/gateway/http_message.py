@@ -1,4 +1,4 @@
-"""The gateway's own HTTP request and response records (handlers never see granian types),
+"""The gateway's own HTTP request and response records (handlers never see the server's),
 and the JSON and error bodies every route answers with (spec/api.md 1)."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import orjson
 
@@ -50,6 +51,19 @@ class HttpStream:
 
     def header_list(self) -> list[tuple[str, str]]:
         return [("content-type", self.content_type), *self.headers]
+
+
+def split_target(target: bytes) -> tuple[str, str]:
+    """A request target as (path percent-decoded, raw query without "?"): origin form
+    `/p?q`, or absolute form `http://host/p?q`. A bad UTF-8 sequence in the path is
+    replaced; the query stays as sent (request_body decodes its parameters)."""
+    if not target.startswith(b"/") and b"://" in target:
+        rest = target.split(b"://", 1)[1]
+        target = b"/" + rest.split(b"/", 1)[1] if b"/" in rest else b"/"
+    path, _, query = target.partition(b"#")[0].partition(b"?")
+    if b"%" in path:
+        path = unquote_to_bytes(path)
+    return path.decode("utf-8", "replace") or "/", query.decode("utf-8", "replace")
 
 
 def json_response(status: int, body: Any) -> HttpResponse:

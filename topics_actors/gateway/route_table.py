@@ -13,6 +13,7 @@ from topics_actors.errors import ErrorCode, TopicsError
 READ, WRITE, DELETE, ADMIN = "read", "write", "delete", "admin"
 PROBE = "probe"       # health and readiness: open unless TOPICS_PROBE_AUTH
 SESSION = "session"   # a watch stream or WebSocket: its handler checks the key (spec/api.md 7)
+PUBLIC = "public"     # the console's static files: no data in them, never a key
 # A queue claim leases jobs (a write) and hands their records out (a read): it needs both,
 # as in the reference's auth.rs; so does the `/work` stream, which claims.
 READ_WRITE = (READ, WRITE)
@@ -41,6 +42,8 @@ _FIXED = {
     "/v0/ws": {"GET": ("websocket", SESSION)},     # the upgrade checks the key (ws_service)
     "/v0/routers": {"GET": ("list_routers", READ)},
     "/v0/quarantine": {"GET": ("quarantine_list", ADMIN)},
+    **{path: {"GET": ("console", PUBLIC), "HEAD": ("console", PUBLIC)}
+       for path in ("/console", "/console/", "/console/console.js")},
 }
 _ROUTERS_PREFIX = "/v0/routers/"
 _ROUTER = {"PUT": ("put_router", ADMIN), "GET": ("get_router", READ),

@@ -19,6 +19,10 @@ import time
 from topics_actors.gateway.diff_page import render_records
 from topics_actors.gateway.engine_link import EngineLink
 from topics_actors.gateway.sse_frame import record_data
+from topics_actors.limits import (
+    DIFF_BATCH_BYTES_DEFAULT, DIFF_BATCH_BYTES_MAX, DIFF_LIMIT_DEFAULT, DIFF_LIMIT_MAX, clamp,
+)
+from topics_actors.protocol.commit_feed import NotePage
 from topics_actors.protocol.messages import Diff
 from topics_actors.watch_cursor import PageRead
 
@@ -43,6 +47,28 @@ class ReadView:
                    options["include_tags"], options["include_data"])
 
 
+def _fits(offer: NotePage, view: ReadView) -> bool:
+    """Whether a diff with the view's options would read exactly the offer's records: it
+    takes them all (limit, byte budget) and its `node` filters none of them out."""
+    if len(offer.records) > clamp(view.limit or DIFF_LIMIT_DEFAULT, 1, DIFF_LIMIT_MAX):
+        return False
+    budget = clamp(view.max_batch_bytes or DIFF_BATCH_BYTES_DEFAULT, 1, DIFF_BATCH_BYTES_MAX)
+    if offer.bytes > budget and len(offer.records) > 1:    # a diff always takes one record
+        return False
+    if view.node is None or not offer.node_filter:
+        return True
+    nodes = {view.node} if isinstance(view.node, str) else set(view.node)
+    return not any(record[4] in nodes for record in offer.records)
+
+
+def _from_offer(topic: str, offer: NotePage, view: ReadView) -> PageRead:
+    records = offer.records
+    data = record_data(topic, offer.from_seq, offer.head_seq, offer.head_seq,
+                       render_records(records, view.include_meta, view.include_data,
+                                      view.include_tags))
+    return PageRead(offer.head_seq, offer.head_seq, True, None, data)
+
+
 def _retrieve(task: asyncio.Task) -> None:
     if not task.cancelled():
         task.exception()    # a failure reaches every awaiting stream; never "unretrieved"
@@ -51,9 +77,11 @@ def _retrieve(task: asyncio.Task) -> None:
 class SharedReads:
     def __init__(self, engine: EngineLink):
         self.engine = engine
-        self.pages: dict[str, dict[tuple, asyncio.Task]] = {}
+        self.pages: dict[str, dict[tuple, asyncio.Future]] = {}
+        self.offers: dict[str, NotePage] = {}     # the latest notification's page per topic
         self.fetched = 0
         self.shared = 0
+        self.offered = 0
 
     async def page(self, topic: str, from_seq: int, view: ReadView) -> PageRead:
         pages = self.pages.setdefault(topic, {})
@@ -61,18 +89,29 @@ class SharedReads:
         task = pages.get(key)
         if task is not None and not (task.done() and (task.cancelled() or task.exception())):
             self.shared += 1
+            return await asyncio.shield(task)
+        if len(pages) >= PAGES_PER_TOPIC_MAX:
+            pages.clear()
+        offer = self.offers.get(topic)
+        if offer is not None and offer.from_seq == from_seq and _fits(offer, view):
+            task = pages[key] = asyncio.get_running_loop().create_future()
+            task.set_result(_from_offer(topic, offer, view))
+            self.offered += 1
         else:
-            if len(pages) >= PAGES_PER_TOPIC_MAX:
-                pages.clear()
             task = pages[key] = asyncio.ensure_future(self._fetch(topic, from_seq, view))
-            task.started_s = time.monotonic()
             task.add_done_callback(_retrieve)
             self.fetched += 1
+        task.started_s = time.monotonic()
         return await asyncio.shield(task)
+
+    def offer(self, topic: str, page: NotePage) -> None:
+        """A commit notification's page: watchers at its `from_seq` read it from here."""
+        self.offers[topic] = page
 
     def invalidate(self, topic: str) -> None:
         """The topic committed: pages read before may be behind its head."""
         self.pages.pop(topic, None)
+        self.offers.pop(topic, None)
 
     def refresh(self, topic: str, max_age_s: float) -> None:
         """Forget the topic's pages read more than `max_age_s` ago (a stream's heartbeat

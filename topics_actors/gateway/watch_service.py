@@ -12,6 +12,7 @@ admitted over the cap.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -163,9 +164,10 @@ class WatchService:
 
     async def _tracked(self, stream: WatchStream):
         self.streams.add(stream)
-        try:
-            async for chunk in stream.chunks():
-                yield chunk
+        try:    # closed explicitly: its `finally` (unwatch, the closing report) runs now
+            async with contextlib.aclosing(stream.chunks()) as chunks:
+                async for chunk in chunks:
+                    yield chunk
         finally:
             self.streams.discard(stream)
 

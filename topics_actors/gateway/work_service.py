@@ -18,6 +18,7 @@ one leased again elsewhere is left alone; deliveries are kept.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 
@@ -96,9 +97,10 @@ class WorkService:
 
     async def _tracked(self, stream: WorkStream, lease: "StreamRegistration"):
         self.watch.streams.add(stream)
-        try:
-            async for chunk in stream.chunks():
-                yield chunk
+        try:    # closed explicitly: its `finally` (the release of its jobs) runs now
+            async with contextlib.aclosing(stream.chunks()) as chunks:
+                async for chunk in chunks:
+                    yield chunk
         finally:
             self.watch.streams.discard(stream)
             lease.close()

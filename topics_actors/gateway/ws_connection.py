@@ -5,8 +5,8 @@ Three tasks share the socket. The reader takes the client's frames one at a time
 answers each in order (a publish is awaited before the next frame is read, so acks come in
 the order of the publishes). The pusher is a watch stream's loop over the subscribed
 topics (watch_stream.catch_up on the shared reads, woken by the commit feed, a re-read
-after every heartbeat interval of silence). The writer is the only task that sends:
-granian refuses a send while another is in progress. Everything goes through one bounded
+after every heartbeat interval of silence). The writer is the only task that sends, so
+frames never interleave and one slow socket holds one task. Everything goes through one bounded
 outbox, so a client that does not read stops the pusher (its cursors wait) and then the
 reader, and nothing piles up.
 
@@ -42,7 +42,7 @@ class ChannelClosed(Exception):
 
 
 class WsChannel(Protocol):
-    """An accepted WebSocket, as the RSGI adapter gives it (no granian type here)."""
+    """An accepted WebSocket, as the HTTP server gives it (gateway/ws_transport.py)."""
 
     async def receive(self) -> tuple[str | None, bool]:
         """The next client message: (text, binary); (None, False) once the client left."""

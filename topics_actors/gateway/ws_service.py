@@ -93,8 +93,8 @@ class WsService:
 
     async def wait_closed(self, timeout_s: float) -> bool:
         """Wait (at most `timeout_s`) until every socket has ended; after stop() each
-        sends its `server_shutting_down` frame first. granian drops upgraded connections
-        when it stops, so the gateway waits for this before stopping granian."""
+        sends its `server_shutting_down` frame first, so the gateway's stop waits for this
+        before it closes the connections that are left."""
         try:
             await asyncio.wait_for(self.all_closed.wait(), timeout_s)
             return True

@@ -175,7 +175,7 @@ def authorize(op, key: ApiKey | None) -> None:
 # --- server frames out -------------------------------------------------------------------------
 
 def _dumps(value: dict) -> str:
-    """A frame's text (granian sends text frames from str)."""
+    """A frame's text."""
     try:
         return orjson.dumps(value).decode()
     except TypeError:              # a request_id orjson cannot write back (too deep)

@@ -21,12 +21,15 @@ from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
 from topics_actors.protocol import decode, encode_error
 from topics_actors.protocol.envelope import requests_of
+from topics_actors.protocol.lane import lane_path
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
 from topics_actors.protocol.control import IsrChange, PlaceTopic, TopicChange, ReplicaRoles
 from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import VouchedRecords, VouchedText
+from topics_actors.shard import diff_read
 from topics_actors.shard.commit_publisher import CommitPublisher
 from topics_actors.shard.dead_letter_sender import DeadLetterSender
+from topics_actors.shard.lane_listener import LANE_TAG, LaneListener
 from topics_actors.shard.replica_fetcher import ReplicaFetcher
 from topics_actors.shard.router_feed import RouterFeed
 from topics_actors.shard.shard_core import ShardCore
@@ -118,6 +121,8 @@ class ShardServer:
             self.poller.register(sock, zmq.POLLIN)
         if link is not None and core.replicas.enabled:
             self.poller.register(link.sock, zmq.POLLIN)   # replica roles from the supervisor
+        # The gateways' lanes (protocol/lane.py): trusted as the ipc socket is.
+        self.lanes = LaneListener(lane_path(self.ipc), self.poller) if self.ipc else None
         self._cluster_due = 0.0
         self.feed_polled: set = set()
         self.stopping = False
@@ -150,6 +155,8 @@ class ShardServer:
             self.replica_fetcher.close()
         for sock, _, _ in self.sources:
             sock.close(0)
+        if self.lanes is not None:
+            self.lanes.close()
         if self.feed is not None:
             self.feed.close()
 
@@ -288,7 +295,11 @@ class ShardServer:
             if self.feed is None:
                 self.core.feed_pending.clear()
             else:
-                self.feed.publish(self.core.feed_pending, self.core.registry)
+                self.feed.publish(self.core.feed_pending, self.core.registry, self._read_page)
+
+    def _read_page(self, topic, msg):
+        """A feed notification's page: the diff a gateway would read (shard/diff_read.py)."""
+        return diff_read.diff(topic, self.core.reader.read, msg, self.core.stager.clock())
 
     def _group_window(self) -> None:
         """Gather more fsync-class writers for this commit (shard/commit_window.py): until
@@ -338,8 +349,8 @@ class ShardServer:
         """Take up to `limit` requests, DRAIN_SLICE at a time from each socket in turn, so a
         flood on one socket does not starve the other. Only the sockets the poll reported
         (`ready`, its result) are read: an empty read costs an exception each time."""
+        count = self._drain_lanes(ready) if self.lanes is not None else 0
         sources = [s for s in self.sources if any(s[0] is sock for sock, _ in ready)]
-        count = 0
         while sources and count < limit:
             busy = []
             for source in sources:
@@ -349,6 +360,18 @@ class ShardServer:
                 if taken == DRAIN_SLICE:
                     busy.append(source)
             sources = busy
+        return count
+
+    def _drain_lanes(self, ready: list) -> int:
+        """What the ready lanes hold (one read each: a lane's reads are bounded by its
+        buffer, not by a count of requests), and their pending replies written."""
+        count, t0, lanes = 0, time.perf_counter_ns(), self.lanes
+        for fd, events in ready:
+            if type(fd) is int and lanes.owns(fd):
+                for peer, raws in lanes.ready(fd, events):
+                    count += len(raws)
+                    for raw in raws:
+                        self._take(peer, raw, t0, None, True)
         return count
 
     def _drain_socket(self, sock: zmq.Socket, tag: bytes, trusted: bool, limit: int) -> int:
@@ -385,16 +408,22 @@ class ShardServer:
         error = TopicsError("shard is replaying its WAL", ErrorCode.NOT_READY,
                             {"replay_progress": self.core.replay_progress,
                              "shard": self.core.options.shard})
-        replies = []
+        arrived = []
         for sock, tag, _ in self.sources:
             while (item := self._recv(sock, tag)) is not None:
-                peer, raws, _, _ = item
-                for raw in raws:
-                    try:
-                        corr = decode(raw)[0]
-                    except ProtocolError as bad:
-                        corr = getattr(bad, "corr", 0)
-                    replies.append((peer, encode_error(corr, error)))
+                arrived.append(item[:2])
+        if self.lanes is not None:
+            for fd, events in self.poller.poll(0):
+                if type(fd) is int and self.lanes.owns(fd):
+                    arrived += self.lanes.ready(fd, events)
+        replies = []
+        for peer, raws in arrived:
+            for raw in raws:
+                try:
+                    corr = decode(raw)[0]
+                except ProtocolError as bad:
+                    corr = getattr(bad, "corr", 0)
+                replies.append((peer, encode_error(corr, error)))
         self._send(replies)
 
     def _send(self, replies: list[tuple[bytes, bytes]]) -> None:
@@ -403,6 +432,10 @@ class ShardServer:
             if peer:   # b"": a request of the shard's own making
                 by_peer.setdefault(peer, []).append(raw)
         for peer, raws in by_peer.items():
+            if peer[:1] == LANE_TAG:
+                if not self.lanes.send(peer[1:], raws):
+                    self.dropped_replies += len(raws)
+                continue
             try:
                 self.by_tag[peer[:1]].send_multipart([peer[1:], *raws], zmq.NOBLOCK)
             except zmq.ZMQError:   # the peer is gone or not reading: it will retry

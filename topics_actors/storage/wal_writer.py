@@ -21,6 +21,10 @@ from topics_actors.storage.wal_layout import PRE_SUFFIX, wal_file_name
 log = logging.getLogger(__name__)
 
 WAL_FILE_BYTES_DEFAULT = 64 * 1024 * 1024
+# A new WAL group's first file is this small, so that a node on an empty data dir is ready
+# after zeroing 8 MiB per shard instead of 64 (about 35 ms against 300 ms here); the next
+# file, full size, is prepared in the background meanwhile.
+FIRST_FILE_BYTES_MAX = 8 * 1024 * 1024
 _ZERO_CHUNK = bytes(1024 * 1024)
 
 
@@ -68,14 +72,15 @@ class Preallocator:
                                         name=f"wal-prealloc-{idx}", daemon=True)
         self._thread.start()
 
-    def take(self, idx: int, size: int) -> str:
-        """The path of a ready .pre file for `idx` of at least `size` bytes."""
+    def take(self, idx: int, size: int, exact: bool = False) -> str:
+        """The path of a ready .pre file for `idx` of at least `size` bytes (of exactly
+        `size` when one has to be made now and `exact`)."""
         if self._thread is not None:
             self._thread.join()
             self._thread = None
         if self._ready is None or self._ready[0] != idx or size > self.file_bytes:
             self._error = None
-            self._prepare(idx, max(size, self.file_bytes))
+            self._prepare(idx, size if exact else max(size, self.file_bytes))
         if self._error is not None:
             error, self._error = self._error, None
             raise error
@@ -119,7 +124,8 @@ class WalWriter:
         self._remove_stale_pre()
         if last_idx == 0 or fresh:
             idx = max(1, last_idx)
-            self._activate(idx, self.prealloc.take(idx, self.file_bytes))
+            first = min(self.file_bytes, FIRST_FILE_BYTES_MAX) if last_idx == 0 else 0
+            self._activate(idx, self.prealloc.take(idx, first or self.file_bytes, exact=True))
         else:
             path = os.path.join(self.directory, wal_file_name(last_idx))
             self.handle = self.fs.open(path)

@@ -1,4 +1,4 @@
-"""The linger rules without a node (client/append_linger.py): which appends may share a
+"""The linger rules without a node (client/linger_batcher.py): which appends may share a
 request, the bounds of a batch, the batch's request, each caller's cut of its reply, which
 refusals send a batch again one caller at a time, and when an adaptive batch may go."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from topics_actors.client.append_linger import (
-    AUTO_LINGER_MS, IN_FLIGHT_LIMIT, IN_FLIGHT_MAX_DEFAULT, RECORD_OVERHEAD_BYTES,
-    LingerOptions, OpenBatch, batch_key, pending_of, splits_on,
+from topics_actors.client.linger_batcher import (
+    AUTO_LINGER_MS, IN_FLIGHT_LIMIT, IN_FLIGHT_MAX_DEFAULT, RECORD_OVERHEAD_BYTES, Batch,
+    LingerBatcher, LingerOptions, batch_key, pending_of,
 )
 from topics_actors.client.request_shapes import wire_record
 from topics_actors.errors import ErrorCode, TopicsError, invalid
@@ -17,6 +17,22 @@ from topics_actors.limits import BATCH_RECORDS_MAX
 pytestmark = pytest.mark.timeout(20)
 
 LIMITS = LingerOptions(2, batch_records_max=4, batch_bytes_max=1_000)
+
+
+def session_key() -> str:
+    return "~s:1"
+
+
+def pending(records: list, options: dict, key: tuple | None = (None,)):
+    return pending_of("t", records, options, key, LIMITS, session_key)
+
+
+def batch_of(*pendings) -> Batch:
+    batcher = LingerBatcher(LIMITS)
+    lane = batcher.lane("t", "t", None)
+    for one in pendings:
+        batcher.add(lane, one)
+    return batcher.take(lane)
 
 
 def test_options_are_checked_against_the_server_limits():
@@ -60,50 +76,52 @@ def test_a_record_of_data_alone_goes_in_the_short_form():
     assert wire_record({"data": {"a": 1}}) == [b'{"a":1}']
     assert wire_record({"data": 1, "tag": "t"}) == [b"1", "t", None, None]
     assert wire_record({"data": 1, "meta": {"m": 2}}) == [b"1", None, None, b'{"m":2}']
-    pending = pending_of([{"data": 1}, {"data": 2, "node": "own"}], {"node": "n"}, (None,),
-                         LIMITS)
-    assert pending.records == [[b"1", None, "n", None], [b"2", None, "own", None]]
-    assert pending_of([{"data": 1}], {}, (None,), LIMITS).records == [[b"1"]]
+    made = pending([{"data": 1}, {"data": 2, "node": "own"}], {"node": "n"})
+    assert made.records == [[b"1", None, "n", None], [b"2", None, "own", None]]
+    assert pending([{"data": 1}], {}).records == [[b"1"]]
 
 
 def test_a_pending_append_is_checked_and_sized_like_a_lone_one():
     with pytest.raises(TopicsError):
-        pending_of([{"nodata": 1}], {}, (None,), LIMITS)
-    pending = pending_of([{"data": 1, "tag": "ab"}, {"data": 2, "node": "own"}],
-                         {"node": "n"}, (None,), LIMITS)
-    assert [r[2] for r in pending.records] == ["n", "own"]      # the option fills the gaps
-    assert pending.bytes == 1 + 2 + 1 + 1 + 3 + 2 * RECORD_OVERHEAD_BYTES
-    assert not pending.alone
-    assert pending_of([{"data": 1}] * 5, {}, (None,), LIMITS).alone         # > records max
-    assert pending_of([{"data": "x" * 2_000}], {}, (None,), LIMITS).alone   # > bytes max
-    assert pending_of([{"data": 1}], {"idempotency_key": "k"}, None, LIMITS).alone
+        pending([{"nodata": 1}], {})
+    made = pending([{"data": 1, "tag": "ab"}, {"data": 2, "node": "own"}], {"node": "n"})
+    assert [r[2] for r in made.records] == ["n", "own"]      # the option fills the gaps
+    assert made.bytes == 1 + 2 + 1 + 1 + 3 + 2 * RECORD_OVERHEAD_BYTES
+    assert made.message is None and made.count == 2          # it may join a batch
+    assert pending([{"data": 1}] * 5, {}).message is not None            # > records max
+    assert pending([{"data": "x" * 2_000}], {}).message is not None      # > bytes max
+    assert pending([{"data": 1}], {"idempotency_key": "k"}, None).message is not None
 
 
 def test_a_batch_is_bounded_and_its_request_holds_every_record():
-    batch = OpenBatch("t", None)
-    one = pending_of([{"data": 1}], {}, (None,), LIMITS)
-    three = pending_of([{"data": 2}, {"data": 3}, {"data": 4}], {}, (None,), LIMITS)
-    batch.add(one)
-    assert batch.fits(three, LIMITS) and not batch.full(LIMITS)
-    batch.add(three)
-    assert batch.full(LIMITS) and not batch.fits(one, LIMITS)
-    msg = batch.message("~s:1")
+    batcher = LingerBatcher(LIMITS)
+    lane = batcher.lane("t", "t", None)
+    one = pending([{"data": 1}], {})
+    three = pending([{"data": 2}, {"data": 3}, {"data": 4}], {})
+    batcher.add(lane, one)
+    assert not batcher.full(lane)
+    batcher.add(lane, three)
+    assert batcher.full(lane)
+    batcher.add(lane, pending([{"data": 5}], {}))       # does not fit: the next batch's
+    batch = batcher.take(lane)
+    assert batch.pendings == [one, three] and lane.out == 1 and not batcher.full(lane)
+    msg = batch.message(session_key)
     assert [r[0] for r in msg.records] == [b"1", b"2", b"3", b"4"]
     assert (msg.idempotency_key, msg.return_seqs, msg.config) == ("~s:1", False, None)
+    assert [p.records for p in batcher.take(lane).pendings] == [[[b"5"]]]
+    assert batcher.statistics().linger_requests == 2
 
 
 def test_a_lone_append_keeps_its_own_request():
-    pending = pending_of([{"data": 1}], {"idempotency_key": "k", "config": {"a": 1}},
-                         None, LIMITS)
-    msg = OpenBatch.of_one("t", pending, None).message("~s:1")
+    alone = pending([{"data": 1}], {"idempotency_key": "k", "config": {"a": 1}}, None)
+    msg = batch_of(alone).message(session_key)
     assert (msg.idempotency_key, msg.config, msg.return_seqs) == ("k", {"a": 1}, True)
 
 
 def test_each_caller_gets_its_cut_of_the_reply():
-    batch = OpenBatch("t", None)
     sizes = (1, 2, 1)
-    for i, size in enumerate(sizes):
-        batch.add(pending_of([{"data": i}] * size, {"return_seqs": i != 2}, (None,), LIMITS))
+    batch = batch_of(*(pending([{"data": i}] * size, {"return_seqs": i != 2})
+                       for i, size in enumerate(sizes)))
     reply = {"topic": "t", "first_seq": 10, "last_seq": 13, "head_seq": 13, "count": 4,
              "created": True, "deduped": False, "performance": {"fsync_ms": 0.1}}
     cut = batch.replies(reply)
@@ -115,13 +133,11 @@ def test_each_caller_gets_its_cut_of_the_reply():
 
 
 def test_only_content_refusals_split_a_batch():
-    batch = OpenBatch("t", None)
-    for i in range(2):
-        batch.add(pending_of([{"data": i}], {}, (None,), LIMITS))
-    assert splits_on(batch, invalid("bad tag"))
-    assert splits_on(batch, TopicsError("full", ErrorCode.TOPIC_FULL))
-    assert splits_on(batch, TopicsError("quota", ErrorCode.THROTTLED, {"limit": "bytes"}))
-    assert not splits_on(batch, TopicsError("gone", ErrorCode.TOPIC_NOT_FOUND))
-    assert not splits_on(batch, TopicsError("down", ErrorCode.NOT_READY))
-    alone = OpenBatch.of_one("t", pending_of([{"data": 1}], {}, (None,), LIMITS), None)
-    assert not splits_on(alone, invalid("bad tag"))
+    batch = batch_of(*(pending([{"data": i}], {}) for i in range(2)))
+    assert batch.splits_on(invalid("bad tag"))
+    assert batch.splits_on(TopicsError("full", ErrorCode.TOPIC_FULL))
+    assert batch.splits_on(TopicsError("quota", ErrorCode.THROTTLED, {"limit": "bytes"}))
+    assert not batch.splits_on(TopicsError("gone", ErrorCode.TOPIC_NOT_FOUND))
+    assert not batch.splits_on(TopicsError("down", ErrorCode.NOT_READY))
+    alone = batch_of(pending([{"data": 1}], {}))
+    assert not alone.splits_on(invalid("bad tag"))

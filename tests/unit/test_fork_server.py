@@ -1,0 +1,89 @@
+"""The fork server (supervisor/fork_server.py): a child forked from it runs the module's
+main() with its arguments, is re-parented to the process that asked (so waited for and
+signalled like a Popen child), keeps the descriptors it was sent under their numbers and no
+others, shows its command line as its title, and the server goes when closed.
+
+Run in a subprocess: the server makes its caller a child subreaper, which a test process
+should not become."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.timeout(60)
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+CHILD = textwrap.dedent('''
+    import os, sys, time
+
+    def main(argv):
+        fd, stray = int(argv[0]), int(argv[1])
+        try:
+            os.fstat(stray)
+            stray_open = True
+        except OSError:
+            stray_open = False
+        cmdline = open("/proc/self/cmdline", "rb").read().replace(b"\\0", b" ").decode()
+        os.write(fd, repr((os.getppid(), stray_open, "fork_child" in cmdline)).encode())
+        if argv[2] == "sleep":
+            time.sleep(60)
+        return int(argv[2]) if argv[2].isdigit() else 0
+''')
+
+DRIVER = textwrap.dedent('''
+    import json, os, signal, sys
+    from supervisor.fork_server import ForkServer
+
+    forks = ForkServer(preload=("fork_child",))
+    assert forks.start()
+    out = {"server_alive": True}
+
+    def pipe_child(*args):
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 200)              # a number the server's descriptors do not have
+        os.close(write_end)
+        stray_r, stray_w = os.pipe()         # open here, not sent: closed in the child
+        child = forks.spawn([sys.executable, "-m", "fork_child", "200", str(stray_w), *args],
+                            (200,))
+        os.close(200)                        # so a child that died unheard reads as EOF
+        return child, read_end
+
+    child, read_end = pipe_child("3")
+    out["code"] = child.wait(20)
+    out["report"] = os.read(read_end, 200).decode()
+    out["me"] = os.getpid()
+    sleeper, read_end = pipe_child("sleep")
+    os.read(read_end, 200)
+    sleeper.send_signal(signal.SIGTERM)
+    out["signalled"] = sleeper.wait(20)
+    server = forks.pid
+    forks.close()
+    try:
+        os.kill(server, 0)
+    except ProcessLookupError:
+        out["server_alive"] = False
+    out["after_close"] = forks.spawn([sys.executable, "-m", "fork_child"], ()) is None
+    print(json.dumps(out))
+''')
+
+
+def test_a_forked_child_is_the_callers_runs_main_and_keeps_only_its_fds(tmp_path):
+    (tmp_path / "fork_child.py").write_text(CHILD)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([REPO, str(tmp_path)]))
+    done = subprocess.run([sys.executable, "-c", DRIVER], env=env, capture_output=True,
+                          text=True, timeout=50)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.splitlines()[-1])
+    parent, stray_open, titled = ast.literal_eval(out["report"])
+    assert out["code"] == 3 and parent == out["me"] and not stray_open
+    assert titled or importlib.util.find_spec("setproctitle") is None
+    assert out["signalled"] == -15
+    assert not out["server_alive"] and out["after_close"]
