@@ -65,7 +65,7 @@ def parse(argv: list[str]) -> tuple[SoakPlan, argparse.Namespace]:
 
 def main(argv: list[str]) -> int:
     if not supported():
-        print("FAIL: the soak reads /proc/<pid>/smaps_rollup (Linux 4.14 or later)")
+        print("FAIL: the soak reads Pss_Anon in /proc/<pid>/smaps_rollup (Linux 5.7 or later)")
         return 1
     # SIGTERM unwinds like Ctrl-C: the node it started is stopped, not left running
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
