@@ -81,7 +81,7 @@ class SharedReads:
         self.offers: dict[str, NotePage] = {}     # the latest notification's page per topic
         self.fetched = 0
         self.shared = 0
-        self.offered = 0
+        self.offered_pages = 0
 
     async def page(self, topic: str, from_seq: int, view: ReadView) -> PageRead:
         pages = self.pages.setdefault(topic, {})
@@ -90,19 +90,38 @@ class SharedReads:
         if task is not None and not (task.done() and (task.cancelled() or task.exception())):
             self.shared += 1
             return await asyncio.shield(task)
+        ready = self.offered(topic, from_seq, view)
+        if ready is not None:
+            return ready
         if len(pages) >= PAGES_PER_TOPIC_MAX:
             pages.clear()
-        offer = self.offers.get(topic)
-        if offer is not None and offer.from_seq == from_seq and _fits(offer, view):
-            task = pages[key] = asyncio.get_running_loop().create_future()
-            task.set_result(_from_offer(topic, offer, view))
-            self.offered += 1
-        else:
-            task = pages[key] = asyncio.ensure_future(self._fetch(topic, from_seq, view))
-            task.add_done_callback(_retrieve)
-            self.fetched += 1
+        task = pages[key] = asyncio.ensure_future(self._fetch(topic, from_seq, view))
+        task.add_done_callback(_retrieve)
         task.started_s = time.monotonic()
+        self.fetched += 1
         return await asyncio.shield(task)
+
+    def offered(self, topic: str, from_seq: int, view: ReadView) -> PageRead | None:
+        """The page from the topic's last notification, when it is what a read at
+        `from_seq` with `view` would get (kept with the shared pages); else None."""
+        offer = self.offers.get(topic)
+        if offer is None or offer.from_seq != from_seq:
+            return None
+        pages, key = self.pages.setdefault(topic, {}), (from_seq, view)
+        done = pages.get(key)
+        if done is not None and done.done() and not done.cancelled() and \
+                done.exception() is None:
+            return done.result()
+        if not _fits(offer, view):
+            return None
+        if len(pages) >= PAGES_PER_TOPIC_MAX:
+            pages.clear()
+        read = _from_offer(topic, offer, view)
+        future = pages[key] = asyncio.get_running_loop().create_future()
+        future.set_result(read)
+        future.started_s = time.monotonic()
+        self.offered_pages += 1
+        return read
 
     def offer(self, topic: str, page: NotePage) -> None:
         """A commit notification's page: watchers at its `from_seq` read it from here."""

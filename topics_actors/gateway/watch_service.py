@@ -160,7 +160,7 @@ class WatchService:
         stream = WatchStream(WatchCursors(session["cursors"]), ReadView.from_options(options),
                              options["heartbeat_ms"], self.reads, self.listener, report,
                              lambda: self.stopping)
-        return HttpStream(200, self._tracked(stream), CONTENT_TYPE, HEADERS)
+        return HttpStream(200, self._tracked(stream), CONTENT_TYPE, HEADERS, stream.attach)
 
     async def _tracked(self, stream: WatchStream):
         self.streams.add(stream)
