@@ -16,13 +16,21 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from typing import NamedTuple
 
 import orjson
 
 
 def encode_cursor(cursors: dict[str, int]) -> bytes:
-    raw = orjson.dumps(cursors, option=orjson.OPT_SORT_KEYS)
+    return _encode_items(tuple(cursors.items()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _encode_items(items: tuple) -> bytes:
+    """Memoized: the streams of one gateway watching the same topics sit at the same
+    cursors, and a commit moves them all to the same next one."""
+    raw = orjson.dumps(dict(items), option=orjson.OPT_SORT_KEYS)
     return base64.urlsafe_b64encode(raw).rstrip(b"=")
 
 

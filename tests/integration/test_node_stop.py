@@ -120,7 +120,7 @@ def test_systemd_hears_ready_once_ready_answers_and_stopping_at_sigterm(make_nod
         assert reply.status == 200 and reply.json()["status"] == "ready"
         first, *_, last = [lines for _, lines in listener.messages]
         # not ready yet: shards replaying, or (when they were quicker) the gateway starting
-        assert first[0].startswith(("STATUS=replaying: shards 0/2 ready",
+        assert first[0].startswith(("STATUS=replaying: shards ",
                                     "STATUS=starting: gateways 0/1 serving")), first
         assert last[0] == "READY=1" and last[1].startswith("STATUS=ready: shards 2/2, gateways 1/1")
         for child in node.children():

@@ -5,6 +5,7 @@ binding, rewind-only resume, stream leases, idle GC), the commit-feed codec and 
 """
 
 import base64
+import dataclasses
 import json
 
 import pytest
@@ -294,8 +295,9 @@ def test_watchers_at_one_cursor_share_one_read_and_the_same_bytes():
 
 class SilentListener:
     """A commit feed that lost every notification."""
-    def watch(self, topic, wake):
+    def watch(self, topic, wake, taker=None):
         self.watched = topic
+        self.taker = taker
 
     def unwatch(self, topic, wake):
         self.watched = None
@@ -337,3 +339,59 @@ def _events_of(raw: bytes) -> list:
         out.append((fields["event"], json.loads(fields["data"]),
                     decode_cursor(fields["id"])))
     return out
+
+
+class Sink:
+    def __init__(self):
+        self.chunks, self.open = [], True
+
+    def ready(self):
+        return self.open
+
+    def push(self, chunk):
+        self.chunks.append(chunk)
+
+
+def test_a_waiting_stream_takes_a_commit_page_without_waking():
+    """The fan-out path: a stream parked at exactly a notification page's start writes the
+    page's frames to its connection itself and stays asleep; anything else wakes it."""
+    import asyncio
+    from topics_actors.gateway.shared_reads import SharedReads
+    from topics_actors.gateway.watch_stream import WatchStream
+    from topics_actors.protocol.commit_feed import NotePage
+
+    async def run():
+        engine, listener, reports, sink = FakeEngine(), SilentListener(), [], Sink()
+        view = ReadView.from_options(parse_watch({"topics": {"t": {}}}, 60_000).options)
+        reads = SharedReads(engine)
+        stream = WatchStream(WatchCursors({"t": 0}), view, 60_000, reads, listener,
+                             lambda cursors, closed: reports.append((cursors, closed)),
+                             lambda: False)
+        stream.attach(sink)
+        chunks = stream.chunks()
+        await chunks.__anext__()                        # retry:
+        await chunks.__anext__()                        # the backlog, up to seq 2
+        parked = asyncio.ensure_future(chunks.__anext__())
+        await asyncio.sleep(0)
+        assert stream.waiting and listener.taker == stream.take
+        page = NotePage(2, 3, 1, False, 7, [[3, 9, b'{"d":3}', None, None, False]])
+        assert not stream.take("t", NotePage(1, 3, 1, False, 7, page.records))  # elsewhere
+        reads.offer("t", page)
+        assert stream.take("t", page)
+        events = _events_of(sink.chunks[0])
+        assert [e[0] for e in events] == ["record", "caught-up"]
+        assert events[0][1]["records"] == [{"$seq": 3, "$ts": 9, "data": 3}]
+        assert events[0][2] == {"t": 3} and reports[-1] == ({"t": 3}, False)
+        assert not parked.done() and not stream.wake.is_set()      # still asleep
+        mine = NotePage(3, 4, 1, True, 7, [[4, 9, b'{"d":4}', None, "me", False]])
+        stream.view = dataclasses.replace(view, node="me")   # its own record: filtered
+        reads.offer("t", mine)
+        assert stream.take("t", mine) and len(sink.chunks) == 1    # moved, wrote nothing
+        assert stream.state.cursors == {"t": 4}
+        sink.open = False                               # a backed-up connection: wake
+        assert not stream.take("t", NotePage(4, 5, 1, False, 7, page.records))
+        parked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await parked                                # the generator closes with it
+        assert reports[-1] == ({"t": 4}, True)
+    asyncio.run(run())

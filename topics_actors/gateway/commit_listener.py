@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import zmq
 import zmq.asyncio
@@ -27,13 +28,50 @@ log = logging.getLogger(__name__)
 SUBSCRIBE_SETTLE_S = 0.1
 
 
-async def wait_woken(wake: asyncio.Event, timeout_s: float) -> bool:
-    """Wait until a stream's `wake` is set (True) or `timeout_s` passes (False)."""
-    try:
-        await asyncio.wait_for(wake.wait(), timeout_s)
+class Wake:
+    """A stream's wake-up: set by a commit notification (or a stop), waited on with a
+    timeout. asyncio.Event with wait_for spent a task and a timer per wait; one stream
+    has one waiter, so a future and a timer do (this is on every stream's every park)."""
+    __slots__ = ("flag", "future")
+
+    def __init__(self):
+        self.flag = False
+        self.future: asyncio.Future | None = None
+
+    def set(self) -> None:
+        self.flag = True
+        future = self.future
+        if future is not None and not future.done():
+            future.set_result(True)
+
+    def clear(self) -> None:
+        self.flag = False
+
+    def is_set(self) -> bool:
+        return self.flag
+
+
+def _time_up(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(False)
+
+
+async def wait_woken(wake: Wake, timeout_s: float) -> bool:
+    """Wait until `wake` is set (True) or `timeout_s` passes (False)."""
+    if wake.flag:
         return True
-    except asyncio.TimeoutError:
-        return False
+    loop = asyncio.get_running_loop()
+    future = wake.future = loop.create_future()
+    timer = loop.call_later(timeout_s, _time_up, future)
+    try:
+        return await future
+    finally:
+        timer.cancel()
+        wake.future = None
+
+
+# A stream that can take a notification's page as it is, without waking: True if it did.
+Taker = Callable[[str, NotePage], bool]
 
 
 class CommitListener:
@@ -43,8 +81,9 @@ class CommitListener:
         self.sock: zmq.asyncio.Socket | None = None
         self.task: asyncio.Task | None = None
         self.endpoints: set[str] = set()
-        self.waiters: dict[str, set[asyncio.Event]] = {}
+        self.waiters: dict[str, dict[Wake, Taker | None]] = {}
         self.notes = 0
+        self.taken = 0               # pages streams took without waking
 
     def _ensure(self) -> zmq.asyncio.Socket:
         if self.sock is None:
@@ -61,19 +100,21 @@ class CommitListener:
                 sock.connect(endpoint)
                 self.endpoints.add(endpoint)
 
-    def watch(self, topic: str, wake: asyncio.Event) -> None:
+    def watch(self, topic: str, wake: Wake, taker: Taker | None = None) -> None:
+        """Wake `wake` when `topic` commits; with a `taker`, first offer it the page the
+        notification carries (it may take it and stay asleep)."""
         waiters = self.waiters.get(topic)
         if waiters is None:
-            waiters = self.waiters[topic] = set()
+            waiters = self.waiters[topic] = {}
             self._ensure().setsockopt(zmq.SUBSCRIBE, topic_filter(topic))
             asyncio.get_running_loop().call_later(SUBSCRIBE_SETTLE_S, self.wake, topic)
-        waiters.add(wake)
+        waiters[wake] = taker
 
-    def unwatch(self, topic: str, wake: asyncio.Event) -> None:
+    def unwatch(self, topic: str, wake: Wake) -> None:
         waiters = self.waiters.get(topic)
         if waiters is None:
             return
-        waiters.discard(wake)
+        waiters.pop(wake, None)
         if not waiters:
             del self.waiters[topic]
             self.reads.invalidate(topic)
@@ -86,8 +127,11 @@ class CommitListener:
         self.reads.invalidate(topic)
         if page is not None:
             self.reads.offer(topic, page)
-        for event in self.waiters.get(topic, ()):
-            event.set()
+        for wake, taker in list(self.waiters.get(topic, {}).items()):
+            if page is not None and taker is not None and taker(topic, page):
+                self.taken += 1
+            else:
+                wake.set()
 
     async def _run(self) -> None:
         while True:
@@ -96,7 +140,11 @@ class CommitListener:
                 log.warning("event=bad_commit_note")
                 continue
             self.notes += 1
-            self.wake(note.topic, note.page)
+            try:
+                self.wake(note.topic, note.page)
+            except Exception:       # the listener must live on: every stream relies on it
+                log.exception("event=commit_note_failed topic=%s", note.topic)
+                self.wake(note.topic)
 
     def close(self) -> None:
         if self.task is not None:

@@ -80,7 +80,7 @@ class GatewayCore:
         self.topics = TopicApi(settings, engine, routed_reads)
         self.ws = WsService(self.watch, self.work, self.topics.append_reply)
         self.handlers = self._handler_table(ProbeApi(engine, started_ms, zmq_port,
-                                                     self.requests),
+                                                     self.requests, self.watch),
                                             RouterApi(settings, engine, routed_reads))
 
     def _handler_table(self, probes: ProbeApi, routers: RouterApi) -> dict[str, Handler]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Protocol
 from urllib.parse import unquote_to_bytes
 
 import orjson
@@ -40,15 +40,27 @@ class HttpResponse:
         return [("content-type", self.content_type), *self.headers]
 
 
+class StreamSink(Protocol):
+    """Where a stream's chunks go, for a chunk written outside the stream's own iteration
+    (a watch stream taking a commit's page while it waits): `ready()` while the
+    connection takes chunks now (open, not backed up), `push(chunk)` writes one."""
+
+    def ready(self) -> bool: ...
+
+    def push(self, chunk: bytes) -> None: ...
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class HttpStream:
-    """A streamed response (SSE): the adapter sends the status and headers at once, then
+    """A streamed response (SSE): the server sends the status and headers at once, then
     every chunk as it comes; a client that goes away closes `chunks` (its `finally`
-    blocks free what the stream holds)."""
+    blocks free what the stream holds). `attach`, when given, gets the connection's
+    StreamSink while the stream runs, and None when it ends."""
     status: int
     chunks: AsyncIterator[bytes]
     content_type: str
     headers: tuple[tuple[str, str], ...] = ()
+    attach: Callable[[StreamSink | None], None] | None = None
 
     def header_list(self) -> list[tuple[str, str]]:
         return [("content-type", self.content_type), *self.headers]

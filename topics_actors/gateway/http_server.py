@@ -244,6 +244,16 @@ class HttpConnection(asyncio.Protocol):
             self._drained.set_result(None)
         self._drained = None
 
+    def ready(self) -> bool:
+        """The stream's connection takes a chunk now (StreamSink)."""
+        return not self.closed and self._drained is None and self.streaming is not None
+
+    def push(self, chunk: bytes) -> None:
+        """One chunk of the stream, written now (StreamSink; after ready()). An empty one
+        is not written: in chunked framing it would end the response."""
+        if chunk:
+            self.transport.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+
     async def drain(self) -> None:
         """Wait until the socket took the buffered bytes (or the client left)."""
         if self._drained is not None and not self.closed:
@@ -373,11 +383,13 @@ class HttpConnection(asyncio.Protocol):
         self.transport.write(head_bytes(response.status, response.header_list(),
                                         b"transfer-encoding: chunked\r\n"))
         self.streaming = asyncio.current_task()
+        if response.attach is not None:
+            response.attach(self)
         try:
             async for chunk in chunks:
                 if self.closed:
                     break
-                self.transport.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.push(chunk)
                 if self._drained is not None:
                     await self.drain()
         except asyncio.CancelledError:
@@ -386,6 +398,8 @@ class HttpConnection(asyncio.Protocol):
             return False
         finally:
             self.streaming = None
+            if response.attach is not None:
+                response.attach(None)
             await chunks.aclose()
         if self.closed:
             return False

@@ -19,13 +19,15 @@ from topics_actors.gateway.http_message import (
 from topics_actors.gateway.metrics_report import MetricsInput, render
 from topics_actors.gateway.request_stats import RequestStats
 from topics_actors.gateway.route_table import Route
+from topics_actors.gateway.watch_service import WatchService
 
 
 class ProbeApi:
     def __init__(self, engine: EngineLink, started_ms: int, zmq_port: int,
-                 requests: RequestStats):
+                 requests: RequestStats, watch: WatchService):
         """`zmq_port`: the node's ZeroMQ front, for clients to discover (health)."""
         self.engine = engine
+        self.watch = watch
         self.started_ms = started_ms
         self.zmq_port = zmq_port
         self.requests = requests
@@ -79,6 +81,7 @@ class ProbeApi:
         body, content_type = render(
             MetricsInput(census, ready, 1.0 if ready else progress, self._uptime_ms(), wal,
                          streams, self.requests.figures(), self.requests.slot, routers,
-                         quarantine_api.survey(statuses), replication_report.gather(statuses)),
+                         quarantine_api.survey(statuses), replication_report.gather(statuses),
+                         self.watch.page_counts()),
             request.header("accept"))
         return HttpResponse(200, body, content_type)

@@ -13,15 +13,16 @@ is deleted, and with an `error` frame when the gateway shuts down.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway import sse_frame as sse
-from topics_actors.gateway.commit_listener import CommitListener, wait_woken
+from topics_actors.gateway.commit_listener import CommitListener, Wake, wait_woken
+from topics_actors.gateway.http_message import StreamSink
 from topics_actors.gateway.shared_reads import ReadView, SharedReads
+from topics_actors.protocol.commit_feed import NotePage
 from topics_actors.watch_cursor import WatchCursors, WatchEvent
 
 log = logging.getLogger(__name__)
@@ -46,31 +47,54 @@ class WatchStream:
         self.listener = listener
         self.report = report            # (cursors, closed) -> the session's shard, async
         self.stopping = stopping
-        self.wake = asyncio.Event()
+        self.wake = Wake()
+        self.sink: StreamSink | None = None   # the connection, while the stream runs
+        self.waiting = False            # parked between rounds: it may take a page
+        self.quiet_since = 0.0
+
+    def attach(self, sink: StreamSink | None) -> None:
+        self.sink = sink
+
+    def take(self, topic: str, page: NotePage) -> bool:
+        """A commit notification's page, written to the connection at once if the stream
+        waits at exactly its start and would read exactly it (shared_reads.offered); the
+        stream stays asleep. False: wake the stream instead (it reads as usual)."""
+        state, sink = self.state, self.sink
+        if not self.waiting or sink is None or state.cursors.get(topic) != page.from_seq \
+                or topic in state.deleted or not sink.ready():
+            return False
+        read = self.reads.offered(topic, page.from_seq, self.view)
+        if read is None:
+            return False
+        out = b"".join(sse.render(e) for e in state.read(topic, read))
+        if out:                     # nothing when the view's node filtered every record
+            sink.push(out)
+        self.quiet_since = time.monotonic()
+        self.report(state.cursors, False)    # the map itself: a report sends it as it is then
+        return True
 
     async def chunks(self) -> AsyncIterator[bytes]:
         state = self.state
         for topic in state.cursors:
-            self.listener.watch(topic, self.wake)
+            self.listener.watch(topic, self.wake, self.take)
         try:
             yield sse.RETRY
-            quiet_since, reported = time.monotonic(), dict(state.cursors)
+            self.quiet_since, reported = time.monotonic(), dict(state.cursors)
             while not self.stopping():
                 self.wake.clear()
                 async for chunk in self._round():
                     yield chunk
-                    quiet_since = time.monotonic()
+                    self.quiet_since = time.monotonic()
                 if state.finished():
                     return
                 if state.cursors != reported:
                     reported = dict(state.cursors)
                     self.report(reported, False)
-                remaining = self.heartbeat_s - (time.monotonic() - quiet_since)
-                if remaining > 0 and await wait_woken(self.wake, remaining):
+                if await self._wait():
                     continue
                 if not self.stopping():
                     yield sse.heartbeat(now_ms())
-                    quiet_since = time.monotonic()
+                    self.quiet_since = time.monotonic()
                     self.report(dict(state.cursors), False)      # renews the lease
                     for topic in state.cursors:    # a lost notification is caught here
                         self.reads.refresh(topic, HEARTBEAT_READ_SHARE_S)
@@ -79,6 +103,20 @@ class WatchStream:
             for topic in state.cursors:
                 self.listener.unwatch(topic, self.wake)
             self.report(dict(state.cursors), True)
+
+    async def _wait(self) -> bool:
+        """Wait for a wake (True) or a heartbeat interval of silence (False); pages taken
+        meanwhile count as traffic, so the heartbeat is due only after real silence."""
+        self.waiting = True
+        try:
+            while True:
+                remaining = self.heartbeat_s - (time.monotonic() - self.quiet_since)
+                if remaining <= 0:
+                    return False
+                if await wait_woken(self.wake, remaining):
+                    return True
+        finally:
+            self.waiting = False
 
     async def _round(self) -> AsyncIterator[bytes]:
         for topic in list(self.state.cursors):

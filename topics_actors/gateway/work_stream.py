@@ -27,7 +27,7 @@ import orjson
 
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway import sse_frame as sse
-from topics_actors.gateway.commit_listener import CommitListener, wait_woken
+from topics_actors.gateway.commit_listener import CommitListener, Wake, wait_woken
 from topics_actors.gateway.engine_link import EngineLink
 from topics_actors.gateway.claim_page import render_job
 from topics_actors.limits import CLAIM_WAIT_MS_MAX
@@ -72,7 +72,7 @@ class WorkStream:
         self.release = release          # (held, claim in flight) -> given back, async
         self.stopping = stopping
         self.poll_s = poll_s
-        self.wake = asyncio.Event()
+        self.wake = Wake()
         self.held: dict[int, str] = {}  # seq -> lease id, delivered on this connection
         self.claiming: asyncio.Future | None = None
         self._opening = b'{"topic":' + orjson.dumps(plan.topic) + b","

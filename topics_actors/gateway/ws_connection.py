@@ -27,7 +27,7 @@ from typing import Protocol
 from topics_actors.errors import TopicsError
 from topics_actors.gateway import ws_session as ws
 from topics_actors.gateway.api_keys import ApiKey
-from topics_actors.gateway.commit_listener import CommitListener, wait_woken
+from topics_actors.gateway.commit_listener import CommitListener, Wake, wait_woken
 from topics_actors.gateway.shared_reads import SharedReads
 from topics_actors.gateway.watch_stream import HEARTBEAT_READ_SHARE_S, catch_up
 
@@ -73,7 +73,7 @@ class WsConnection:
         self.renew = renew                  # () -> the socket's stream lease, in background
         self.subs = ws.Subscriptions()
         self.outbox: asyncio.Queue = asyncio.Queue(OUTBOX_FRAMES_MAX)
-        self.wake = asyncio.Event()
+        self.wake = Wake()
         self.changes: deque = deque()       # (change, done future), applied by the pusher
 
     async def run(self, channel: WsChannel) -> None:
