@@ -17,7 +17,6 @@ glibc both do nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 
 log = logging.getLogger(__name__)
@@ -28,8 +27,10 @@ THRESHOLD_BYTES = 128 * 1024   # glibc's own starting value of both
 
 
 def _libc():
+    """The process's own symbols (libc's among them): no search for the library, which
+    would run ldconfig in a subprocess at import."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)
         return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
     except OSError:
         return None

@@ -156,7 +156,7 @@ def test_the_compactor_writes_the_same_segments_with_runs(tmp_path_factory, batc
 
 
 def test_flushes_inside_a_run_match_the_per_record_path(tmp_path, monkeypatch):
-    """A small buffer flushes mid-run; the files are those of the per-record path."""
+    """A small buffer spills mid-run; the files are those of the per-record path."""
     wal = create("a") + batch("a", 1, 50)
     monkeypatch.setattr(segment_ledger, "BUFFER_BYTES_MAX", 300)
     flushes = []
@@ -166,7 +166,7 @@ def test_flushes_inside_a_run_match_the_per_record_path(tmp_path, monkeypatch):
         os.makedirs(root)
         ledger = SegmentLedger(RealFs(), str(root), SegmentLimits(), 0)
         scan(ledger, wal)
-        flushed = ledger.open[TIDS["a"]].count     # records flushed during the scan
+        flushed = ledger.open[TIDS["a"]].written_count   # spilled during the scan
         ledger.flush_all()
         ledger.close()
         flushes.append((flushed, segment_files(root)))

@@ -549,3 +549,30 @@ def test_checkpoint_keeps_records_of_an_ephemeral_past_readable(env):
     h.restart(crash=False)                         # ephemeral records end with the process
     assert [r[0] for r in h.records("e")] == [4, 5] and h.get("e")["head_seq"] == 5
     h.crash()
+
+
+def test_a_shard_unmaps_segments_no_snapshot_lists(env):
+    """A dropped segment (below a cap's floor) or a deleted topic's stays mapped by no
+    shard once it has taken in the snapshot that no longer lists it: the map would keep
+    the unlinked file's pages and a descriptor."""
+    h = env.single()
+    h.put("f", durable=True, cap_records=10)
+    h.put("gone", durable=True)
+    cp = env.checkpointer(max_events=5)
+    for i in range(1, 11):
+        h.append("f", rec(b'"%d"' % i))
+        h.append("gone", rec(b'"%d"' % i))
+    env.checkpoint([h], cp)
+    h.records("f")
+    h.records("gone")
+    mapped = h.core.reader.segments._views
+    assert {first for (_d, first) in mapped} == {1, 6} and len(mapped) == 4
+    for i in range(11, 21):
+        h.append("f", rec(b'"%d"' % i))
+    h.call(DeleteTopic("gone"))
+    env.checkpoint([h], cp)
+    topic = h.core.registry.topics["f"]
+    assert set(mapped) <= {(topic.seg_dir, first) for first in topic.seg_firsts}
+    assert not any(first in (1, 6) for (_d, first) in mapped)
+    assert [r[2] for r in h.records("f")] == [b'{"d":"%d"}' % i for i in range(11, 21)]
+    h.crash()

@@ -119,18 +119,23 @@ def test_a_watcher_at_the_page_start_reads_it_without_asking_the_shard():
     (3, view()),                                   # another cursor
     (4, view(limit=1)),                            # the diff would stop after one
     (4, view(max_batch_bytes=10)),                 # ... or at its byte budget
-    (4, view(node="w1")),                          # its node filter drops seq 6
 ])
 def test_anything_else_reads_from_the_shard(cursor, options):
     _, diffs = read(PAGE, cursor, options)
     assert len(diffs) == 1 and diffs[0].from_seq == cursor
 
 
-def test_a_node_filter_that_drops_nothing_still_reads_the_page():
-    _, diffs = read(PAGE, 4, view(node=("w2", "w3")))
-    assert diffs == []
-    _, diffs = read(NotePage(4, 6, 1, False, 14, PAGE.records), 4, view(node="w1"))
-    assert diffs == []                             # without dedupe_node nothing filters
+def test_a_node_filter_is_applied_to_the_page_as_a_diff_applies_it():
+    page, diffs = read(PAGE, 4, view(node="w1"))       # dedupe_node: seq 6 is left out
+    assert diffs == [] and (page.next_from_seq, page.caught_up) == (6, True)
+    assert b'"$seq":5' in page.records and b'"$seq":6' not in page.records
+    page, diffs = read(PAGE, 4, view(node=("w1", "w9"), limit=1))   # one record left
+    assert diffs == [] and b'"$seq":6' not in page.records
+    only_w1 = NotePage(4, 5, 1, True, 7, [[5, 1, b'{"d":2}', None, "w1", False]])
+    page, diffs = read(only_w1, 4, view(node="w1"))     # nothing left: no record frame
+    assert diffs == [] and page.records is None and page.next_from_seq == 5
+    page, diffs = read(NotePage(4, 6, 1, False, 14, PAGE.records), 4, view(node="w1"))
+    assert diffs == [] and b'"$seq":6' in page.records  # without dedupe_node: no filter
 
 
 def test_a_commit_without_a_page_forgets_the_last_one():

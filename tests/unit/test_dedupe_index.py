@@ -57,9 +57,13 @@ def test_a_ring_keeps_the_newest_keys_of_its_session():   # DD-2
     kept = [n for n in range(1, total + 1) if index.lookup(f"~s:{n}", 1_000, WINDOW_MS)]
     assert kept == list(range(total - SESSION_RING_MAX + 1, total + 1))
     for n in range(total + 1, total + 2 * SESSION_RING_MAX):
-        index.add(f"~s:{n}", _entry(n, n), WINDOW_MS)
+        index.add(f"~s:{n}", _entry(n, n + 2), WINDOW_MS)
         assert SESSION_RING_MAX <= len(index) <= SESSION_RING_MAX + SESSION_RING_SLACK
-        assert index.lookup(f"~s:{n - SESSION_RING_MAX + 1}", 1_000, WINDOW_MS) is not None
+        oldest = index.lookup(f"~s:{n - SESSION_RING_MAX + 1}", 1_000, WINDOW_MS)
+        assert oldest.first_seq == n - SESSION_RING_MAX + 1
+    assert all(entry.first_seq == int(key.split(":")[1]) for key, entry in index.items())
+    ring = index.sessions["~s"]
+    assert len(ring.numbers) == len(ring.firsts) == len(ring.counts)
 
 
 def test_keys_out_of_order_or_again_are_found():   # DD-3
@@ -142,17 +146,30 @@ def test_a_session_rings_snapshot_row_restores_it():   # DD-8
     index.add("~t:1", _entry(1, 1, ms=100), WINDOW_MS)
     rows = index.session_rows()
     assert [row[0] for row in rows] == ["~s", "~t"]
-    assert all(type(column) is bytes and len(column) == 8 * 3 for column in rows[0][1:])
+    assert [len(column) for column in rows[0][1:4]] == [8 * 3, 8 * 3, 4 * 3]
+    assert rows[0][4] == 4_000 + max(n % 7 for n in (3, 1, 2 ** 63 + 5))
     again = DedupeIndex()
     for row in rows:
         again.take_row(tuple(row), 100 + WINDOW_MS + 1, WINDOW_MS)   # ~t is idle by then
     assert list(again.items()) == [(k, e) for k, e in index.items() if k.startswith("~s")]
-    assert again.sessions["~s"].newest_ms == 4_000 + max(n % 7 for n in (3, 1, 2 ** 63 + 5))
-    for bad in (["~s", b"\0" * 8, b"\0" * 8, b"\0" * 8], ["~s", b"\0" * 8, b"\0" * 16,
-                                                          b"\0" * 8, b"\0" * 8],
-                ["~s", b"\0" * 7, b"\0" * 7, b"\0" * 7, b"\0" * 7]):
+    u64 = b"\0" * 8
+    for bad in (["~s", u64, u64, u64], ["~s", u64, u64 * 2, u64, u64],
+                ["~s", b"\0" * 7] * 1 + [b"\0" * 7] * 3, ["~s", u64, u64, b"\0" * 8, 5],
+                ["~s", u64, u64, b"\0" * 3, 5]):
         with pytest.raises(CorruptionError):
             SessionRing.from_row(bad)
+
+
+def test_a_ring_of_the_first_snapshot_form_restores():
+    """Snapshots written before rings kept counts: four u64 columns (numbers, first seqs,
+    last seqs, created ms)."""
+    def u64s(*values):
+        return b"".join(v.to_bytes(8, "little") for v in values)
+    _session, ring = SessionRing.from_row(("~s", u64s(4, 9), u64s(10, 20), u64s(12, 20),
+                                           u64s(1_000, 3_000)))
+    assert [(n, e.first_seq, e.last_seq) for n, e in ring.items()] == [(4, 10, 12),
+                                                                       (9, 20, 20)]
+    assert ring.newest_ms == 3_000
 
 
 def test_a_topic_entry_keeps_its_keys_and_reads_the_older_form():   # DD-9

@@ -49,6 +49,7 @@ class EchoCore:
         try:
             for i in range(count):
                 yield b"data: %d\n\n" % i
+                yield b""                    # nothing to say: must not end the response
             if count == 0:
                 await asyncio.Event().wait()          # forever, until the client leaves
         finally:

@@ -5,6 +5,7 @@ binding, rewind-only resume, stream leases, idle GC), the commit-feed codec and 
 """
 
 import base64
+import dataclasses
 import json
 
 import pytest
@@ -382,10 +383,15 @@ def test_a_waiting_stream_takes_a_commit_page_without_waking():
         assert events[0][1]["records"] == [{"$seq": 3, "$ts": 9, "data": 3}]
         assert events[0][2] == {"t": 3} and reports[-1] == ({"t": 3}, False)
         assert not parked.done() and not stream.wake.is_set()      # still asleep
+        mine = NotePage(3, 4, 1, True, 7, [[4, 9, b'{"d":4}', None, "me", False]])
+        stream.view = dataclasses.replace(view, node="me")   # its own record: filtered
+        reads.offer("t", mine)
+        assert stream.take("t", mine) and len(sink.chunks) == 1    # moved, wrote nothing
+        assert stream.state.cursors == {"t": 4}
         sink.open = False                               # a backed-up connection: wake
-        assert not stream.take("t", NotePage(3, 4, 1, False, 7, page.records))
+        assert not stream.take("t", NotePage(4, 5, 1, False, 7, page.records))
         parked.cancel()
         with pytest.raises(asyncio.CancelledError):
             await parked                                # the generator closes with it
-        assert reports[-1] == ({"t": 3}, True)
+        assert reports[-1] == ({"t": 4}, True)
     asyncio.run(run())

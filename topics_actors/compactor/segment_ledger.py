@@ -35,7 +35,9 @@ from topics_actors.storage.segment import (
 )
 from topics_actors.topic_config import TopicConfig
 
-BUFFER_BYTES_MAX = 8 * 1024 * 1024   # flush an open segment's buffer past this
+BUFFER_BYTES_MAX = 8 * 1024 * 1024   # spill an open segment's buffer past this
+BUFFERS_BYTES_MAX = 4 * 1024 * 1024  # all open segments' buffers: past it the largest spill
+SPILL_CHECK_BYTES = 1024 * 1024      # absorbed bytes between two looks at that total
 DATA_FRAME_BYTES_MIN = DATA_FRAME_LEN_MIN + 4   # a segment frame of empty data, whole
 
 
@@ -62,6 +64,7 @@ class SegmentLedger(TopicLedger):
         self.flipped: set[str] = set()                  # .data files with new del bytes
         self.tiers = tiers or Tiers(data_dir)
         self.reader = SegmentReader(fs, max_open=64, tiers=self.tiers)
+        self.unchecked = 0                  # bytes absorbed since the buffers' total was seen
 
     # --- ledger hooks -------------------------------------------------------------------------
 
@@ -168,10 +171,33 @@ class SegmentLedger(TopicLedger):
     def store_append(self, topic, view, offset, seq, ts, flags, data_len) -> None:
         self._segment_for(topic, seq, ts).add_from_wal(view, offset, ts)
         topic.publish_one(seq, 0, payload_bytes(data_len, flags), ts)
+        self._absorbed(data_len)
 
     def store_plain(self, topic, view, offset, seq, ts, flags, data_len) -> None:
         self._segment_for(topic, seq, ts).add_plain(view, offset, flags, seq, ts, data_len)
         topic.publish_one(seq, 0, payload_bytes(data_len, flags), ts)
+        self._absorbed(data_len)
+
+    def _absorbed(self, size: int) -> None:
+        self.unchecked += size
+        if self.unchecked >= SPILL_CHECK_BYTES:
+            self.keep_buffers()
+
+    def keep_buffers(self) -> None:
+        """Bound the memory of a checkpoint, whatever WAL it absorbs: past
+        BUFFERS_BYTES_MAX of buffered records, the largest buffers go to their files
+        (unsynced: flush_all syncs them) until half that is left."""
+        self.unchecked = 0
+        dirty = [segment for segment in self.open.values() if segment.data_buf]
+        total = sum(segment.buffered_bytes for segment in dirty)
+        if total <= BUFFERS_BYTES_MAX:
+            return
+        dirty.sort(key=lambda segment: segment.buffered_bytes, reverse=True)
+        for segment in dirty:
+            total -= segment.buffered_bytes
+            segment.spill()
+            if total <= BUFFERS_BYTES_MAX // 2:
+                return
 
     def store_run(self, topic, view, run) -> None:
         """store_plain for a run of plain Appends, or the records of an AppendBatch: one
@@ -185,6 +211,7 @@ class SegmentLedger(TopicLedger):
             add(segment, view, run, done, stop)
             done = stop
         topic.publish(run.first_seq, array("Q", (0,)) * count, run.payload_bytes, tss[-1])
+        self._absorbed(run.payload_bytes)
 
     store_batch = store_run
 
@@ -221,14 +248,14 @@ class SegmentLedger(TopicLedger):
         if segment is None or seq != segment.next_seq or self._full(segment, ts):
             return self._start(topic, seq)
         if len(segment.data_buf) >= BUFFER_BYTES_MAX:
-            segment.flush()
+            segment.spill()
         return segment
 
     def _full(self, segment: OpenSegment, ts: int) -> bool:
         limits = self.limits
         pending = segment.next_seq - segment.first_seq
         return (pending >= limits.max_events
-                or segment.data_len + len(segment.data_buf) >= limits.max_bytes
+                or segment.pending_bytes >= limits.max_bytes
                 or (limits.max_age_ms > 0 and pending > 0
                     and ts - segment.first_ts >= limits.max_age_ms))
 

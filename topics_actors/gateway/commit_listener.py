@@ -140,7 +140,11 @@ class CommitListener:
                 log.warning("event=bad_commit_note")
                 continue
             self.notes += 1
-            self.wake(note.topic, note.page)
+            try:
+                self.wake(note.topic, note.page)
+            except Exception:       # the listener must live on: every stream relies on it
+                log.exception("event=commit_note_failed topic=%s", note.topic)
+                self.wake(note.topic)
 
     def close(self) -> None:
         if self.task is not None:

@@ -218,7 +218,8 @@ class GatewayCore:
         body, content_type = render(
             MetricsInput(census, ready, 1.0 if ready else progress, self._uptime_ms(), wal,
                          streams, self.requests.figures(), self.requests.slot, routers,
-                         quarantine_api.survey(statuses), replication_report.gather(statuses)),
+                         quarantine_api.survey(statuses), replication_report.gather(statuses),
+                         self.watch.page_counts()),
             request.header("accept"))
         return HttpResponse(200, body, content_type)
 

@@ -249,8 +249,10 @@ class HttpConnection(asyncio.Protocol):
         return not self.closed and self._drained is None and self.streaming is not None
 
     def push(self, chunk: bytes) -> None:
-        """One chunk of the stream, written now (StreamSink; after ready())."""
-        self.transport.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        """One chunk of the stream, written now (StreamSink; after ready()). An empty one
+        is not written: in chunked framing it would end the response."""
+        if chunk:
+            self.transport.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
 
     async def drain(self) -> None:
         """Wait until the socket took the buffered bytes (or the client left)."""
@@ -387,7 +389,7 @@ class HttpConnection(asyncio.Protocol):
             async for chunk in chunks:
                 if self.closed:
                     break
-                self.transport.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                self.push(chunk)
                 if self._drained is not None:
                     await self.drain()
         except asyncio.CancelledError:

@@ -37,6 +37,10 @@ class MetricsInput:
     routers: dict = dataclasses.field(default_factory=dict)   # routers, routers_forwarded
     quarantine: Survey = dataclasses.field(default_factory=Survey)   # recovery quarantine
     replication: Replication = dataclasses.field(default_factory=Replication)   # clusters
+    # How the answering gateway's watch streams got their pages: read from a shard, shared
+    # with another stream, taken from a commit notification (by a waking stream or
+    # written straight to a waiting one).
+    watch_pages: dict = dataclasses.field(default_factory=dict)
 
 
 def _cumulative(figures: RouteFigures) -> list[int]:
@@ -74,6 +78,7 @@ def metrics_json(m: MetricsInput) -> dict:
     if m.replication.enabled:
         body["replication"] = {**m.replication.counts, "led": m.replication.led}
     body["http"] = http_json(m)
+    body["watch_pages"] = {"answered_by_gateway": m.gateway, **m.watch_pages}
     return body
 
 
@@ -150,6 +155,11 @@ def metrics_text(m: MetricsInput) -> bytes:
     if m.replication.enabled:
         _replication_series(lines, m.replication)
     _http_series(lines, m.http)
+    name = "topics_watch_pages_total"
+    lines += [f"# HELP {name} pages of the answering gateway's watch streams, by source",
+              f"# TYPE {name} counter"]
+    lines += [f'{name}{{gateway="{m.gateway}",source="{source}"}} {n}'
+              for source, n in m.watch_pages.items()]
     return ("\n".join(lines) + "\n").encode()
 
 

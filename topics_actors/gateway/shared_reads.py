@@ -24,6 +24,7 @@ from topics_actors.limits import (
 )
 from topics_actors.protocol.commit_feed import NotePage
 from topics_actors.protocol.messages import Diff
+from topics_actors.record_envelope import meta_flag_of, payload_bytes
 from topics_actors.watch_cursor import PageRead
 
 PAGES_PER_TOPIC_MAX = 64     # distinct (cursor, options) pages kept per topic
@@ -47,25 +48,26 @@ class ReadView:
                    options["include_tags"], options["include_data"])
 
 
-def _fits(offer: NotePage, view: ReadView) -> bool:
-    """Whether a diff with the view's options would read exactly the offer's records: it
-    takes them all (limit, byte budget) and its `node` filters none of them out."""
-    if len(offer.records) > clamp(view.limit or DIFF_LIMIT_DEFAULT, 1, DIFF_LIMIT_MAX):
-        return False
-    budget = clamp(view.max_batch_bytes or DIFF_BATCH_BYTES_DEFAULT, 1, DIFF_BATCH_BYTES_MAX)
-    if offer.bytes > budget and len(offer.records) > 1:    # a diff always takes one record
-        return False
-    if view.node is None or not offer.node_filter:
-        return True
-    nodes = {view.node} if isinstance(view.node, str) else set(view.node)
-    return not any(record[4] in nodes for record in offer.records)
-
-
-def _from_offer(topic: str, offer: NotePage, view: ReadView) -> PageRead:
+def _page_for(topic: str, offer: NotePage, view: ReadView) -> PageRead | None:
+    """The page a diff from the offer's start with the view's options reads, if the offer
+    holds all of it: what the view's `node` filters out is left out (a diff skips those
+    records and counts neither them nor their bytes), and the rest must fit the view's
+    limit and byte budget (a diff always takes one record). None: read from the shard."""
     records = offer.records
-    data = record_data(topic, offer.from_seq, offer.head_seq, offer.head_seq,
-                       render_records(records, view.include_meta, view.include_data,
-                                      view.include_tags))
+    if view.node is not None and offer.node_filter:
+        nodes = {view.node} if isinstance(view.node, str) else set(view.node)
+        records = [record for record in records if record[4] not in nodes]
+    if len(records) > clamp(view.limit or DIFF_LIMIT_DEFAULT, 1, DIFF_LIMIT_MAX):
+        return None
+    budget = clamp(view.max_batch_bytes or DIFF_BATCH_BYTES_DEFAULT, 1, DIFF_BATCH_BYTES_MAX)
+    if len(records) > 1 and budget < (offer.bytes if records is offer.records else sum(
+            payload_bytes(len(r[2]), meta_flag_of(r[5])) for r in records)):
+        return None
+    data = None
+    if records:
+        data = record_data(topic, offer.from_seq, offer.head_seq, offer.head_seq,
+                           render_records(records, view.include_meta, view.include_data,
+                                          view.include_tags))
     return PageRead(offer.head_seq, offer.head_seq, True, None, data)
 
 
@@ -112,11 +114,11 @@ class SharedReads:
         if done is not None and done.done() and not done.cancelled() and \
                 done.exception() is None:
             return done.result()
-        if not _fits(offer, view):
+        read = _page_for(topic, offer, view)
+        if read is None:
             return None
         if len(pages) >= PAGES_PER_TOPIC_MAX:
             pages.clear()
-        read = _from_offer(topic, offer, view)
         future = pages[key] = asyncio.get_running_loop().create_future()
         future.set_result(read)
         future.started_s = time.monotonic()

@@ -65,6 +65,12 @@ class WatchService:
         self.tasks: set[asyncio.Task] = set()
         self._feeds_known = False        # every shard's feed is connected (paths are fixed)
 
+    def page_counts(self) -> dict:
+        """Where this process's watch streams got their pages (/v0/metrics)."""
+        reads = self.reads
+        return {"read": reads.fetched, "shared": reads.shared,
+                "from_commit": reads.offered_pages, "written_while_waiting": self.listener.taken}
+
     def stop(self) -> None:
         """Shutdown: every stream sends its `error` frame and ends (a work stream also
         releases its jobs)."""

@@ -66,7 +66,9 @@ class WatchStream:
         read = self.reads.offered(topic, page.from_seq, self.view)
         if read is None:
             return False
-        sink.push(b"".join(sse.render(e) for e in state.read(topic, read)))
+        out = b"".join(sse.render(e) for e in state.read(topic, read))
+        if out:                     # nothing when the view's node filtered every record
+            sink.push(out)
         self.quiet_since = time.monotonic()
         self.report(state.cursors, False)    # the map itself: a report sends it as it is then
         return True

@@ -8,7 +8,7 @@ Two kinds of key share the IdemKey WAL frame, so both survive a crash:
 
 Session keys are most of the keys a busy node holds (one per append, for every topic a
 client writes to), so each session's keys in a topic are columns of numbers (SessionRing:
-32 bytes a key) rather than a dict of strings and objects (about 300 bytes). A key that
+20 bytes a key) rather than a dict of strings and objects (about 300 bytes). A key that
 starts with `~` but whose `n` is not a plain decimal number is kept as a user key: for the
 whole window, which dedupes at least as long.
 """
@@ -61,20 +61,23 @@ def session_key(key: str) -> tuple[str, int] | None:
 
 class SessionRing:
     """One session's newest keys in one topic, by key number (ascending): a number's first
-    and last seq and when it was written. A ring answers a retry with the seqs of its
-    first write (a head_seq of 0: the reply's head is its last seq)."""
+    seq and record count, 20 bytes a key; `newest_ms` is when the newest was written (the
+    whole ring goes once the session has been idle for the window). A ring answers a retry
+    with the seqs of its first write (a head_seq of 0: the reply's head is its last seq)."""
 
-    __slots__ = ("numbers", "firsts", "lasts", "created", "newest_ms")
+    __slots__ = ("numbers", "firsts", "counts", "newest_ms")
 
     def __init__(self):
         self.numbers = array("Q")
         self.firsts = array("Q")
-        self.lasts = array("Q")
-        self.created = array("Q")
+        self.counts = array("I")
         self.newest_ms = 0
 
     def __len__(self) -> int:
         return len(self.numbers)
+
+    def _columns(self) -> tuple[array, array, array]:
+        return self.numbers, self.firsts, self.counts
 
     def _index(self, number: int) -> int:
         """The position of `number`, or -1."""
@@ -82,71 +85,95 @@ class SessionRing:
         i = bisect.bisect_left(numbers, number)
         return i if i < len(numbers) and numbers[i] == number else -1
 
+    def _entry(self, i: int) -> DedupeEntry:
+        first = self.firsts[i]
+        return DedupeEntry(first, first + self.counts[i] - 1, 0, self.newest_ms)
+
     def get(self, number: int) -> DedupeEntry | None:
         i = self._index(number)
-        if i < 0:
-            return None
-        return DedupeEntry(self.firsts[i], self.lasts[i], 0, self.created[i])
+        return self._entry(i) if i >= 0 else None
 
     def put(self, number: int, entry: DedupeEntry) -> None:
-        numbers = self.numbers
-        self.newest_ms = max(self.newest_ms, entry.created_ms)
+        numbers, count = self.numbers, entry.last_seq - entry.first_seq + 1
+        if entry.created_ms > self.newest_ms:
+            self.newest_ms = entry.created_ms
         if not numbers or number > numbers[-1]:      # the usual case: the session's next
             numbers.append(number)
             self.firsts.append(entry.first_seq)
-            self.lasts.append(entry.last_seq)
-            self.created.append(entry.created_ms)
+            self.counts.append(count)
         else:
+            row = (number, entry.first_seq, count)
             i = bisect.bisect_left(numbers, number)
-            if i < len(numbers) and numbers[i] == number:
-                self.firsts[i], self.lasts[i] = entry.first_seq, entry.last_seq
-                self.created[i] = entry.created_ms
-            else:
-                numbers.insert(i, number)
-                self.firsts.insert(i, entry.first_seq)
-                self.lasts.insert(i, entry.last_seq)
-                self.created.insert(i, entry.created_ms)
+            same = i < len(numbers) and numbers[i] == number
+            for column, value in zip(self._columns(), row):
+                if same:
+                    column[i] = value
+                else:
+                    column.insert(i, value)
         if len(numbers) > SESSION_RING_MAX + SESSION_RING_SLACK:
-            self._keep_from(len(numbers) - SESSION_RING_MAX)
-
-    def _keep_from(self, start: int) -> None:
-        for column in (self.numbers, self.firsts, self.lasts, self.created):
-            del column[:start]
+            oldest = len(numbers) - SESSION_RING_MAX
+            for column in self._columns():
+                del column[:oldest]
 
     def remove(self, number: int) -> DedupeEntry | None:
         i = self._index(number)
         if i < 0:
             return None
-        entry = DedupeEntry(self.firsts[i], self.lasts[i], 0, self.created[i])
-        for column in (self.numbers, self.firsts, self.lasts, self.created):
+        entry = self._entry(i)
+        for column in self._columns():
             del column[i]
         return entry
 
     def items(self) -> Iterator[tuple[int, DedupeEntry]]:
-        return ((number, DedupeEntry(first, last, 0, created)) for number, first, last, created
-                in zip(self.numbers, self.firsts, self.lasts, self.created))
+        return ((self.numbers[i], self._entry(i)) for i in range(len(self.numbers)))
 
     def to_row(self, session: str) -> list:
-        """The snapshot form: [session, numbers, first seqs, last seqs, created ms], each
-        column as little-endian u64s (a few objects to decode, not five per key)."""
-        columns = (self.numbers, self.firsts, self.lasts, self.created)
+        """The snapshot form: [session, numbers, first seqs, counts, newest_ms], the
+        columns as little-endian u64, u64 and u32 (a few objects to decode, not five per
+        key)."""
+        columns = self._columns()
         if sys.byteorder == "big":
             columns = tuple(_swapped(column) for column in columns)
-        return [session, *(column.tobytes() for column in columns)]
+        return [session, *(column.tobytes() for column in columns), self.newest_ms]
 
     @classmethod
     def from_row(cls, row) -> tuple[str, "SessionRing"]:
+        """A ring from its snapshot form; also the first form, whose last two columns were
+        each key's last seq and created ms (u64)."""
         session, *raw = row
-        if len(raw) != 4 or any(len(r) != len(raw[0]) or len(r) % 8 for r in raw):
-            raise CorruptionError(f"the idempotency keys of session {session!r} are not "
-                                  "four u64 columns of one length")
         ring = cls()
-        for column, data in zip((ring.numbers, ring.firsts, ring.lasts, ring.created), raw):
-            column.frombytes(data)
-            if sys.byteorder == "big":
-                column.byteswap()
-        ring.newest_ms = max(ring.created, default=0)
+        if len(raw) == 4 and all(isinstance(r, bytes) for r in raw):
+            numbers, firsts, lasts, created = (_column("Q", r, session) for r in raw)
+            counts = array("I", (last - first + 1 for first, last in zip(firsts, lasts)))
+            newest_ms = max(created, default=0)
+            _check(session, numbers, firsts, lasts, created)
+        elif len(raw) == 4 and isinstance(raw[3], int):
+            numbers, firsts = _column("Q", raw[0], session), _column("Q", raw[1], session)
+            counts, newest_ms = _column("I", raw[2], session), raw[3]
+        else:
+            raise CorruptionError(f"the idempotency keys of session {session!r} have no "
+                                  "known form")
+        _check(session, numbers, firsts, counts)
+        ring.numbers, ring.firsts, ring.counts, ring.newest_ms = (numbers, firsts, counts,
+                                                                   newest_ms)
         return session, ring
+
+
+def _column(typecode: str, data: bytes, session: str) -> array:
+    column = array(typecode)
+    if not isinstance(data, bytes) or len(data) % column.itemsize:
+        raise CorruptionError(f"the idempotency keys of session {session!r}: a column is "
+                              f"not whole {column.itemsize}-byte numbers")
+    column.frombytes(data)
+    if sys.byteorder == "big":
+        column.byteswap()
+    return column
+
+
+def _check(session: str, *columns: array) -> None:
+    if any(len(column) != len(columns[0]) for column in columns):
+        raise CorruptionError(f"the idempotency keys of session {session!r}: columns of "
+                              "different lengths")
 
 
 def _swapped(column: array) -> array:

@@ -21,6 +21,7 @@ from array import array
 from collections.abc import Callable
 
 from topics_actors.errors import InvariantViolation
+from topics_actors.ledger.deleted_seqs import DeletedSeqs
 from topics_actors.ledger.delete_rules import live_floor
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.ledger import retention_rules
@@ -57,7 +58,7 @@ class Dropped:
     locs: array
     front: int
     epochs: list
-    deleted: set
+    deleted: DeletedSeqs
     tags: object
     trims: list | None
     dedupe: list
@@ -83,7 +84,7 @@ def cut(topic: TopicState, last: int, read: Reader | None, undoable: bool = Fals
     dropped = Dropped(last, records, payload, topic.head, topic.next_seq, topic.reserved_head,
                       topic.locs[keep:] if topic.indexed else array("Q"), topic.front,
                       topic.epochs.entries() if topic.epochs is not None else [],
-                      {s for s in topic.deleted if s > last}, topic.tags,
+                      topic.deleted.take_above(last), topic.tags,
                       [list(t) for t in topic.trims] if topic.trims is not None else None,
                       _drop_keys(topic, last),
                       copy.deepcopy(topic.queue) if undoable else None)
@@ -97,7 +98,6 @@ def cut(topic: TopicState, last: int, read: Reader | None, undoable: bool = Fals
     topic.bytes -= payload
     if topic.epochs is not None:
         topic.epochs.truncate_to(last + 1)
-    topic.deleted -= dropped.deleted
     topic.tags = None                    # rebuilt from the records on its next use
     if topic.trims:
         topic.trims = [[f, min(t, last)] for f, t in topic.trims if f <= last] or None
@@ -118,7 +118,7 @@ def restore(topic: TopicState, dropped: Dropped) -> None:
         topic.epochs.truncate_to(0)
         for epoch, start in dropped.epochs:
             topic.epochs.assign(epoch, start)
-    topic.deleted |= dropped.deleted
+    topic.deleted.put_back(dropped.deleted)
     topic.tags, topic.trims, topic.queue = dropped.tags, dropped.trims, dropped.queue
     topic.dedupe.put_back(dropped.dedupe)
 

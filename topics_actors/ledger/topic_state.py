@@ -2,8 +2,10 @@
 
 Records up to `absorbed` live in segment files (the last snapshot lists them: first seq and
 count of each, so a seq finds its segment by bisection and its .idx entry by arithmetic, at
-no memory cost per record). Records after `absorbed` are still only in the WAL: `locs` holds
-one u64 location per seq from `wal_base` (8 bytes per record, 0 = hole). Staged but
+no memory cost per record). Records after `absorbed` are still only in the WAL, or in the
+RAM buffer of an ephemeral topic: `locs` holds one u64 location per seq from `wal_base`
+(8 bytes per record, 0 = hole; an ephemeral topic's `wal_base` follows its floors,
+shard/ram_buffer.py). Staged but
 uncommitted work only moves `next_seq` and `reserved_head`; the rest changes on publish.
 """
 
@@ -14,6 +16,7 @@ from array import array
 
 from topics_actors.errors import InvariantViolation
 from topics_actors.ledger.dedupe_index import DedupeIndex
+from topics_actors.ledger.deleted_seqs import DeletedSeqs
 from topics_actors.storage.file_table import OFFSET_BITS
 from topics_actors.topic_config import TopicConfig
 from topics_actors.topic_identity import topic_id
@@ -62,7 +65,7 @@ class TopicState:
         self.created_at = (0, 0, 0)   # WAL position (generation, file idx, offset) of creation
         self.ram_past: dict[int, int] = {}   # absorbed seqs whose record is in the RAM buffer
         self.gone_through = 0         # records up to here are out of count and bytes
-        self.deleted: set[int] = set()   # absorbed seqs deleted by a match (segments kept)
+        self.deleted = DeletedSeqs()  # seqs deleted one by one (segments keep their bytes)
         self.deletions = 0            # records deleted so far (for the checkpoint accounting)
         self.tags = None              # TagIndex once a delete by tag needed one
         self.queue = None             # QueueState of a queue topic (ledger/queue_state.py)
@@ -144,11 +147,12 @@ class TopicState:
                         if loc >> OFFSET_BITS == self.ram_file)
                 del self.locs[:drop]
             self.front = max(0, self.front - max(drop, 0))
-            self.wal_base = absorbed + 1
+            # (above absorbed + 1 when an ephemeral past trimmed it: shard/ram_buffer.py)
+            self.wal_base = max(self.wal_base, absorbed + 1)
             self.absorbed = absorbed
             floor = max(self.evict_floor, self.expiry_floor, self.delete_floor)
-            if self.deleted and min(self.deleted) <= floor:   # never read again
-                self.deleted = {seq for seq in self.deleted if seq > floor}
+            if self.deleted and self.deleted.first() <= floor:   # never read again
+                self.deleted.drop_through(floor)
         self.seg_dir, self.seg_firsts, self.seg_counts = seg_dir, firsts, counts
         return next((loc for loc in self.locs if loc), 0)
 
@@ -180,7 +184,7 @@ class TopicState:
             if i >= 0 and seq < self.seg_firsts[i] + self.seg_counts[i]:
                 if seq not in self.deleted:
                     return seq
-                seq += 1
+                seq = self.deleted.next_absent(seq)
                 continue
             found = [self.seg_firsts[i + 1]] if i + 1 < len(self.seg_firsts) else []
             found += [s for s in self.ram_past if s >= seq]
@@ -190,7 +194,7 @@ class TopicState:
             seq = min(found)
             if seq not in self.deleted:
                 return seq
-            seq += 1
+            seq = self.deleted.next_absent(seq)
         locs, base = self.locs, self.wal_base
         index = max(seq - base, self.front)
         while index < len(locs) and locs[index] == 0:

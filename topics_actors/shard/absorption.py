@@ -20,7 +20,7 @@ from topics_actors.storage import frame_body
 from topics_actors.storage.file_table import OFFSET_BITS
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.fs import Fs
-from topics_actors.storage.segment import topic_dir
+from topics_actors.storage.segment import SegmentReader, topic_dir
 from topics_actors.storage.snapshot import decode_snapshot, read_file, snapshot_path
 
 log = logging.getLogger(__name__)
@@ -38,13 +38,14 @@ def barrier_request(stager: BatchStager, wal: WalFileSet, registry: TopicRegistr
 
 
 def absorb_request(fs: Fs, data_dir: str, wal: WalFileSet, registry: TopicRegistry,
-                   snap_id: int) -> Staged:
+                   maps: SegmentReader, snap_id: int) -> Staged:
     """`absorbed`: take in a durable snapshot (a read: it logs nothing)."""
-    return read_op(lambda info: absorb_snapshot(fs, data_dir, wal, registry, snap_id))
+    return read_op(lambda info: absorb_snapshot(fs, data_dir, wal, registry, maps, snap_id))
 
 
 def absorb_snapshot(fs: Fs, data_dir: str, wal: WalFileSet, registry: TopicRegistry,
-                    snap_id: int) -> dict:
+                    maps: SegmentReader, snap_id: int) -> dict:
+    """Take in snapshot `snap_id`; `maps` unmaps the segments no topic lists any more."""
     if snap_id <= wal.snapshot_id:
         return {"snapshot_id": wal.snapshot_id, "topics": 0, "removed_files": 0}
     try:
@@ -64,6 +65,8 @@ def absorb_snapshot(fs: Fs, data_dir: str, wal: WalFileSet, registry: TopicRegis
         topic.absorb(entry["absorbed"], topic_dir(data_dir, entry["dir"]),
                      [s[0] for s in segments], [s[1] for s in segments])
         topics += 1
+    maps.keep_only({(topic.seg_dir, first) for topic in registry
+                    for first in topic.seg_firsts})
     wal.snapshot_id = snap_id
     removed = 0
     lowest = _lowest_referenced(registry, wal.wal_file_nos())

@@ -97,7 +97,7 @@ def _scan_run(topic: TopicState, segments: SegmentReader, lo: int, hi: int, cols
     ttl_ms = topic.config.ttl_ms
     where = f"{topic.seg_dir}/{segment_stem(first)}"
     return decode_run(memoryview(data), start, offsets, lengths, lo, cols, where,
-                      skip=topic.deleted, ts_min=now_ms - ttl_ms if ttl_ms else -1,
+                      skip=topic.deleted or (), ts_min=now_ms - ttl_ms if ttl_ms else -1,
                       budget=budget, check_deleted=True, flags=flags)
 
 

@@ -19,7 +19,7 @@ from topics_actors.ledger.topic_state import TopicState
 from topics_actors.limits import IDEMPOTENCY_KEY_BYTES_MAX
 from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import TAG, StagedRecord, payload_total, stage_batch
-from topics_actors.shard import retention
+from topics_actors.shard import ram_buffer, retention
 from topics_actors.shard.batch_stager import (
     BatchStager, CommitInfo, Offsets, Staged, encode_staged, locations, write_op,
 )
@@ -145,6 +145,8 @@ class RecordAppend:
                     topic.tags.add(rec[TAG].decode(), seq)
         if topic.config.cap_records:
             retention_rules.settle(topic, self.reader.read)
+        if topic.ram is not None:
+            ram_buffer.trim(topic, self.reader.files)
         self.stats.records += len(records)
         info.woken.add(topic.name)
 

@@ -200,7 +200,8 @@ class ShardCore:
         """Take in a snapshot; it closes the checkpoint window (checkpoint_window.py)."""
         wal, barriers = self.wal, self.checkpoints.barriers
         is_write, fn = absorption.absorb_request(self.fs, self.options.data_dir, wal,
-                                                 self.registry, msg.snapshot_id)
+                                                 self.registry, self.reader.segments,
+                                                 msg.snapshot_id)
 
         def take_in(info: CommitInfo) -> dict:
             before = wal.snapshot_id
@@ -388,6 +389,7 @@ class ShardCore:
         return {"shard": self.options.shard, "shard_count": self.options.shard_count,
                 "ready": self.ready, "replay_progress": self.replay_progress,
                 "topics": len(self.registry), "long_polls": self.polls.count,
+                "ram_bytes": self.registry.ram_bytes(),
                 **self.routers.figures(),
                 **replica_report.figures(self.replicas),
                 "statistics": self.stats.as_dict(), "snapshot_id": self.wal.snapshot_id,

@@ -73,3 +73,7 @@ class TopicRegistry:
 
     def live_bytes(self) -> int:
         return sum(topic.bytes for topic in self.topics.values())
+
+    def ram_bytes(self) -> int:
+        """Bytes of the RAM buffers that hold ephemeral topics' records."""
+        return sum(len(topic.ram) for topic in self.topics.values() if topic.ram is not None)

@@ -28,7 +28,7 @@ SITES = {
     "retention::before_apply": "an EvictWatermark is durable, the floors not yet raised",
     "absorb::before_wal_remove": "a shard took a snapshot in, before unlinking WAL files",
     "checkpoint::before_flush": "the compactor absorbed the WAL, before writing segments",
-    "segput::after_data_before_idx": "a segment's .data is synced, its .idx not written",
+    "segput::after_data_before_idx": "a segment's .data is synced, its .idx not yet",
     "segdel::after_write_before_fsync": "del bytes are flipped in segments, not synced",
     "segput::before_dirfsync": "segment files are synced, their directories not yet",
     "snapshot::before_rename": "snapshot .tmp is written and synced, not renamed",

@@ -239,10 +239,13 @@ def frame_end(data_view, offset: int, length: int, flags: int) -> int:
 class OpenSegment:
     """The compactor's append handle on a topic's newest segment.
 
-    add() buffers; flush() opens both files, writes the buffers at the lengths the last
-    snapshot vouches for (over whatever a crashed run left there), fdatasyncs both (.data
-    first, so an .idx entry never points at bytes that are not durable) and closes them, so
-    the compactor holds no descriptor per topic between checkpoints."""
+    add() buffers; spill() opens both files, writes the buffers after what is written
+    already (at first, the lengths the last snapshot vouches for, over whatever a crashed
+    run left there) and closes them; flush() spills, then fdatasyncs both (.data first, so
+    an .idx entry never points at bytes that are not durable). The compactor thus holds no
+    descriptor per topic between its writes, and memory only for what it has not spilled.
+    Written but unsynced bytes lie past the lengths any snapshot lists: no reader reads
+    them, and after a crash the next flush writes over them."""
 
     def __init__(self, fs: Fs, topic_dir: str, first_seq: int, data_len: int = 0,
                  count: int = 0):
@@ -251,6 +254,8 @@ class OpenSegment:
         self.first_seq = first_seq
         self.data_len = data_len          # durable bytes of .data
         self.count = count                # durable entries of .idx
+        self.written_len = data_len       # bytes of .data written (durable or not)
+        self.written_count = count        # entries of .idx written
         self.data_buf = bytearray()
         self.idx_buf = bytearray()
         self.first_ts = 0
@@ -274,16 +279,20 @@ class OpenSegment:
 
     @property
     def pending_count(self) -> int:
-        return self.count + len(self.idx_buf) // IDX_ENTRY_BYTES
+        return self.written_count + len(self.idx_buf) // IDX_ENTRY_BYTES
 
     @property
     def pending_bytes(self) -> int:
-        return self.data_len + len(self.data_buf)
+        return self.written_len + len(self.data_buf)
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self.data_buf) + len(self.idx_buf)
 
     def add_from_wal(self, wal_view, wal_offset: int, ts: int) -> None:
         if self.next_seq == self.first_seq:
             self.first_ts = ts
-        self.next_seq = 1 + append_from_wal(self.data_buf, self.idx_buf, self.data_len,
+        self.next_seq = 1 + append_from_wal(self.data_buf, self.idx_buf, self.written_len,
                                             wal_view, wal_offset)
 
     def add_plain(self, wal_view, wal_offset: int, flags: int, seq: int, ts: int,
@@ -299,7 +308,7 @@ class OpenSegment:
             DATA_FRAME_LEN_MIN + data_len, flags, seq, ts, 0, 0, data_len,
             data if type(data) is bytes else bytes(data))
         data_buf = self.data_buf
-        at = self.data_len + len(data_buf)
+        at = self.written_len + len(data_buf)
         data_buf += frame
         data_buf += _TAIL.pack(_digest(memoryview(frame)[4:]), DEL_LIVE)
         self.idx_buf += IDX_ENTRY.pack(at, DATA_FRAME_LEN_MIN + 4 + data_len, ts, flags)
@@ -322,7 +331,7 @@ class OpenSegment:
         bodies = list(map(add, repeat(bytes((flags,))), map(wal_view.__getitem__, spans)))
         frame_lens = list(map(add, lens, repeat(DATA_FRAME_LEN_MIN)))
         tails = map(_TAIL.pack, map(_digest, bodies), repeat(DEL_LIVE))
-        at = self.data_len + len(self.data_buf)
+        at = self.written_len + len(self.data_buf)
         self.data_buf += b"".join(chain.from_iterable(
             zip(map(_U32.pack, frame_lens), bodies, tails)))
         sizes = list(map(add, frame_lens, repeat(4)))
@@ -352,34 +361,51 @@ class OpenSegment:
     def add_texts(self, seq: int, ts: int, flags: int, node: bytes, head: bytes,
                   texts: bytes, count: int) -> None:
         """`count` records from `seq` as one batch frame: `head` + `texts` is its body."""
-        segment_batch.encode(self.data_buf, self.idx_buf, self.data_len + len(self.data_buf),
+        segment_batch.encode(self.data_buf, self.idx_buf, self.written_len + len(self.data_buf),
                              flags, seq, ts, node, head, texts, count)
         self.next_seq = seq + count
 
     def delete_pending(self, seq: int) -> bool:
         """Mark `seq` deleted while its frame is still in the buffer (its del byte is
         written as 0xD5), saving a flush; False if `seq` is not in the buffer."""
-        index = seq - self.first_seq - self.count
+        index = seq - self.first_seq - self.written_count
         if not 0 <= index < len(self.idx_buf) // IDX_ENTRY_BYTES:
             return False
         offset, length, _, _ = IDX_ENTRY.unpack_from(self.idx_buf, index * IDX_ENTRY_BYTES)
-        self.data_buf[offset - self.data_len + length - 1] = DEL_DELETED
+        self.data_buf[offset - self.written_len + length - 1] = DEL_DELETED
         return True
 
-    def flush(self) -> None:
+    def spill(self) -> None:
+        """Write the buffers to the files, unsynced, and free them."""
+        if not self.data_buf:
+            return
         if self._data is None:
             self.open()
-        if self.data_buf:
-            self._data.write_all_at(self.data_buf, self.data_len)
+        try:
+            self._data.write_all_at(self.data_buf, self.written_len)
+            self._idx.write_all_at(self.idx_buf, self.written_count * IDX_ENTRY_BYTES)
+        finally:
+            self.close()
+        self.written_len += len(self.data_buf)
+        self.written_count += len(self.idx_buf) // IDX_ENTRY_BYTES
+        self.data_buf.clear()
+        self.idx_buf.clear()
+
+    def flush(self) -> None:
+        """Make everything added durable (the lengths a snapshot may list)."""
+        self.spill()
+        if self.written_len == self.data_len:
+            self.open()                 # as before: an empty segment has its files
+            self.close()
+            return
+        self.open()
+        try:
             self._data.sync_data()
             failpoint.hit("segput::after_data_before_idx")
-            self._idx.write_all_at(self.idx_buf, self.count * IDX_ENTRY_BYTES)
             self._idx.sync_data()
-            self.data_len += len(self.data_buf)
-            self.count += len(self.idx_buf) // IDX_ENTRY_BYTES
-            self.data_buf.clear()
-            self.idx_buf.clear()
-        self.close()
+        finally:
+            self.close()
+        self.data_len, self.count = self.written_len, self.written_count
 
     def close(self) -> None:
         for handle in (self._data, self._idx):
@@ -540,6 +566,12 @@ class SegmentReader:
         pair = self._views.pop((topic_dir, first_seq), None)
         if pair is not None:
             _close(pair)
+
+    def keep_only(self, keys: set[tuple[str, int]]) -> None:
+        """Unmap every segment but those of `keys` ((topic dir, first seq)): a dropped
+        segment's map would keep its file's pages, and a descriptor, after the unlink."""
+        for key in [k for k in self._views if k not in keys]:
+            self.forget(*key)
 
     def forget_dir(self, topic_dir: str) -> None:
         for key in [k for k in self._views if k[0] == topic_dir]:
