@@ -101,11 +101,7 @@ class LabCluster(ClusterRun):
             mount = LazyFsMount(f"{self.base}/{nid}/backing", f"{self.base}/{nid}/mnt",
                                 LAZYFS_CACHE)
             self.lazy[nid] = mount.mount()
-            data = f"{mount.mount_dir}/data"
-            os.makedirs(data)
-            os.makedirs(f"{self.base}/{nid}/run")       # no socket can live on LazyFS
-            os.symlink(f"{self.base}/{nid}/run", f"{data}/run")
-            return data
+            return mount.node_data_dir(f"{self.base}/{nid}/run")
         return f"{self.base}/{nid}/data"
 
     def node_env(self, nid: str) -> dict:

@@ -10,9 +10,11 @@ file data and sizes not fsynced (fsync and fdatasync count, sync(2) does not) ar
 directory entries (create, rename, unlink) reach the backing directory at once, so a
 missing directory fsync cannot show here (CrashFs covers that in-process).
 
-The cache evicts least recently used pages (a dirty page evicted is written back, as the
-kernel's writeback would): without eviction a full cache would pass every later write
-straight through, and a power loss would drop nothing.
+The cache does not evict (LazyFS's eviction path crashes it on a truncate, `map::at`):
+pages stay until their file is deleted or a power loss clears them, and a write that finds
+the cache full goes straight to the backing file, where a power loss cannot drop it. So the
+cache is sized above what a run keeps, and `cache_usage()` says how full it is: a power
+loss with a full cache proves nothing, and the callers refuse it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ MOUNT_TIMEOUT_S = 10
 CLEAR_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 10
 _REPORT = "total number of bytes un-fsynced"
+_USAGE = "cache usage (%pages) is"
 
 
 def lazyfs_binary() -> str | None:
@@ -85,7 +88,7 @@ class LazyFsMount:
         with open(config, "w") as out:
             out.write(f'[faults]\nfifo_path="{self.fifo}"\n'
                       f'fifo_path_completed="{self.fifo}.done"\n'
-                      f'[cache]\napply_eviction=true\n[cache.simple]\n'
+                      f'[cache]\napply_eviction=false\n[cache.simple]\n'
                       f'custom_size="{self.cache_size}"\nblocks_per_page=1\n'
                       f'[filesystem]\nlog_all_operations=false\nlogfile=""\n')
         log = open(os.path.join(self.control, "lazyfs.log"), "ab")
@@ -111,6 +114,15 @@ class LazyFsMount:
             self.unmount()
             raise
         return self
+
+    def node_data_dir(self, run_dir: str) -> str:
+        """A node's data dir on this mount. A Unix socket cannot live on LazyFS (no
+        mknod), so the node's `run` dir (its ipc sockets) is a symlink to `run_dir`."""
+        data = os.path.join(self.mount_dir, "data")
+        os.makedirs(data, exist_ok=True)
+        os.makedirs(run_dir, exist_ok=True)
+        os.symlink(os.path.abspath(run_dir), os.path.join(data, "run"))
+        return data
 
     def mounted(self) -> bool:
         with open("/proc/mounts") as mounts:
@@ -139,6 +151,14 @@ class LazyFsMount:
                  "the unsynced-data report")
         line = [line for line in self.log().splitlines() if _REPORT in line][-1]
         return int(line.split(_REPORT)[1].strip(": ").split()[0])
+
+    def cache_usage(self) -> float:
+        """The share of the cache's pages in use, in percent (LazyFS's own report)."""
+        seen = self.log().count(_USAGE)
+        self._command(b"lazyfs::display-cache-usage")
+        wait_for(lambda: self.log().count(_USAGE) > seen, CLEAR_TIMEOUT_S, "the cache usage")
+        line = [line for line in self.log().splitlines() if _USAGE in line][-1]
+        return float(line.split(_USAGE)[1].strip().rstrip("%"))
 
     def _command(self, command: bytes) -> None:
         """One command per write: LazyFS takes one read() as one command. Its fault thread
