@@ -19,21 +19,21 @@ Asserted, per class, storage.md's promise for a machine crash (docs/DURABILITY.m
   lands at head + 1, above every surviving record (seqs of lost records may be issued
   again: the class takes no head reservations).
 
-Method: Node (tools/testing/node_harness.py) on LazyFsMount (tools/testing/lazy_fs.py);
-the records are read back with diff from seq 0 and compared with each writer's acks.
+Method: Node (tools/testing/node_harness.py) on LazyFsMount (tools/testing/lazy_fs.py),
+LedgerWriter (tools/testing/cluster_harness.py); the records are read back with diff from
+seq 0 and compared with each writer's acks.
 """
 
 from __future__ import annotations
 
 import random
-import threading
 import time
 
 import pytest
 
+from tools.testing.cluster_harness import LedgerWriter, read_numbers
 from tools.testing.lazy_fs import LazyFsMount, lazyfs_usable
 from tools.testing.node_harness import Node, names_on
-from topics_actors.errors import TopicsError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120),
               pytest.mark.skipif(lazyfs_usable() is not None,
@@ -41,37 +41,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120),
 
 SHARDS = 3
 CLASSES = ("fsync", "disk", "memory")
-
-
-class ClassWriter(threading.Thread):
-    def __init__(self, node: Node, topic: str):
-        super().__init__(daemon=True)
-        self.client = node.client(request_timeout_ms=1000, retry_deadline_ms=1000)
-        self.topic = topic
-        self.acked: dict[int, int] = {}        # seq -> number
-        self.sent = 0
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        while not self.halt.is_set():
-            self.sent += 1
-            try:
-                reply = self.client.append(self.topic, [{"data": {"n": self.sent}}])
-            except TopicsError:
-                self.halt.wait(0.05)
-                continue
-            self.acked[reply["first_seq"]] = self.sent
-
-
-def read_all(client, topic: str) -> tuple[dict[int, int], int]:
-    """({seq: number}, head) of the whole topic."""
-    found, cursor = {}, 0
-    while True:
-        reply = client.diff(topic, from_seq=cursor, limit=1000)
-        found.update({r["$seq"]: r["data"]["n"] for r in reply["records"]})
-        if reply["next_from_seq"] == cursor or reply["caught_up"]:
-            return found, reply["head_seq"]
-        cursor = reply["next_from_seq"]
 
 
 def test_power_loss_under_load_keeps_each_class_promise(tmp_path):
@@ -83,13 +52,14 @@ def test_power_loss_under_load_keeps_each_class_promise(tmp_path):
                     {"TOPICS_DISK_FLUSH_INTERVAL_MS": "1000",
                      "TOPICS_WAL_FILE_BYTES": str(1024 * 1024)},
                     log_path=str(tmp_path / "node.log"))
-        writers: dict[str, ClassWriter] = {}
+        writers: dict[str, LedgerWriter] = {}
         try:
             node.start(timeout_s=60)
             admin = node.client()
             for durability, topic in topics.items():
                 admin.put_topic(topic, durability=durability)
-            writers = {d: ClassWriter(node, topic) for d, topic in topics.items()}
+            writers = {d: LedgerWriter(node, topic, retry_deadline_ms=1000)
+                       for d, topic in topics.items()}
             for writer in writers.values():
                 writer.start()
             time.sleep(rng.uniform(1.5, 3.0))     # the load runs: the instant is the fault
@@ -102,7 +72,7 @@ def test_power_loss_under_load_keeps_each_class_promise(tmp_path):
             node.start(timeout_s=60)
             client = node.client()
             for durability, topic in topics.items():
-                found, head = read_all(client, topic)
+                found, head = read_numbers(client, topic)
                 next_seq = client.append(topic, [{"data": {"n": 0}}])["first_seq"]
                 check_class(durability, writers[durability], found, head, next_seq)
         finally:
@@ -117,7 +87,7 @@ def halt(writers: dict) -> None:
         writer.join(10)
 
 
-def check_class(durability: str, writer: ClassWriter, found: dict[int, int], head: int,
+def check_class(durability: str, writer: LedgerWriter, found: dict[int, int], head: int,
                 next_seq: int) -> None:
     acked = writer.acked
     assert acked, f"{durability}: nothing was acked before the power loss"

@@ -138,6 +138,17 @@ class LedgerWriter(Writer):
         self.errors[code] += 1
 
 
+def read_numbers(client, topic: str) -> tuple[dict[int, int], int]:
+    """({seq: number} of a Writer's records, head) of the whole topic, read with diff."""
+    found, cursor = {}, 0
+    while True:
+        reply = client.diff(topic, from_seq=cursor, limit=1000)
+        found.update({r["$seq"]: r["data"].get("n") for r in reply["records"]})
+        if reply["caught_up"] or reply["next_from_seq"] == cursor:
+            return found, reply["head_seq"]
+        cursor = reply["next_from_seq"]
+
+
 def cluster_view(node, timeout_s: float = 2) -> dict | None:
     """GET /v0/cluster of `node` (None: no answer)."""
     try:
