@@ -32,6 +32,13 @@ class FakeChannel:
     async def send(self, text: str) -> None:
         await self.sent.put(json.loads(text))
 
+    def ready(self) -> bool:
+        return True
+
+    def push(self, *texts: str) -> None:
+        for text in texts:
+            self.sent.put_nowait(json.loads(text))
+
     def close(self) -> None:
         pass
 
@@ -68,12 +75,22 @@ class FakeReads:
     def refresh(self, topic, max_age_s) -> None:
         pass
 
+    def offered(self, topic, from_seq, view) -> PageRead | None:
+        """The page of a commit notification: what page() reads, without waiting."""
+        log = self.topics.get(topic, [])
+        if topic in self.held or from_seq >= len(log):
+            return None
+        rows = b",".join(b'{"$seq":%d,"data":%s}' % (s, json.dumps(log[s - 1]).encode())
+                         for s in range(from_seq + 1, len(log) + 1))
+        return PageRead(len(log), len(log), True, None,
+                        record_data(topic, from_seq, len(log), len(log), b"[" + rows + b"]"))
+
 
 class FakeListener:
     def __init__(self):
         self.waiters: dict[str, set] = {}
 
-    def watch(self, topic, wake) -> None:
+    def watch(self, topic, wake, taker=None) -> None:
         self.waiters.setdefault(topic, set()).add(wake)
 
     def unwatch(self, topic, wake) -> None:
@@ -228,3 +245,25 @@ def test_a_bug_in_an_op_ends_the_socket_for_the_top_level_and_other_errors_are_f
         await _leave(channel, task)
     asyncio.run(scenario(InvariantViolation("seq went backwards")))
     asyncio.run(scenario(RuntimeError("boom")))
+
+
+def test_a_waiting_socket_takes_a_commit_page_without_its_pusher():
+    """While the pusher waits and nothing is queued, a notification's page at the socket's
+    cursor goes out at once (the writer is not involved); elsewhere it is refused, so the
+    listener wakes the pusher instead."""
+    from topics_actors.protocol.commit_feed import NotePage
+
+    async def scenario():
+        hooks, channel, connection, task = await _subscribed_to_a()
+        while not connection.waiting:
+            await asyncio.sleep(0)
+        hooks.reads.topics["a"].append(2)
+        assert not connection.take("a", NotePage(0, 2, 1, False, 1, []))   # elsewhere
+        assert connection.take("a", NotePage(1, 2, 1, False, 1, []))
+        assert channel.sent.qsize() >= 1
+        frame = channel.sent.get_nowait()
+        assert frame["op"] == "record" and frame["records"] == [{"$seq": 2, "data": 2}]
+        assert not connection.wake.is_set()          # the pusher slept through it
+        assert connection.subs.cursors.cursors["a"] == 2
+        await _leave(channel, task)
+    asyncio.run(scenario())

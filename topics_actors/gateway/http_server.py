@@ -244,9 +244,13 @@ class HttpConnection(asyncio.Protocol):
             self._drained.set_result(None)
         self._drained = None
 
+    def writable(self) -> bool:
+        """Open and not backed up: the socket takes more now."""
+        return not self.closed and self._drained is None
+
     def ready(self) -> bool:
         """The stream's connection takes a chunk now (StreamSink)."""
-        return not self.closed and self._drained is None and self.streaming is not None
+        return self.writable() and self.streaming is not None
 
     def push(self, chunk: bytes) -> None:
         """One chunk of the stream, written now (StreamSink; after ready()). An empty one

@@ -28,6 +28,7 @@ from topics_actors.errors import TopicsError
 from topics_actors.gateway import ws_session as ws
 from topics_actors.gateway.api_keys import ApiKey
 from topics_actors.gateway.commit_listener import CommitListener, Wake, wait_woken
+from topics_actors.protocol.commit_feed import NotePage
 from topics_actors.gateway.shared_reads import SharedReads
 from topics_actors.gateway.watch_stream import HEARTBEAT_READ_SHARE_S, catch_up
 
@@ -49,6 +50,12 @@ class WsChannel(Protocol):
 
     async def send(self, text: str) -> None:
         """Send one text frame; ChannelClosed once the client has left."""
+
+    def ready(self) -> bool:
+        """Whether a frame can be pushed now (open, not backed up)."""
+
+    def push(self, *texts: str) -> None:
+        """Send text frames now, together, without waiting (after ready())."""
 
     def close(self) -> None: ...
 
@@ -75,10 +82,14 @@ class WsConnection:
         self.outbox: asyncio.Queue = asyncio.Queue(OUTBOX_FRAMES_MAX)
         self.wake = Wake()
         self.changes: deque = deque()       # (change, done future), applied by the pusher
+        self.channel: WsChannel | None = None
+        self.waiting = False                # the pusher waits between rounds
+        self.sending = False                # the writer is in a send
 
     async def run(self, channel: WsChannel) -> None:
         """Serve the socket until the client leaves, a send fails, or the gateway stops
         (then an `error` server_shutting_down frame goes out first)."""
+        self.channel = channel
         pusher = asyncio.ensure_future(self._pusher())
         tasks = [asyncio.ensure_future(self._reader(channel)), pusher,
                  asyncio.ensure_future(self._writer(channel))]
@@ -94,6 +105,7 @@ class WsConnection:
             for task in tasks:
                 task.cancel()
             outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+            self.channel = None
             for topic in self.subs.topics():
                 self.hooks.listener.unwatch(topic, self.wake)
         for outcome in outcomes:
@@ -109,7 +121,11 @@ class WsConnection:
             frame = await self.outbox.get()     # the pusher's close or the client's leaving
             if frame is _CLOSE:                 # ends the wait, never a timeout
                 return
-            await channel.send(frame)
+            self.sending = True
+            try:
+                await channel.send(frame)
+            finally:
+                self.sending = False
 
     # --- the reader ---------------------------------------------------------------------------
 
@@ -161,7 +177,7 @@ class WsConnection:
     def _subscribe(self, op: ws.Subscribe, states: dict) -> str:
         self.subs.check_room(op)            # again: another subscribe may have come between
         for name in self.subs.subscribe(states, op.options):
-            self.hooks.listener.watch(name, self.wake)
+            self.hooks.listener.watch(name, self.wake, self.take)
         return ws.subscribed(op.request_id, states)
 
     def _unsubscribe(self, op: ws.Unsubscribe) -> str:
@@ -199,13 +215,37 @@ class WsConnection:
             if self._interrupted():
                 continue
             remaining = heartbeat_s - (time.monotonic() - checked)
-            if remaining > 0 and await wait_woken(self.wake, remaining):
+            if remaining > 0 and await self._wait(remaining):
                 continue
             checked = time.monotonic()
             for topic in self.subs.topics():    # a lost notification is caught here
                 self.hooks.reads.refresh(topic, HEARTBEAT_READ_SHARE_S)
         await self.outbox.put(ws.shutting_down_frame())
         await self.outbox.put(_CLOSE)
+
+    async def _wait(self, timeout_s: float) -> bool:
+        self.waiting = True
+        try:
+            return await wait_woken(self.wake, timeout_s)
+        finally:
+            self.waiting = False
+
+    def take(self, topic: str, page: NotePage) -> bool:
+        """A commit notification's page, sent at once while the pusher waits, nothing is
+        queued or being sent, and the socket sits at exactly the page's start with
+        options that read exactly it (watch_stream.WatchStream.take for SSE); else the
+        pusher is woken and reads as usual."""
+        subs, channel = self.subs, self.channel
+        if not self.waiting or self.sending or not self.outbox.empty() or channel is None \
+                or subs.cursors.cursors.get(topic) != page.from_seq \
+                or topic in subs.cursors.deleted or not channel.ready():
+            return False
+        read = self.hooks.reads.offered(topic, page.from_seq, subs.views[topic])
+        if read is None:
+            return False
+        records = self.hooks.records
+        channel.push(*(ws.push(event, records) for event in subs.cursors.read(topic, read)))
+        return True
 
     async def _round(self) -> None:
         subs = self.subs

@@ -112,11 +112,20 @@ class WsTransport:
     async def send(self, text: str) -> None:
         if self.ended or self.conn.closed:
             raise ChannelClosed()
-        self.protocol.send_text(text.encode())
-        self._flush()
+        self.push(text)
         await self.conn.drain()
         if self.conn.closed:
             raise ChannelClosed()
+
+    def ready(self) -> bool:
+        return self.open and not self.ended and not self.conn.closed and \
+            self.conn.writable()
+
+    def push(self, *texts: str) -> None:
+        """Text frames, written together."""
+        for text in texts:
+            self.protocol.send_text(text.encode())
+        self._flush()
 
     def close(self) -> None:
         if not self.conn.closed:

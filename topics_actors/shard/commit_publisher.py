@@ -46,14 +46,19 @@ class CommitPublisher:
         self.pages = 0
 
     def publish(self, woken: set[str], registry: TopicRegistry, read_page: PageReader) -> None:
+        """Notify the woken topics some gateway subscribes to (XPUB would drop the others
+        anyway, after their encoding and a hand-off to ZeroMQ's I/O thread). A subscription
+        not yet read here misses at most this note: a gateway wakes its streams once more
+        shortly after it subscribes (gateway/commit_listener.py)."""
         self._take_subscriptions()
+        watched = self.watched
         for name in woken:
+            if name not in watched:
+                continue
             topic = registry.get(name)
             head = None if topic is None else topic.visible
-            page = None
-            if name in self.watched:
-                page = self._page(topic, self.watched[name], read_page)
-                self.watched[name] = head
+            page = self._page(topic, watched[name], read_page)
+            watched[name] = head
             try:
                 self.sock.send_multipart(encode_note(name, head, page), zmq.NOBLOCK)
                 self.published += 1
@@ -78,6 +83,9 @@ class CommitPublisher:
                         records)
 
     def _take_subscriptions(self) -> None:
+        sock = self.sock
+        if not sock.get(zmq.EVENTS) & zmq.POLLIN:     # the usual case, without an exception
+            return
         while True:
             try:
                 frame = self.sock.recv(zmq.NOBLOCK)

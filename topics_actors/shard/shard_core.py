@@ -19,7 +19,9 @@ from collections.abc import Callable
 
 from topics_actors.allocator_policy import release_free_memory
 from topics_actors.config import ShardOptions
-from topics_actors.errors import ErrorCode, ProtocolError, StorageError, TopicsError
+from topics_actors.errors import (
+    ErrorCode, ProtocolError, StorageError, TopicsError, storage_error,
+)
 from topics_actors.ledger import retention_rules
 from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.messages import (
@@ -65,6 +67,7 @@ log = logging.getLogger(__name__)
 
 Reply = tuple[bytes, bytes]     # (peer, encoded reply)
 Handler = Callable[[object], Staged]     # a request -> (is write, its answer after commit)
+FAILURE_LOG_INTERVAL_S = 1.0    # a full disk fails every batch: one log line a second
 
 
 def now_ms() -> int:
@@ -77,6 +80,7 @@ class ShardCore:
         self.options = options
         self.clock = clock
         self.stats = ShardStats()
+        self._failure_logged_at = -FAILURE_LOG_INTERVAL_S
         self.registry = TopicRegistry(options.shard, options.shard_count)
         self.wal = WalFileSet(fs, options, self.stats)
         self.tiers = Tiers(options.data_dir, options.cold_dir)
@@ -279,11 +283,17 @@ class ShardCore:
         return replies
 
     def _fail(self, batch: Batch, exc: BaseException) -> TopicsError:
+        """A batch the WAL refused: nothing of it happened. A full disk answers 507
+        `insufficient_storage` until space returns; the log says so once per second."""
         self.stats.failed_batches += 1
-        log.error("event=batch_failed shard=%d error=%r", self.options.shard, exc)
+        now = time.monotonic()
+        if now - self._failure_logged_at >= FAILURE_LOG_INTERVAL_S:
+            log.error("event=batch_failed shard=%d failed_batches=%d error=%r",
+                      self.options.shard, self.stats.failed_batches, exc)
+            self._failure_logged_at = now
         roll_back(batch, self.registry)
         self.replicas.follower.failed()
-        return StorageError(f"WAL commit failed: {exc}")
+        return storage_error(f"WAL commit failed: {exc}", exc)
 
     def _reply(self, peer: bytes, corr: int, t0_ns: int, fn, info: CommitInfo) -> Reply | None:
         try:
