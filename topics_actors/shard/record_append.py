@@ -152,9 +152,7 @@ class RecordAppend:
 
     def _publish_ephemeral(self, topic: TopicState, records: list[StagedRecord], first: int,
                            now: int):
-        if topic.ram is None:
-            topic.ram = bytearray()
-            topic.ram_file = self.reader.files.add_buffer(topic.ram)
+        ram_buffer.open_chunk(topic, self.reader.files, first)
         return locations(make_loc(topic.ram_file, 0),
                          encode_staged(topic.ram, topic.tid, first, now, 0, records),
                          len(records))

@@ -24,7 +24,7 @@ from topics_actors.cluster.epoch_cache import EpochCache
 from topics_actors.cluster.follower_fetch import FollowerFetch
 from topics_actors.ledger import log_truncation
 from topics_actors.ledger.topic_state import TopicState
-from topics_actors.shard import topic_admin
+from topics_actors.shard import ram_buffer, topic_admin
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, write_op
 from topics_actors.shard.checkpoint_window import CheckpointWindow
 from topics_actors.shard.record_reader import RecordReader
@@ -114,8 +114,7 @@ class ReplicaCut:
             ops_of(fresh).take_committed(ops_applied)
 
         def publish(info: CommitInfo) -> dict:
-            if topic.ram_file:
-                drop_buffer(topic.ram_file)
+            ram_buffer.drop_all(topic, drop_buffer)
             info.woken.add(topic.name)
             return {"reset": True}
         return write_op(publish), fresh

@@ -15,7 +15,7 @@ from topics_actors.ledger.queue_state import counters
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.limits import LIST_LIMIT_MAX
 from topics_actors.protocol.messages import DeleteTopic, GetTopic, ListTopics, PutTopic
-from topics_actors.shard import retention
+from topics_actors.shard import ram_buffer, retention
 from topics_actors.shard.batch_stager import (
     BatchStager, CommitInfo, Staged, read_op, write_op,
 )
@@ -127,8 +127,7 @@ def delete(stager: BatchStager, registry: TopicRegistry, msg: DeleteTopic,
     routers = stage_delete(stager, registry, topic)
 
     def publish(info: CommitInfo) -> dict:
-        if topic.ram_file:
-            drop_buffer(topic.ram_file)
+        ram_buffer.drop_all(topic, drop_buffer)
         info.woken.add(msg.topic)   # parked readers learn that the topic is gone
         return {"topic": msg.topic, "deleted": True, "routers_removed": routers}
     return write_op(publish)

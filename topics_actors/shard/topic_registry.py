@@ -11,6 +11,7 @@ import bisect
 from collections.abc import Iterator
 
 from topics_actors.ledger.topic_state import TopicState
+from topics_actors.shard import ram_buffer
 from topics_actors.topic_identity import shard_of
 
 OWNED_CACHE_MAX = 1_000_000
@@ -75,5 +76,6 @@ class TopicRegistry:
         return sum(topic.bytes for topic in self.topics.values())
 
     def ram_bytes(self) -> int:
-        """Bytes of the RAM buffers that hold ephemeral topics' records."""
-        return sum(len(topic.ram) for topic in self.topics.values() if topic.ram is not None)
+        """Bytes of the RAM chunks that hold ephemeral topics' records."""
+        return sum(ram_buffer.ram_bytes(topic) for topic in self.topics.values()
+                   if topic.ram is not None)
