@@ -36,6 +36,8 @@ from tools.testing.zookeeper_server import ZooKeeperServer
 
 HTTP_PORT, ZMQ_PORT, ZK_PORT = 8080, 5555, 2181
 WAL_FILE_BYTES = 1024 * 1024     # rotations come every second or so: a full disk meets them
+DISK_FLUSH_INTERVAL_MS = 1000   # a second of disk and memory writes unsynced: what a power
+                                # loss can take (the default, 10 ms, leaves it almost nothing)
 SMALL_DISK_MIB = 512
 LAZYFS_CACHE = "512mb"   # above what a node keeps in a 30-minute run (no eviction)
 DURABILITIES = ("fsync", "disk", "memory")
@@ -110,7 +112,8 @@ class LabCluster(ClusterRun):
         return cluster_env(self.zk.connect, nid, SESSION_TIMEOUT_MS,
                            TOPICS_HOST=self.lab.address(nid), TOPICS_PORT=str(HTTP_PORT),
                            TOPICS_ZMQ_PORT=str(ZMQ_PORT), TOPICS_ALLOW_INSECURE_NO_AUTH="1",
-                           TOPICS_WAL_FILE_BYTES=str(WAL_FILE_BYTES))
+                           TOPICS_WAL_FILE_BYTES=str(WAL_FILE_BYTES),
+                           TOPICS_DISK_FLUSH_INTERVAL_MS=str(DISK_FLUSH_INTERVAL_MS))
 
     def note(self, what: str) -> None:
         self.events.append((time.monotonic(), what))
