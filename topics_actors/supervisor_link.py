@@ -15,6 +15,7 @@ import time
 
 import zmq
 
+from topics_actors.config import ProcessState
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode, encode
 from topics_actors.protocol.control import Heartbeat, Hello
@@ -44,7 +45,7 @@ class SupervisorLink:
         self.sock.setsockopt(zmq.SNDHWM, 100)
         self.sock.connect(endpoint)
         self._next_beat_ns = 0
-        self.state = "starting"
+        self.state = ProcessState.STARTING
         self.progress = 0.0
         self.quarantined: list = []
 

@@ -14,6 +14,7 @@ session keys in compact rings of each session's newest keys.
   malformed row is corruption |
 | DD-9 | a topic's snapshot entry carries user keys as rows and sessions as columns, and an
   entry of an older snapshot (session keys as rows) restores the same index |
+| DD-10 | a ring widens the columns a key does not fit (10 bytes a key otherwise) |
 """
 
 from __future__ import annotations
@@ -155,7 +156,9 @@ def test_a_session_rings_snapshot_row_restores_it():   # DD-8
     u64 = b"\0" * 8
     for bad in (["~s", u64, u64, u64], ["~s", u64, u64 * 2, u64, u64],
                 ["~s", b"\0" * 7] * 1 + [b"\0" * 7] * 3, ["~s", u64, u64, b"\0" * 8, 5],
-                ["~s", u64, u64, b"\0" * 3, 5]):
+                ["~s", u64, u64, b"\0" * 3, 5],
+                ["~s", (9).to_bytes(8, "little") + (4).to_bytes(8, "little"), u64 * 2,
+                 b"\1\0\0\0" * 2, 5]):                       # numbers not ascending
         with pytest.raises(CorruptionError):
             SessionRing.from_row(bad)
 
@@ -185,3 +188,24 @@ def test_a_topic_entry_keeps_its_keys_and_reads_the_older_form():   # DD-9
         ledger = TopicLedger(2_000)
         restored = ledger.restore_entry(dict(form, config=TopicConfig().to_bytes()), "")
         assert list(restored.dedupe.items()) == list(topic.dedupe.items())
+
+
+def test_a_ring_widens_what_does_not_fit():
+    """Key numbers 4 G apart, seqs beyond u32 offsets and a batch of 70 000 records still
+    come back exact, through the snapshot form too."""
+    index = DedupeIndex()
+    keys = [(5, 10, 10), (6, 11, 80_010), (2 ** 40, 2 ** 35, 2 ** 35), (2 ** 40 + 1, 3, 3)]
+    for number, first, last in keys:
+        index.add(f"~s:{number}", _entry(first, last), WINDOW_MS)
+    want = [(f"~s:{n}", first, last) for n, first, last in sorted(keys)]
+    got = [(key, e.first_seq, e.last_seq) for key, e in index.items()]
+    assert got == want
+    again = DedupeIndex()
+    for row in index.session_rows():
+        again.take_row(row, 1_000, WINDOW_MS)
+    assert [(key, e.first_seq, e.last_seq) for key, e in again.items()] == want
+    assert again.sessions["~s"].numbers.typecode == "Q"
+    small = DedupeIndex()
+    small.add("~s:7", _entry(3, 4), WINDOW_MS)
+    ring = small.sessions["~s"]
+    assert (ring.numbers.itemsize, ring.firsts.itemsize, ring.counts.itemsize) == (4, 4, 2)

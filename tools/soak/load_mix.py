@@ -4,8 +4,8 @@ stop, then sending back what it did.
 - producers: each its own AsyncClient (so its own client session, as separate programs
   would be), appending batches of `batch` records of about `record_bytes` to its share of
   the capped log topics of every durability class and to the queues;
-- deletes: by seq below (half a cap behind the head) and by tag (`drop`, one record in four
-  of the tagged topics), on a rotating topic;
+- deletes: by seq below (the oldest tenth of a full topic) and by tag (`drop`, one record
+  in four of the tagged topics), on a rotating topic;
 - watchers: `watchers` at a time, each a watch session on one to three log topics (tail)
   whose SSE stream is read for a few seconds, then dropped for a new one;
 - workers: `workers` at a time on the queues' `/work` streams, acking what they get
@@ -129,7 +129,9 @@ class LoadMix:
                 await self.admin.delete_records(name, match="drop")
             else:
                 head = (await self.admin.get_topic(name, touch=False))["head_seq"]
-                await self.admin.delete_records(name, before_seq=max(1, head - plan.cap // 2))
+                # the oldest tenth of a full topic: retained stays near the caps' sum
+                await self.admin.delete_records(name, before_seq=max(1, head - plan.cap
+                                                                     * 9 // 10))
             self.tally.counts["deletes"] += 1
 
     async def pause(self, seconds: float) -> None:

@@ -5,6 +5,7 @@ stop. Everything started is stopped, on errors and Ctrl-C too.
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import shutil
@@ -136,6 +137,11 @@ class SoakRun:
         ram = sum(s.get("ram_bytes", 0) for s in client.shard_statuses())
         tick = Tick(t_s, retained, ram, sample_all(pids))
         self.ticks.append(tick)
+        with open(os.path.join(self.base, "samples.jsonl"), "a") as handle:
+            handle.write(json.dumps({"t_s": t_s, "retained": retained, "ram_bytes": ram,
+                                     "processes": {n: p._asdict()
+                                                   for n, p in tick.processes.items()}})
+                         + "\n")
         idle = sum(p.anon_bytes for p in self.idle.values())
         per = verdict.bytes_per_record(tick.anon, idle, ram, retained)
         pss = sum(p.pss_bytes for p in tick.processes.values())
@@ -166,6 +172,9 @@ class SoakRun:
         if start is None:
             failures.append(f"the retained data never went flat ({len(self.ticks)} samples; "
                             "a longer run or smaller caps)")
+            if len(self.ticks) >= 3:
+                lines.append("(not steady; the last third of the samples:)")
+                lines += self.table(self.ticks[-max(3, len(self.ticks) // 3):])
         else:
             steady = self.ticks[start:]
             lines += self.table(steady)

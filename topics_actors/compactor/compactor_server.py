@@ -18,6 +18,7 @@ import time
 from topics_actors.allocator_policy import release_free_memory
 from topics_actors.client.sync_client import Client
 from topics_actors.compactor.checkpointer import Checkpointer
+from topics_actors.config import ProcessState
 from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import Absorbed, Checkpoint, Status
 from topics_actors.storage.segment_lock import SegmentLock
@@ -66,7 +67,7 @@ class CompactorServer:
         self.checkpoints = 0
 
     def serve(self) -> None:
-        self._beat("ready", force=True)
+        self._beat(ProcessState.READY, force=True)
         log.info("event=ready snapshot=%d", self.checkpointer.snapshot_id)
         next_check = time.monotonic()
         while not self.stopping:
@@ -76,7 +77,7 @@ class CompactorServer:
                 next_check = time.monotonic() + self.cadence.check_interval_ms / 1000
                 if self._due():
                     self._try_checkpoint()
-        self._beat("stopping", force=True)
+        self._beat(ProcessState.STOPPING, force=True)
         if self.link is None or self.link.parent_alive():
             self._try_checkpoint()        # without a supervisor the shards are going too
         self.checkpointer.close()

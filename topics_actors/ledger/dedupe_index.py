@@ -8,7 +8,7 @@ Two kinds of key share the IdemKey WAL frame, so both survive a crash:
 
 Session keys are most of the keys a busy node holds (one per append, for every topic a
 client writes to), so each session's keys in a topic are columns of numbers (SessionRing:
-20 bytes a key) rather than a dict of strings and objects (about 300 bytes). A key that
+10 bytes a key) rather than a dict of strings and objects (about 300 bytes). A key that
 starts with `~` but whose `n` is not a plain decimal number is kept as a user key: for the
 whole window, which dedupes at least as long.
 """
@@ -22,11 +22,11 @@ from array import array
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from topics_actors.errors import CorruptionError
+from topics_actors.errors import CorruptionError, InvariantViolation
 
 SESSION_PREFIX = "~"
 SESSION_RING_MAX = 512
-SESSION_RING_SLACK = 128     # a ring trims its oldest keys once it holds this many more
+SESSION_RING_SLACK = 32      # a ring trims its oldest keys once it holds this many more
 USER_KEYS_MAX = 1_000_000
 NUMBER_DIGITS_MAX = 19       # a key number below 10**19 fits in a u64 column
 
@@ -61,16 +61,22 @@ def session_key(key: str) -> tuple[str, int] | None:
 
 class SessionRing:
     """One session's newest keys in one topic, by key number (ascending): a number's first
-    seq and record count, 20 bytes a key; `newest_ms` is when the newest was written (the
-    whole ring goes once the session has been idle for the window). A ring answers a retry
-    with the seqs of its first write (a head_seq of 0: the reply's head is its last seq)."""
+    seq and record count; `newest_ms` is when the newest was written (the whole ring goes
+    once the session has been idle for the window). A ring answers a retry with the seqs
+    of its first write (a head_seq of 0: the reply's head is its last seq).
 
-    __slots__ = ("numbers", "firsts", "counts", "newest_ms")
+    Numbers and first seqs are kept as u32 offsets from the first ones the ring saw, counts
+    as u16: 10 bytes a key. A value that does not fit (a session whose numbers ran 4 G
+    ahead of its oldest key in this topic) widens that column to u64 offsets from 0."""
+
+    __slots__ = ("numbers", "number_base", "firsts", "first_base", "counts", "newest_ms")
 
     def __init__(self):
-        self.numbers = array("Q")
-        self.firsts = array("Q")
-        self.counts = array("I")
+        self.numbers = array("I")
+        self.number_base = -1           # set by the first key
+        self.firsts = array("I")
+        self.first_base = -1
+        self.counts = array("H")
         self.newest_ms = 0
 
     def __len__(self) -> int:
@@ -81,30 +87,46 @@ class SessionRing:
 
     def _index(self, number: int) -> int:
         """The position of `number`, or -1."""
-        numbers = self.numbers
-        i = bisect.bisect_left(numbers, number)
-        return i if i < len(numbers) and numbers[i] == number else -1
+        numbers, rel = self.numbers, number - self.number_base
+        i = bisect.bisect_left(numbers, rel)
+        return i if 0 <= rel and i < len(numbers) and numbers[i] == rel else -1
 
     def _entry(self, i: int) -> DedupeEntry:
-        first = self.firsts[i]
+        first = self.firsts[i] + self.first_base
         return DedupeEntry(first, first + self.counts[i] - 1, 0, self.newest_ms)
 
     def get(self, number: int) -> DedupeEntry | None:
         i = self._index(number)
         return self._entry(i) if i >= 0 else None
 
+    def _row(self, number: int, entry: DedupeEntry) -> tuple[int, int, int]:
+        """The entry as column values, the columns widened first where it does not fit."""
+        if self.number_base < 0:
+            self.number_base, self.first_base = number, entry.first_seq
+        count = entry.last_seq - entry.first_seq + 1
+        rel_number, rel_first = number - self.number_base, entry.first_seq - self.first_base
+        if not 0 <= rel_number < 1 << (8 * self.numbers.itemsize):
+            self.numbers = array("Q", (v + self.number_base for v in self.numbers))
+            self.number_base, rel_number = 0, number
+        if not 0 <= rel_first < 1 << (8 * self.firsts.itemsize):
+            self.firsts = array("Q", (v + self.first_base for v in self.firsts))
+            self.first_base, rel_first = 0, entry.first_seq
+        if count >= 1 << (8 * self.counts.itemsize):
+            self.counts = array("I", self.counts)
+        return rel_number, rel_first, count
+
     def put(self, number: int, entry: DedupeEntry) -> None:
-        numbers, count = self.numbers, entry.last_seq - entry.first_seq + 1
         if entry.created_ms > self.newest_ms:
             self.newest_ms = entry.created_ms
-        if not numbers or number > numbers[-1]:      # the usual case: the session's next
-            numbers.append(number)
-            self.firsts.append(entry.first_seq)
-            self.counts.append(count)
+        row = self._row(number, entry)
+        numbers = self.numbers
+        if not numbers or row[0] > numbers[-1]:      # the usual case: the session's next
+            numbers.append(row[0])
+            self.firsts.append(row[1])
+            self.counts.append(row[2])
         else:
-            row = (number, entry.first_seq, count)
-            i = bisect.bisect_left(numbers, number)
-            same = i < len(numbers) and numbers[i] == number
+            i = bisect.bisect_left(numbers, row[0])
+            same = i < len(numbers) and numbers[i] == row[0]
             for column, value in zip(self._columns(), row):
                 if same:
                     column[i] = value
@@ -125,13 +147,16 @@ class SessionRing:
         return entry
 
     def items(self) -> Iterator[tuple[int, DedupeEntry]]:
-        return ((self.numbers[i], self._entry(i)) for i in range(len(self.numbers)))
+        return ((self.numbers[i] + self.number_base, self._entry(i))
+                for i in range(len(self.numbers)))
 
     def to_row(self, session: str) -> list:
         """The snapshot form: [session, numbers, first seqs, counts, newest_ms], the
         columns as little-endian u64, u64 and u32 (a few objects to decode, not five per
         key)."""
-        columns = self._columns()
+        columns = (array("Q", (v + self.number_base for v in self.numbers)),
+                   array("Q", (v + self.first_base for v in self.firsts)),
+                   array("I", self.counts))
         if sys.byteorder == "big":
             columns = tuple(_swapped(column) for column in columns)
         return [session, *(column.tobytes() for column in columns), self.newest_ms]
@@ -154,8 +179,14 @@ class SessionRing:
             raise CorruptionError(f"the idempotency keys of session {session!r} have no "
                                   "known form")
         _check(session, numbers, firsts, counts)
-        ring.numbers, ring.firsts, ring.counts, ring.newest_ms = (numbers, firsts, counts,
-                                                                   newest_ms)
+        if any(a >= b for a, b in zip(numbers, numbers[1:])):
+            raise CorruptionError(f"the idempotency keys of session {session!r} are not in "
+                                  "ascending order")
+        ring.newest_ms = newest_ms
+        if numbers:
+            ring.number_base, ring.numbers = _narrow(numbers, "I")
+            ring.first_base, ring.firsts = _narrow(firsts, "I")
+            ring.counts = array("H" if max(counts) < 1 << 16 else "I", counts)
         return session, ring
 
 
@@ -168,6 +199,14 @@ def _column(typecode: str, data: bytes, session: str) -> array:
     if sys.byteorder == "big":
         column.byteswap()
     return column
+
+
+def _narrow(column: array, typecode: str) -> tuple[int, array]:
+    """(base, offsets from it) in `typecode` when they fit, else (0, the column)."""
+    base = min(column)
+    if max(column) - base < 1 << (8 * array(typecode).itemsize):
+        return base, array(typecode, (v - base for v in column))
+    return 0, column
 
 
 def _check(session: str, *columns: array) -> None:
@@ -215,6 +254,9 @@ class DedupeIndex:
         return ring.get(parsed[1]) if ring is not None else None
 
     def add(self, key: str, entry: DedupeEntry, window_ms: int) -> None:
+        if entry.first_seq > entry.last_seq or entry.first_seq < 1:
+            raise InvariantViolation(f"a deduped write of seqs {entry.first_seq}.."
+                                     f"{entry.last_seq}: a retry would be answered wrong")
         parsed = session_key(key)
         if parsed is None:
             self.user[key] = entry

@@ -30,7 +30,7 @@ class TopicState:
     __slots__ = ("name", "tid", "config", "head", "next_seq", "reserved_head", "wal_base",
                  "locs", "front", "count", "bytes", "last_write_ts", "last_read_ts",
                  "evict_floor", "expiry_floor", "delete_floor", "source_trim_floor",
-                 "dedupe", "ram_file", "ram", "indexed", "absorbed", "seg_dir",
+                 "dedupe", "ram_file", "ram", "ram_chunks", "indexed", "absorbed", "seg_dir",
                  "seg_firsts", "seg_counts", "created_at", "ram_past", "gone_through",
                  "deleted", "deletions", "tags", "queue", "routers", "trims", "epochs",
                  "hw", "ops", "follower")
@@ -55,8 +55,9 @@ class TopicState:
         self.delete_floor = 0
         self.source_trim_floor = 0
         self.dedupe = DedupeIndex()
-        self.ram_file = 0             # ephemeral topics: file number of the RAM frame buffer
+        self.ram_file = 0             # ephemeral topics: file number of the open RAM chunk
         self.ram: bytearray | None = None
+        self.ram_chunks = None        # deque of the closed ones (file no, last seq, bytes)
         self.indexed = indexed        # False in the compactor: it keeps no WAL locations
         self.absorbed = 0             # records <= this seq are in segments (or holes)
         self.seg_dir = ""             # the topic's segment directory (absolute)
@@ -77,7 +78,7 @@ class TopicState:
                                       # seq above it (None: not replicated, the head rules)
         self.ops = None               # OpLog of a replicated topic's deletes (ledger/op_log)
         self.follower = False         # a replicated topic's copy following its leader: its
-                                      # floors are the leader's (shard/replica_records.py)
+                                      # floors are the leader's (replica_records.py)
 
     # --- publishing -------------------------------------------------------------------
 
@@ -142,9 +143,10 @@ class TopicState:
             drop = min(len(self.locs), absorbed + 1 - self.wal_base)
             if drop > 0:
                 if self.ram_file:   # records of an ephemeral past are in no segment: keep them
+                    ram = {self.ram_file, *(chunk[0] for chunk in self.ram_chunks or ())}
                     self.ram_past.update(
                         (self.wal_base + i, loc) for i, loc in enumerate(self.locs[:drop])
-                        if loc >> OFFSET_BITS == self.ram_file)
+                        if loc >> OFFSET_BITS in ram)
                 del self.locs[:drop]
             self.front = max(0, self.front - max(drop, 0))
             # (above absorbed + 1 when an ephemeral past trimmed it: shard/ram_buffer.py)

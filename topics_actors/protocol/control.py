@@ -7,16 +7,17 @@ for `heartbeat_timeout_ms` is killed and restarted.
 
 from __future__ import annotations
 
+from topics_actors.config import ProcessRole, ProcessState
 from topics_actors.protocol.envelope import Message, message
 
 
 @message
 class Hello(Message):
-    """child -> supervisor. role: "shard" (later "compactor", "reclaimer", "gateway");
-    index: shard number; endpoint: the tcp:// endpoint it serves clients on; ipc: its
-    ipc:// endpoint for processes of the node."""
+    """child -> supervisor. role: a ProcessRole ("shard", "compactor", "reclaimer",
+    "gateway"); index: shard number; endpoint: the tcp:// endpoint it serves clients on;
+    ipc: its ipc:// endpoint for processes of the node."""
     KIND = "hello"
-    role: str
+    role: ProcessRole
     index: int
     pid: int
     endpoint: str = ""
@@ -25,14 +26,14 @@ class Hello(Message):
 
 @message
 class Heartbeat(Message):
-    """child -> supervisor. state: "replaying" | "ready" | "stopping"; replay_progress in
-    [0, 1], monotone while replaying; quarantined: a shard's quarantined topics (a cluster
-    never makes this node their leader)."""
+    """child -> supervisor. state: a ProcessState ("replaying" | "ready" | "stopping");
+    replay_progress in [0, 1], monotone while replaying; quarantined: a shard's quarantined
+    topics (a cluster never makes this node their leader)."""
     KIND = "heartbeat"
-    role: str
+    role: ProcessRole
     index: int
     pid: int
-    state: str
+    state: ProcessState
     replay_progress: float = 0.0
     quarantined: list | None = None
 
@@ -64,7 +65,7 @@ class IsrChange(Message):
     """leader shard -> supervisor. Write `isr` as the in-sync replicas of `topic`, if this
     node still leads it in `leader_epoch` and the state is still at `version`."""
     KIND = "isr_change"
-    role: str
+    role: ProcessRole
     index: int
     pid: int
     topic: str
@@ -78,7 +79,7 @@ class PlaceTopic(Message):
     """shard -> supervisor. Create `topic` with `config` in the cluster unless it exists
     (with `create` false: only look it up); the answer comes back in `replica_roles`."""
     KIND = "place_topic"
-    role: str
+    role: ProcessRole
     index: int
     pid: int
     topic: str
@@ -93,7 +94,7 @@ class TopicChange(Message):
     `delete` its deletion (a tombstone). The answer comes back in `replica_roles`: every
     replica takes the change from there."""
     KIND = "topic_change"
-    role: str
+    role: ProcessRole
     index: int
     pid: int
     topic: str

@@ -136,7 +136,7 @@ class Replay:
             self.ledger.loc_base = make_loc(file_no, 0)
             self.ledger.position = (key_generation(key), idx)
             scan, offset = self.audit.scan_file(self.ledger, view, path, start, end,
-                                                CHUNK_FRAMES, own), start
+                                                CHUNK_FRAMES, own, last), start
             while True:
                 try:
                     reached = next(scan)

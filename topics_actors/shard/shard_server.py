@@ -16,6 +16,7 @@ import time
 
 import zmq
 
+from topics_actors.config import ProcessState
 from topics_actors.curve_auth import CurveAuth, identity_of
 from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
@@ -28,10 +29,10 @@ from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import VouchedRecords, VouchedText
 from topics_actors.shard import diff_read
 from topics_actors.shard.commit_publisher import CommitPublisher
-from topics_actors.shard.dead_letter_sender import DeadLetterSender
 from topics_actors.shard.lane_listener import LANE_TAG, LaneListener
-from topics_actors.shard.replica_fetcher import ReplicaFetcher
-from topics_actors.shard.router_feed import RouterFeed
+from topics_actors.shard.queues.dead_letter_sender import DeadLetterSender
+from topics_actors.shard.replication.replica_fetcher import ReplicaFetcher
+from topics_actors.shard.routers.router_feed import RouterFeed
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.supervisor_link import SupervisorLink
 
@@ -170,7 +171,7 @@ class ShardServer:
         for progress in self.core.replay().run():
             self.core.replay_progress = progress
             self._answer_not_ready()
-            self._beat("replaying")
+            self._beat(ProcessState.REPLAYING)
             if self.stopping:
                 break
         if self.stopping:   # never serve, not even briefly, after a stop during replay
@@ -181,7 +182,7 @@ class ShardServer:
         self.core.ready, self.core.replay_progress = True, 1.0
         log.info("event=ready shard=%d topics=%d replay_s=%.3f endpoint=%s", shard,
                  len(self.core.registry), time.monotonic() - t0, self.endpoint)
-        self._beat("ready", force=True)
+        self._beat(ProcessState.READY, force=True)
         while not self.stopping:
             self.turn()
         self._shutdown()
@@ -195,7 +196,7 @@ class ShardServer:
                 self.stopping = True
 
     def _shutdown(self) -> None:
-        self._beat("stopping", force=True)
+        self._beat(ProcessState.STOPPING, force=True)
         self._drain(INBOX_REQUESTS_MAX, self.poller.poll(0))
         self._send(self.core.commit())
         self._send(self.core.release_polls())
@@ -269,18 +270,17 @@ class ShardServer:
             return
         self._cluster_due = now + CLUSTER_TICK_S
         replicas = self.core.replicas
-        for topic, epoch, version, isr in replicas.isr_proposals():
+        for topic, epoch, version, isr in replicas.leader.isr_proposals():
             self.link.send(IsrChange("shard", self.core.options.shard, os.getpid(), topic,
                                      epoch, version, isr))
-        for topic, (config, create) in replicas.placing.items():
+        for topic, config, create in replicas.placements.to_place():
             self.link.send(PlaceTopic("shard", self.core.options.shard, os.getpid(), topic,
                                       config, create))
-        changes = [(t, {"config": c}) for t, c in replicas.reconfiguring.items()]
-        for topic, change in changes + [(t, {"delete": True}) for t in replicas.deleting]:
-            tracker = replicas.leading.get(topic)
-            if tracker is not None:
+        for topic, change in replicas.placements.changes():
+            lead = replicas.replicas.lead(topic)
+            if lead is not None:
                 self.link.send(TopicChange("shard", self.core.options.shard, os.getpid(),
-                                           topic, tracker.leader_epoch, **change))
+                                           topic, lead.leader_epoch, **change))
 
     def _watch_feed_sockets(self, sockets: list) -> None:
         """Let a feed's answer end the poll (its sockets open on first use)."""

@@ -47,9 +47,12 @@ class FileTable:
             self._views[file_no] = view
         return file_no
 
-    def add_buffer(self, buf: bytearray) -> int:
-        file_no = self._next_no
-        self._next_no += 1
+    def add_buffer(self, buf: bytearray | bytes, file_no: int = 0) -> int:
+        """Register an in-memory buffer of frames; with `file_no`, in place of that one's
+        (the same frames, held by another object)."""
+        if not file_no:
+            file_no = self._next_no
+            self._next_no += 1
         self._views[file_no] = buf
         return file_no
 
