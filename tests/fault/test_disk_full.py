@@ -3,7 +3,8 @@
 Fault D-FULL: a node (2 shards, 1 MiB WAL files) on a 64 MiB loop-mounted ext4
 (tools/testing/small_disk.py); one writer per topic (an fsync topic on shard 0, a disk topic
 on shard 1) and a filler appending 256 KiB batches to a topic on each shard, so both WALs
-rotate every few appends; then a ballast file takes every free block.
+rotate every few appends (DiskFiller, tools/testing/disk_filler.py); then a ballast file takes
+every free block.
 
 Asserted:
 - writers get a clear error, `insufficient_storage` (HTTP 507, over ZeroMQ and HTTP), and
@@ -20,42 +21,19 @@ every ack, every refusal by code), records read back with diff from seq 0.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
 from tools.testing.cluster_harness import LedgerWriter, read_numbers
+from tools.testing.disk_filler import DiskFiller
 from tools.testing.node_harness import Node, names_on, wait_for
 from tools.testing.small_disk import SmallDisk, usable
-from topics_actors.errors import TopicsError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120),
               pytest.mark.skipif(usable() is not None, reason=str(usable()))]
 
 FULL = "insufficient_storage"
-
-
-class Filler(threading.Thread):
-    """Appends 16 x 16 KiB to each of its topics in turn until halted; counts answers."""
-
-    def __init__(self, node: Node, topics: list[str]):
-        super().__init__(daemon=True)
-        self.client = node.client(request_timeout_ms=5000, retry_deadline_ms=5000)
-        self.topics = topics
-        self.acked, self.errors = 0, {}
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        records = [{"data": {"pad": "x" * 16_000}}] * 16
-        while not self.halt.is_set():
-            for topic in self.topics:
-                try:
-                    self.client.append(topic, records)
-                    self.acked += 1
-                except TopicsError as error:
-                    self.errors[error.code.wire] = self.errors.get(error.code.wire, 0) + 1
-                    self.halt.wait(0.02)
 
 
 def test_a_full_disk_refuses_writes_clearly_and_they_resume_without_a_restart(tmp_path):
@@ -74,7 +52,7 @@ def test_a_full_disk_refuses_writes_clearly_and_they_resume_without_a_restart(tm
                 admin.put_topic(topic, durability="disk")
             writers = {d: LedgerWriter(node, t, retry_deadline_ms=2000)
                        for d, t in topics.items()}
-            filler = Filler(node, fill_topics)
+            filler = DiskFiller(node, fill_topics)
             workers = [*writers.values(), filler]
             for worker in workers:
                 worker.start()

@@ -43,6 +43,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help=f"all, or kinds comma-separated: {', '.join(FAULTS)}")
     parser.add_argument("--max-faults", type=int, default=0,
                         help="stop striking after this many (0: only the time limits)")
+    parser.add_argument("--every-node-power-share", type=float, default=0.35,
+                        help="the share of power losses that strike every node at once")
     parser.add_argument("--topics", type=int, default=3)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--gap-min-s", type=float, default=1.0)
@@ -83,6 +85,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cluster = LabCluster(args.nodes, args.shards, args.topics, args.kinds, args.data_dir,
                          args.keep, out)
+    cluster.every_node_power_share = args.every_node_power_share
     loop = JepsenLoop(args, cluster, out)
     status = None
     try:

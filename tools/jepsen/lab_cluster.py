@@ -37,7 +37,7 @@ from tools.testing.zookeeper_server import ZooKeeperServer
 HTTP_PORT, ZMQ_PORT, ZK_PORT = 8080, 5555, 2181
 WAL_FILE_BYTES = 1024 * 1024     # rotations come every second or so: a full disk meets them
 SMALL_DISK_MIB = 512
-LAZYFS_CACHE = "96mb"
+LAZYFS_CACHE = "512mb"   # above what a node keeps in a 30-minute run (no eviction)
 DURABILITIES = ("fsync", "disk", "memory")
 
 
@@ -58,6 +58,8 @@ class LabCluster(ClusterRun):
         self.kinds = kinds
         self.events: list[tuple[float, str]] = []     # (time.monotonic(), what) of faults
         self.all_power_losses: list[float] = []        # time.monotonic() of each
+        self.fills = 0                                  # disk_full faults so far
+        self.every_node_power_share = 0.35     # of power losses, those of every node at once
 
     # --- start --------------------------------------------------------------------------
 

@@ -18,7 +18,8 @@ loop then waits until the cluster has healed (tools/cluster_crashtest/fault_loop
     kill          kill -9 of a whole node (restarted on its data dir), of one WAL shard
                   (its supervisor restarts it), or of ZooKeeper (started again at once)
     disk_full     the small-disk node's file system filled to the last block under load,
-                  then freed: the node goes on without a restart
+                  then freed: writes there are refused with insufficient_storage, reads go
+                  on, and writes resume without a restart
 
 clock_jump does not apply: replication decides nothing by the wall clock (ISR lag and
 every timeout are monotonic, sessions are ZooKeeper's ticks); record timestamps and TTLs
@@ -34,11 +35,16 @@ import time
 from tools.cluster_crashtest import fault_table
 from tools.jepsen.lab_cluster import LabCluster
 from tools.testing.cluster_harness import cluster_view, wait_unregistered
+from tools.testing.disk_filler import DiskFiller
+from tools.testing.node_harness import names_on, wait_for
 
 HOLD_S = (1.5, 6.0)           # how long a network fault lasts
-FULL_S = (4.0, 10.0)          # how long a disk stays full: WAL rotations come every few s
+FULL_S = (2.0, 6.0)           # how long a disk stays full once it refused a write
+FILL_WAIT_S = 60
+FULL = "insufficient_storage"
 SHORT_PAUSE_S = (0.1, 0.6)    # below the 1 s session timeout
 SESSION_END_WAIT_S = 30
+CACHE_FULL_PERCENT = 99
 
 
 def _hold(rng: random.Random) -> float:
@@ -125,7 +131,8 @@ def power_loss(cluster: LabCluster, rng: random.Random) -> str:
     powered = sorted(cluster.lazy)
     if not powered:
         raise RuntimeError("no node is on LazyFS")
-    victims = powered if rng.random() < 0.35 else [rng.choice(powered)]
+    share = cluster.every_node_power_share
+    victims = powered if rng.random() < share else [rng.choice(powered)]
     everyone = len(victims) == len(powered)
     if everyone:
         victims = sorted(cluster.nodes)
@@ -134,15 +141,20 @@ def power_loss(cluster: LabCluster, rng: random.Random) -> str:
     cluster.note("power loss of every node" if everyone else f"power loss of {victims[0]}")
     if everyone:
         cluster.all_power_losses.append(time.monotonic())
-    dropped = []
+    dropped, full = [], []
     for nid in victims:
         if nid in cluster.lazy:
-            unsynced = cluster.lazy[nid].unsynced_bytes()
-            cluster.lazy[nid].power_loss()
-            dropped.append(f"{nid} {unsynced} B")
+            mount = cluster.lazy[nid]
+            unsynced, usage = mount.unsynced_bytes(), mount.cache_usage()
+            mount.power_loss()
+            dropped.append(f"{nid} {unsynced} B, cache {usage:.0f}% full")
+            full += [nid] if usage >= CACHE_FULL_PERCENT else []
     if not everyone:
         wait_unregistered(cluster.nodes, victims[0], SESSION_END_WAIT_S)
     ready = {nid: cluster.restart_node(nid) for nid in victims}
+    if full:
+        raise AssertionError(f"LazyFS's cache of {', '.join(full)} was full: writes went "
+                             "straight to disk, so the power loss dropped too little")
     shown = ", ".join(f"{nid} {s:.1f}s" for nid, s in ready.items())
     return (f"{'every node' if everyone else victims[0]} lost power (unsynced bytes dropped: "
             f"{', '.join(dropped)}); ready again: {shown}")
@@ -171,25 +183,48 @@ def kill(cluster: LabCluster, rng: random.Random) -> str:
 
 
 def disk_full(cluster: LabCluster, rng: random.Random) -> str:
+    """Fill the small-disk node's file system while a DiskFiller writes large batches to
+    single-copy topics there (its WAL files rotate every few appends, so the full disk shows
+    at once): the writes are refused with `insufficient_storage` and nothing else, reads
+    there go on, and once the ballast is gone the filler is acked again with no restart."""
     if not cluster.disks:
         raise RuntimeError("no node is on a small disk")
     nid = rng.choice(sorted(cluster.disks))
-    disk = cluster.disks[nid]
-    free_before, errors_before = disk.free_bytes(), _write_errors(cluster)
-    ballast = disk.fill()
-    cluster.note(f"disk of {nid} full")
+    disk, node = cluster.disks[nid], cluster.nodes[nid]
+    admin = node.client(request_timeout_ms=5000, retry_deadline_ms=20_000)
+    cluster.fills += 1
+    topics = [names_on(shard, 1, f"fill{cluster.fills}x", cluster.shards)[0]
+              for shard in range(cluster.shards)]
+    for topic in topics:
+        admin.put_topic(topic, durability="disk", replication_factor=1)
+    filler = DiskFiller(node, topics)
+    filler.start()
     try:
-        held = rng.uniform(*FULL_S)
-        time.sleep(held)
+        wait_for(lambda: filler.acked, FILL_WAIT_S, "the filler's first ack")
+        free_before, ballast = disk.free_bytes(), disk.fill()
+        cluster.note(f"disk of {nid} full")
+        try:
+            wait_for(lambda: filler.errors, FILL_WAIT_S, "a write refused by the full disk")
+            if set(filler.errors) != {FULL}:
+                raise AssertionError(f"{nid} answered a full disk with {dict(filler.errors)}")
+            admin.diff(topics[0], from_seq=0, limit=1)      # reads go on
+            held = rng.uniform(*FULL_S)
+            time.sleep(held)
+        finally:
+            disk.free()
+        freed = time.monotonic()
+        wait_for(lambda: filler.last_ack_s > freed, FILL_WAIT_S,
+                 f"writes on {nid} to resume without a restart")
+        resumed_s = filler.last_ack_s - freed
     finally:
-        disk.free()
+        filler.stop()
+    for topic in topics:
+        admin.delete_topic(topic)
     return (f"{nid}: {free_before // 1024} KiB free filled by a {ballast // 1024} KiB "
-            f"ballast for {held:.1f}s, then freed; the writers saw "
-            f"{_write_errors(cluster) - errors_before} errors meanwhile")
+            f"ballast for {held:.1f}s: {sum(filler.errors.values())} writes refused "
+            f"{FULL}, reads served; freed, writes acked again {resumed_s:.1f}s later with "
+            "no restart")
 
-
-def _write_errors(cluster: LabCluster) -> int:
-    return sum(writer.failures for writer in cluster.writers.values())
 
 
 FAULTS = {
