@@ -1,7 +1,7 @@
 """Configuration as data: the node's config from TOPICS_* environment variables (CLI flags
 override them), and the frozen options of each kind of child process, built from it.
 
-Every default is written once, here (the WAL file size once, in storage/wal_writer.py).
+Every default of the node is written once, here.
 The supervisor passes a child its options as one argument, `--options <JSON>`
 (encode_options; the child reads it with decode_options): JSON so that `ps` shows what a
 child runs with. Nothing secret may go there, since any local user can read a command
@@ -20,9 +20,10 @@ import typing
 
 import orjson
 
-from topics_actors.storage.wal_writer import WAL_FILE_BYTES_DEFAULT
-
 DISK_FLUSH_INTERVAL_MS_DEFAULT = 10
+WAL_FILE_BYTES_DEFAULT = 64 * 1024 * 1024   # storage/wal_writer.py's files
+CHECKPOINT_WAL_BYTES_DEFAULT = 64 * 1024 * 1024     # compactor_server.Cadence's too
+CHECKPOINT_INTERVAL_MS_DEFAULT = 60_000
 RESTART_MAX_DEFAULT = 10              # failed starts of one child in the window (restart_policy)
 RESTART_WINDOW_MS_DEFAULT = 300_000
 
@@ -127,8 +128,8 @@ class NodeConfig:
     heartbeat_interval_ms: int = 500
     heartbeat_timeout_ms: int = 10_000
     stop_grace_ms: int = 10_000
-    checkpoint_wal_bytes: int = 64 * 1024 * 1024
-    checkpoint_interval_ms: int = 60_000
+    checkpoint_wal_bytes: int = CHECKPOINT_WAL_BYTES_DEFAULT
+    checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS_DEFAULT
     segment_max_events: int = 10_000
     segment_max_bytes: int = 64 * 1024 * 1024
     segment_max_age_ms: int = 3_600_000

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 
+from topics_actors.config import WAL_FILE_BYTES_DEFAULT
 from topics_actors.errors import InvariantViolation, StorageError, storage_error
 from topics_actors.storage import failpoint
 from topics_actors.storage.fs import Fs, FsFile
@@ -20,7 +21,6 @@ from topics_actors.storage.wal_layout import PRE_SUFFIX, wal_file_name
 
 log = logging.getLogger(__name__)
 
-WAL_FILE_BYTES_DEFAULT = 64 * 1024 * 1024
 # A new WAL group's first file is this small, so that a node on an empty data dir is ready
 # after zeroing 8 MiB per shard instead of 64 (about 35 ms against 300 ms here); the next
 # file, full size, is prepared in the background meanwhile.
