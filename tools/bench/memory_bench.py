@@ -12,9 +12,10 @@ divided by what the step added:
 
 1. idle: the node started, nothing asked of it;
 2. topics: `--topics` empty `disk` topics created;
-3. records: `--records` records of 100 bytes into 20 of them (`disk`, appends of 1000
-   records from 4 client sessions), then until every shard took in a snapshot covering
-   them (a record still indexed in the WAL costs 8 bytes more: its location);
+3. records, per logged class (fsync, disk, memory): `--records` records of 100 bytes into
+   20 new topics of that class (appends of 1000 records from 4 client sessions), then until
+   every shard took in a snapshot covering them (a record still indexed in the WAL costs 8
+   bytes more: its location); the 20 topics' own cost (step 2's) left out;
 4. ephemeral: `--ephemeral` records into 5 ephemeral topics (their frames live in memory);
 5. watchers: `--watchers` watch streams over HTTP, one topic each, open and idle;
 6. sessions: `--sessions` clients each append 600 single records to each of
@@ -52,6 +53,7 @@ from topics_actors.client import AsyncClient  # noqa: E402
 
 MIB = 1 << 20
 SESSION_APPENDS = 600   # more than a ring keeps (ledger/dedupe_index.py)
+LOGGED = ("fsync", "disk", "memory")
 NODE_ENV = {"TOPICS_CHECKPOINT_INTERVAL_MS": "2000"}
 PAD = "x" * 86          # a record's data is 100 bytes of JSON
 
@@ -148,11 +150,15 @@ def run(args: argparse.Namespace) -> dict:
         for name in names:
             client.put_topic(name, durability="disk")
         steps["topics"] = node_anon(node)
-        started = time.monotonic()
-        asyncio.run(load(node.endpoint, names[:20], args.records, "disk"))
-        progress(f"loaded {args.records} in {time.monotonic() - started:.1f} s")
-        absorbed(node, snapshot_ids(node))
-        steps["records"] = node_anon(node)
+        for durability in LOGGED:       # 20 topics of each, created by the appends
+            started = time.monotonic()
+            asyncio.run(load(node.endpoint, [f"r-{durability}-{i}" for i in range(20)],
+                             args.records, durability))
+            progress(f"loaded {args.records} {durability} in "
+                     f"{time.monotonic() - started:.1f} s")
+            absorbed(node, snapshot_ids(node))
+            steps[f"records_{durability}"] = node_anon(node)
+        steps["records"] = steps[f"records_{LOGGED[-1]}"]
         ephemeral = [f"e{i}" for i in range(5)]
         asyncio.run(load(node.endpoint, ephemeral, args.ephemeral, "ephemeral"))
         steps["ephemeral"] = node_anon(node)
@@ -191,12 +197,16 @@ def run_original(args: argparse.Namespace) -> dict:
 def terms(steps: dict, args: argparse.Namespace) -> list[tuple[str, float, str]]:
     def gain(step: str, before: str) -> float:
         return steps[step]["total"] - steps[before]["total"]
-    per_record = gain("records", "topics") / args.records
+    per_topic = gain("topics", "idle") / args.topics
+    before = ["topics"] + [f"records_{d}" for d in LOGGED]
+    logged = [(f"per retained record, {d}, absorbed",
+               (gain(f"records_{d}", before[i]) - 20 * per_topic) / args.records, "B")
+              for i, d in enumerate(LOGGED)]
+    per_record = statistics.median(value for _, value, _ in logged)
     return [
         ("idle node", steps["idle"]["total"] / MIB, "MiB"),
-        ("per topic", gain("topics", "idle") / args.topics / 1024, "KiB"),
-        ("per retained record, logged, absorbed", gain("records", "topics") / args.records,
-         "B"),
+        ("per topic", per_topic / 1024, "KiB"),
+        *logged,
         ("per retained record, ephemeral (frames included)", gain("ephemeral", "records")
          / args.ephemeral, "B"),
         ("per retained record, ephemeral, frames left out",
