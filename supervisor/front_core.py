@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from topics_actors.config import ProcessState
 from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
 from topics_actors.limits import CLAIM_WAIT_MS_MAX, DIFF_WAIT_MS_MAX, LIST_LIMIT_MAX, clamp
 from topics_actors.protocol import decode, decode_reply, encode, encode_error, encode_reply
@@ -76,7 +77,7 @@ class FrontCore:
         old = {s["shard"]: s for s in self.shard_map["shards"]}
         self.shard_map = shard_map
         gone = {s["shard"] for s in shard_map["shards"]
-                if s["state"] != "ready"
+                if s["state"] != ProcessState.READY
                 or old.get(s["shard"], s)["incarnation"] != s["incarnation"]}
         effects = Effects()
         for pending in self.table.of_shards(gone):
@@ -112,7 +113,8 @@ class FrontCore:
 
     def _target(self, shard: int) -> None:
         shards = self.shard_map["shards"]
-        if shard >= len(shards) or shards[shard]["state"] != "ready" or not shards[shard]["ipc"]:
+        if (shard >= len(shards) or shards[shard]["state"] != ProcessState.READY
+                or not shards[shard]["ipc"]):
             raise _not_ready(shard, "is not ready")
 
     def _add(self, pending: Pending) -> int:

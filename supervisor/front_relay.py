@@ -15,6 +15,7 @@ import time
 
 import zmq
 
+from topics_actors.config import ProcessState
 from topics_actors.protocol.envelope import requests_of
 
 from .front_core import Effects, FrontCore
@@ -134,7 +135,7 @@ class FrontRelay:
         stall the front at each map. One that cannot send by then is left to ZeroMQ's
         reconnects, and its requests are refused as before."""
         ready = {(s["shard"], s["incarnation"]) for s in self.core.shard_map["shards"]
-                 if s["state"] == "ready"}
+                 if s["state"] == ProcessState.READY}
         new, self._ready = ready - self._ready, ready
         deadline = time.monotonic() + timeout_ms / 1000
         for shard, _ in sorted(new):

@@ -25,8 +25,8 @@ from topics_actors import server_keys
 from topics_actors.client_keys import ClientKeyRing, client_keys_from_env
 from topics_actors.cluster.metadata_store import MetadataStore
 from topics_actors.config import (
-    NodeConfig, NodeWiring, compactor_options, encode_options, gateway_options,
-    reclaimer_options, shard_process_options,
+    NodeConfig, NodeWiring, ProcessRole, ProcessState, compactor_options, encode_options,
+    gateway_options, reclaimer_options, shard_process_options,
 )
 from topics_actors.gateway import request_stats
 from topics_actors.gateway.gateway_settings import GatewaySettings
@@ -219,7 +219,8 @@ class Supervisor:
         self.sockets.append(sock)
         return sock
 
-    def _child(self, role: str, index: int, module: str, options_for, **spawn) -> None:
+    def _child(self, role: ProcessRole, index: int, module: str, options_for,
+               **spawn) -> None:
         """Add a child whose argv is `python -m module --options <options_for(port)>`."""
         def argv_for(port: int) -> list[str]:
             return python_module_argv(module, "--options", encode_options(options_for(port)))
@@ -230,16 +231,16 @@ class Supervisor:
     def _add_children(self) -> None:
         cfg, wiring = self.config, self.wiring
         for index in range(cfg.wal_shards):
-            self._child("shard", index, "topics_actors.shard",
+            self._child(ProcessRole.SHARD, index, "topics_actors.shard",
                         lambda port, index=index: shard_process_options(cfg, wiring, index,
                                                                         port))
-        self._child("compactor", 0, "topics_actors.compactor",
+        self._child(ProcessRole.COMPACTOR, 0, "topics_actors.compactor",
                     lambda _port: compactor_options(cfg, wiring))
-        self._child("reclaimer", 0, "topics_actors.reclaimer",
+        self._child(ProcessRole.RECLAIMER, 0, "topics_actors.reclaimer",
                     lambda _port: reclaimer_options(cfg, wiring))
         fd = self.http_sock.fileno() if self.http_sock is not None else -1
         for index in range(cfg.gateway_workers):
-            self._child("gateway", index, "topics_actors.gateway",
+            self._child(ProcessRole.GATEWAY, index, "topics_actors.gateway",
                         lambda _port, index=index: gateway_options(cfg, wiring, index, fd),
                         pass_fds=(fd,))
 
@@ -294,7 +295,7 @@ class Supervisor:
         """Open the node's ZooKeeper session and register; False (logged) if it cannot."""
         cfg = self.config
         info = {"advertise": cfg.advertised_host(), "http_port": self.http_port,
-                "zmq_port": self.zmq_port, "quarantined": []}
+                "zmq_port": self.zmq_port, "quarantined": [], "unsettled": {}}
         if self.curve is not None:     # other nodes' shards fetch from ours under this key
             info["curve_public"] = self.curve.keys.public.decode("ascii")
         from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes  # kazoo: TOPICS_ZK only
@@ -365,23 +366,26 @@ class Supervisor:
         """Send each ready shard the replicated topics' states when they change (and every
         ROLES_RESEND_S, so a lost message costs a delay, not a stranded topic); register the
         shards' endpoints once all are known."""
-        shards = [c for c in self.table.children if c.role == "shard"]
+        shards = [c for c in self.table.children if c.role == ProcessRole.SHARD]
         if all(c.port for c in shards):
             host = self.config.advertised_host()
             self.cluster.set_shards([f"tcp://{host}:{c.port}" for c in shards])
         self.cluster.set_quarantined(sorted({t for c in shards for t in c.quarantined}))
+        self.cluster.set_unsettled({t: e for c in shards if c.incarnation == 1
+                                    for t, e in c.unsettled.items()})   # see _restarted
         serial, roles, fenced, refused, absent = self.cluster.roles()
         if self.curve is not None:
             self.curve.peers = frozenset(self.cluster.peer_keys())
         raw, now = None, time.monotonic()
         for child in shards:
             sent_serial, sent_at = child.roles_sent
-            if child.state != "ready" or not child.peer or (
+            if child.state != ProcessState.READY or not child.peer or (
                     sent_serial == serial and now - sent_at < ROLES_RESEND_S):
                 continue
             try:
                 raw = raw or encode(ReplicaRoles(roles, True, fenced, refused,
-                                                 self.cluster.peer_keys(), absent), 0)
+                                                 self.cluster.peer_keys(), absent,
+                                                 _restarted(shards)), 0)
                 self.control.send_multipart([child.peer, raw], zmq.NOBLOCK)
                 child.roles_sent = (serial, now)
             except zmq.ZMQError:
@@ -390,13 +394,13 @@ class Supervisor:
     def progress(self) -> tuple[str, bool]:
         """(the STATUS line, whether the node is ready): every shard ready and every gateway
         serving, which is when GET /v0/ready answers 200."""
-        shards = [c for c in self.table.children if c.role == "shard"]
-        gateways = [c for c in self.table.children if c.role == "gateway"]
-        ready = sum(c.state == "ready" for c in shards)
+        shards = [c for c in self.table.children if c.role == ProcessRole.SHARD]
+        gateways = [c for c in self.table.children if c.role == ProcessRole.GATEWAY]
+        ready = sum(c.state == ProcessState.READY for c in shards)
         if ready < len(shards):
             return (f"replaying: shards {ready}/{len(shards)} ready, "
                     f"{_replay_progress(shards):.0%} replayed", False)
-        serving = sum(c.state == "ready" for c in gateways)
+        serving = sum(c.state == ProcessState.READY for c in gateways)
         if serving < len(gateways):
             return f"starting: gateways {serving}/{len(gateways)} serving", False
         return (f"ready: shards {ready}/{len(shards)}, gateways {serving}/{len(gateways)}, "
@@ -420,13 +424,13 @@ class Supervisor:
         end_s = time.monotonic() + grace_s
         early_end_s = end_s - grace_s * SHARD_STOP_SHARE
         self.notifier.stopping("stopping: gateways")
-        self._stop_answering("gateway", early_end_s)
+        self._stop_answering(ProcessRole.GATEWAY, early_end_s)
         self.notifier.send("STATUS=stopping: compactor (final checkpoint)")
-        self._stop_answering("compactor", early_end_s)
+        self._stop_answering(ProcessRole.COMPACTOR, early_end_s)
         self.notifier.send("STATUS=stopping: shards")
         self.table.stop_all(max(0, round((end_s - time.monotonic()) * 1000)))
 
-    def _stop_answering(self, role: str, deadline_s: float) -> None:
+    def _stop_answering(self, role: ProcessRole, deadline_s: float) -> None:
         """Stop the children of `role` by `deadline_s` (monotonic), still answering the front
         while they finish: the gateways' last requests and the compactor's final checkpoint
         need the shard map."""
@@ -468,17 +472,18 @@ class Supervisor:
         elif isinstance(msg, Heartbeat):
             child.progress = msg.replay_progress
             child.quarantined = tuple(msg.quarantined or ())
-            if child.state != "stopping":   # once told to stop, only its exit counts
+            child.unsettled = dict(msg.unsettled or {})
+            if child.state != ProcessState.STOPPING:   # once told to stop, only its exit counts
                 self.table.set_state(child, msg.state, pid=child.pid)
 
     def shard_map(self) -> dict:
-        shards = [c for c in self.table.children if c.role == "shard"]
-        return {"node_ready": all(c.state == "ready" for c in shards),
+        shards = [c for c in self.table.children if c.role == ProcessRole.SHARD]
+        return {"node_ready": all(c.state == ProcessState.READY for c in shards),
                 "replay_progress": _replay_progress(shards),
                 "shard_count": len(shards), "shards": [c.describe() for c in shards],
                 "processes": [{"role": c.role, "index": c.index, "state": c.state,
                                "pid": c.pid, "incarnation": c.incarnation}
-                              for c in self.table.children if c.role != "shard"],
+                              for c in self.table.children if c.role != ProcessRole.SHARD],
                 "pid": os.getpid(), "zmq_port": self.zmq_port, "http_port": self.http_port,
                 **({"cluster": self.cluster.view()} if self.cluster is not None else {})}
 
@@ -506,7 +511,7 @@ class Supervisor:
     def _state_changed(self, child: Child, state: str, extra: dict) -> None:
         fields = " ".join(f"{k}={v}" for k, v in extra.items())
         log.info("event=child_state child=%s state=%s %s", child.name, state, fields)
-        event = {"started": "starting", "exited": "down"}
+        event = {"started": ProcessState.STARTING, "exited": ProcessState.DOWN}
         name = next((k for k, v in event.items() if v == state), state)
         body = {"role": child.role, "index": child.index, "state": state, **extra}
         try:
@@ -518,5 +523,11 @@ class Supervisor:
 
 def _replay_progress(shards: list[Child]) -> float:
     """The node's replay progress in [0, 1]: a ready shard counts as done."""
-    done = sum(1.0 if c.state == "ready" else c.progress for c in shards)
+    done = sum(1.0 if c.state == ProcessState.READY else c.progress for c in shards)
     return done / max(1, len(shards))
+
+
+def _restarted(shards: list) -> list[int]:
+    """Shards this supervisor started more than once: the node did not restart since their
+    copies were written, so a shard's crash lost nothing of them (its copies settle)."""
+    return [child.index for child in shards if child.incarnation > 1]

@@ -16,6 +16,8 @@ import time
 
 import psutil
 
+from topics_actors.config import ProcessRole, ProcessState
+
 from .restart_policy import RestartPolicy
 
 log = logging.getLogger(__name__)
@@ -23,12 +25,12 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class Child:
-    role: str
+    role: ProcessRole
     index: int
     argv_for: object                    # callable(port) -> argv
     policy: RestartPolicy = dataclasses.field(default_factory=RestartPolicy)
     proc: subprocess.Popen | None = None     # or a fork_server.ForkedProcess
-    state: str = "down"                 # down | starting | replaying | ready | stopping
+    state: ProcessState = ProcessState.DOWN
     incarnation: int = 0
     port: int = 0
     endpoint: str = ""
@@ -41,6 +43,8 @@ class Child:
     pass_fds: tuple[int, ...] = ()      # descriptors the child inherits (the HTTP socket)
     peer: bytes = b""                   # its control socket identity (to send it roles)
     quarantined: tuple = ()             # a shard's quarantined topics, as it last said
+    unsettled: dict = dataclasses.field(default_factory=dict)   # {topic: epoch} it recovered
+                                        # in and may not lead in (a cluster's new epoch)
     roles_sent: tuple[int, float] = (0, 0.0)   # (serial, monotonic s) of the last roles sent
 
     @property
@@ -68,10 +72,10 @@ class ProcessTable:
     def add(self, child: Child) -> None:
         self.children.append(child)
 
-    def set_state(self, child: Child, state: str, **extra) -> None:
+    def set_state(self, child: Child, state: ProcessState, **extra) -> None:
         if child.state != state:
             child.state = state
-            child.was_ready = child.was_ready or state == "ready"
+            child.was_ready = child.was_ready or state == ProcessState.READY
             self.on_state_change(child, state, extra)
 
     def spawn(self, child: Child) -> None:
@@ -86,7 +90,7 @@ class ProcessTable:
         child.restart_at_ns = 0
         child.progress = 0.0
         child.was_ready = False
-        self.set_state(child, "starting", pid=child.pid, incarnation=child.incarnation)
+        self.set_state(child, ProcessState.STARTING, pid=child.pid, incarnation=child.incarnation)
 
     def reap(self) -> list[tuple[Child, int]]:
         """Children that exited since the last call, with their exit codes."""
@@ -105,10 +109,10 @@ class ProcessTable:
         delay_ms = child.policy.next_delay_ms(uptime_ms, child.was_ready)
         child.proc = None
         if delay_ms is None:
-            self.set_state(child, "down", exit_code=code, restart="gave_up")
+            self.set_state(child, ProcessState.DOWN, exit_code=code, restart="gave_up")
             return False
         child.restart_at_ns = self.clock_ns() + delay_ms * 1_000_000
-        self.set_state(child, "down", exit_code=code, restart_in_ms=delay_ms)
+        self.set_state(child, ProcessState.DOWN, exit_code=code, restart_in_ms=delay_ms)
         return True
 
     def due_restarts(self) -> list[Child]:
@@ -133,8 +137,8 @@ class ProcessTable:
         """SIGTERM the live ones among `children` (once); returns them."""
         live = [c for c in children if c.proc is not None and c.proc.poll() is None]
         for child in live:
-            if child.state != "stopping":
-                self.set_state(child, "stopping", pid=child.pid)
+            if child.state != ProcessState.STOPPING:
+                self.set_state(child, ProcessState.STOPPING, pid=child.pid)
                 child.proc.send_signal(signal.SIGTERM)
         return live
 
@@ -151,7 +155,7 @@ class ProcessTable:
                 child.proc.wait()
         for child in targets:
             if child.proc is not None and child.proc.poll() is not None:
-                self.set_state(child, "down", exit_code=child.proc.returncode)
+                self.set_state(child, ProcessState.DOWN, exit_code=child.proc.returncode)
 
 
 def _process_status(pid: int) -> str:

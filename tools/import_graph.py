@@ -1,10 +1,12 @@
-"""The import graph of a package, and its cycles (the reshape rule: none in topics_actors/).
+"""The import graph of a package, its cycles (the reshape rule: none in topics_actors/), and
+the imports that run against a stated layer order (docs/ARCHITECTURE.md section 2).
 
 Every `import` and `from ... import` anywhere in a module counts, including those under
 `if TYPE_CHECKING:` and inside functions: a cycle hidden behind a lazy import is still two
 modules that cannot be understood apart. `from pkg import name` names the submodule
 `pkg.name` when there is one, else the package itself.
-Usage: python tools/import_graph.py [package-dir]; exit 1 if a cycle exists.
+Usage: python tools/import_graph.py [package-dir] [--layers docs/ARCHITECTURE.md]; exit 1 if
+a cycle exists, or an import runs against the layers.
 """
 
 from __future__ import annotations
@@ -86,12 +88,68 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+LAYERS_BEGIN = "<!-- layers -->"
+LAYERS_END = "<!-- /layers -->"
+
+
+def parse_layers(text: str) -> list[list[str]]:
+    """The layer order of docs/ARCHITECTURE.md: the lines between LAYERS_BEGIN and
+    LAYERS_END (in its code block) that start at the margin, each a layer of names (a
+    top-level module, `pkg/` a package, `pkg/module` one module of a package) separated by
+    commas, ended by two spaces before its description; lines that start with a space
+    carry on a description."""
+    block = text.split(LAYERS_BEGIN, 1)[1].split(LAYERS_END, 1)[0]
+    layers = []
+    for line in block.splitlines():
+        if not line or line[0] in " `":
+            continue
+        names = line.split("  ", 1)[0]
+        layers.append([name.strip() for name in names.split(",") if name.strip()])
+    return layers
+
+
+def layer_of(module: str, package: str, layers: list[list[str]]) -> int | None:
+    """The index of the layer naming `module` (its most specific name), None if none."""
+    parts = module.split(".")[1:] or ["__init__"]
+    candidates = ["/".join(parts)] + ["/".join(parts[:i]) + "/" for i in
+                                      range(len(parts), 0, -1)]
+    for candidate in candidates:
+        for index, layer in enumerate(layers):
+            if candidate in layer:
+                return index
+    return None
+
+
+def layer_violations(graph: dict[str, set[str]], package: str,
+                     layers: list[list[str]]) -> list[str]:
+    """Every import into a later layer ("a -> b"), and every module in no layer."""
+    out = []
+    for module in sorted(graph):
+        here = layer_of(module, package, layers)
+        if here is None:
+            out.append(f"{module}: in no layer")
+            continue
+        for target in sorted(graph[module]):
+            there = layer_of(target, package, layers)
+            if there is not None and there > here:
+                out.append(f"{module} -> {target}")
+    return out
+
+
 def main(argv: list[str]) -> int:
-    root = pathlib.Path(argv[0] if argv else "topics_actors").resolve()
-    found = cycles(import_graph(root))
+    args = [a for a in argv if not a.startswith("--")]
+    root = pathlib.Path(args[0] if args else "topics_actors").resolve()
+    graph = import_graph(root)
+    found = cycles(graph)
     for component in found:
         print("import cycle: " + " <-> ".join(component))
-    return 1 if found else 0
+    against = []
+    if "--layers" in argv:
+        doc = pathlib.Path(args[1] if len(args) > 1 else "docs/ARCHITECTURE.md")
+        against = layer_violations(graph, root.name, parse_layers(doc.read_text()))
+        for line in against:
+            print("against the layers: " + line)
+    return 1 if found or against else 0
 
 
 if __name__ == "__main__":

@@ -1,14 +1,19 @@
 #!/bin/sh
 # The Debian packages the tests and benches run as real peers: ZooKeeper (the cluster
 # tests start it from its jars, on loopback, in temp dirs), Redis (the benches' side by
-# side peer) and Chromium with its driver (the console's browser test runs it headless).
+# side peer), Chromium with its driver (the console's browser test runs it headless),
+# nftables and fuse3 (the fault tests cut links between network namespaces and mount
+# LazyFS); then LazyFS itself, built by tools/install_lazyfs.sh.
 # Installs only what is missing; needs root or sudo. Nothing is started here.
 set -eu
+"$(dirname "$0")/install_lazyfs.sh"
 missing=""
 [ -f /usr/share/java/zookeeper.jar ] || missing="$missing zookeeper"
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
 [ -x /usr/bin/chromium ] || missing="$missing chromium"
 [ -x /usr/bin/chromedriver ] || missing="$missing chromium-driver"
+command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ] || missing="$missing nftables"
+command -v fusermount3 >/dev/null 2>&1 || missing="$missing fuse3"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive

@@ -1,7 +1,7 @@
 """Configuration as data: the node's config from TOPICS_* environment variables (CLI flags
 override them), and the frozen options of each kind of child process, built from it.
 
-Every default is written once, here (the WAL file size once, in storage/wal_writer.py).
+Every default of the node is written once, here.
 The supervisor passes a child its options as one argument, `--options <JSON>`
 (encode_options; the child reads it with decode_options): JSON so that `ps` shows what a
 child runs with. Nothing secret may go there, since any local user can read a command
@@ -13,19 +13,59 @@ checks them once before anything is spawned.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 import re
 import typing
 
 import orjson
 
-from topics_actors.storage.wal_writer import WAL_FILE_BYTES_DEFAULT
-
 DISK_FLUSH_INTERVAL_MS_DEFAULT = 10
+WAL_FILE_BYTES_DEFAULT = 64 * 1024 * 1024   # storage/wal_writer.py's files
+CHECKPOINT_WAL_BYTES_DEFAULT = 64 * 1024 * 1024     # compactor_server.Cadence's too
+CHECKPOINT_INTERVAL_MS_DEFAULT = 60_000
 RESTART_MAX_DEFAULT = 10              # failed starts of one child in the window (restart_policy)
 RESTART_WINDOW_MS_DEFAULT = 300_000
-_SINGLETON_ROLES = ("compactor", "reclaimer")
-RECOVERY_POLICIES = ("park", "refuse", "ignore")
+
+
+class ProcessRole(enum.StrEnum):
+    """The kinds of child process a node runs (the `role` of every control message)."""
+    SHARD = "shard"
+    COMPACTOR = "compactor"
+    RECLAIMER = "reclaimer"
+    GATEWAY = "gateway"
+
+
+class ProcessState(enum.StrEnum):
+    """A child process's state: its own in its heartbeats (replaying, ready, stopping), and
+    the supervisor's before the first and after the last (starting, down)."""
+    STARTING = "starting"
+    REPLAYING = "replaying"
+    READY = "ready"
+    STOPPING = "stopping"
+    DOWN = "down"
+
+
+class RecoveryPolicy(enum.StrEnum):
+    """What a shard's recovery does with damage it finds (TOPICS_RECOVERY_ON_MISMATCH,
+    docs/OPERATIONS.md 14): quarantine the topic and serve the rest, refuse readiness until
+    it is repaired, or serve it as it is."""
+    PARK = "park"
+    REFUSE = "refuse"
+    IGNORE = "ignore"
+
+
+RECOVERY_POLICY_DEFAULT = RecoveryPolicy.PARK
+_SINGLETON_ROLES = (ProcessRole.COMPACTOR, ProcessRole.RECLAIMER)
+
+
+def _recovery_policy(env: dict) -> RecoveryPolicy:
+    raw = env.get("TOPICS_RECOVERY_ON_MISMATCH", "").strip().lower()
+    try:
+        return RecoveryPolicy(raw) if raw else RECOVERY_POLICY_DEFAULT
+    except ValueError:
+        raise SystemExit(f"TOPICS_RECOVERY_ON_MISMATCH must be one of "
+                         f"{', '.join(RecoveryPolicy)}, got {raw!r}") from None
 
 
 def _int_env(env: dict, name: str, default: int | None) -> int | None:
@@ -88,8 +128,8 @@ class NodeConfig:
     heartbeat_interval_ms: int = 500
     heartbeat_timeout_ms: int = 10_000
     stop_grace_ms: int = 10_000
-    checkpoint_wal_bytes: int = 64 * 1024 * 1024
-    checkpoint_interval_ms: int = 60_000
+    checkpoint_wal_bytes: int = CHECKPOINT_WAL_BYTES_DEFAULT
+    checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS_DEFAULT
     segment_max_events: int = 10_000
     segment_max_bytes: int = 64 * 1024 * 1024
     segment_max_age_ms: int = 3_600_000
@@ -105,7 +145,7 @@ class NodeConfig:
     node_id: str | None = None          # this node's stable id in the cluster
     advertise_host: str | None = None   # how other nodes and clients reach this one
     zk_session_timeout_ms: int = 6_000
-    recovery_on_mismatch: str = "park"  # park | refuse | ignore: what recovery does with damage
+    recovery_on_mismatch: RecoveryPolicy = RECOVERY_POLICY_DEFAULT  # what recovery does with damage
     fork_server: bool = True         # fork children from a pre-imported process (fork_server)
 
     @classmethod
@@ -134,8 +174,7 @@ class NodeConfig:
             advertise_host=env.get("TOPICS_ADVERTISE_HOST", "").strip() or None,
             zk_session_timeout_ms=_int_env(env, "TOPICS_ZK_SESSION_TIMEOUT_MS",
                                            cls.zk_session_timeout_ms),
-            recovery_on_mismatch=(env.get("TOPICS_RECOVERY_ON_MISMATCH", "").strip().lower()
-                                  or cls.recovery_on_mismatch),
+            recovery_on_mismatch=_recovery_policy(env),
             fork_server=env.get("TOPICS_FORK_SERVER", "1").strip() not in ("0", "false"),
             **{name: _int_env(env, f"TOPICS_{name.upper()}", getattr(cls, name))
                for name in _STORAGE_INTS},
@@ -155,9 +194,6 @@ class NodeConfig:
                              "be negative")
         if self.cold_dir and os.path.realpath(self.cold_dir) == os.path.realpath(self.data_dir):
             raise SystemExit("TOPICS_COLD_DIR must not be the data directory")
-        if self.recovery_on_mismatch not in RECOVERY_POLICIES:
-            raise SystemExit(f"TOPICS_RECOVERY_ON_MISMATCH must be one of "
-                             f"{', '.join(RECOVERY_POLICIES)}, got {self.recovery_on_mismatch!r}")
         if self.max_total_bytes < 0:
             raise SystemExit("TOPICS_MAX_TOTAL_BYTES must not be negative (0 disables)")
         if not 0 <= self.gateway_workers <= 64:
@@ -214,7 +250,7 @@ class ShardOptions:
     quota_file: str | None = None   # the node's live-bytes slot file (byte_quota.py)
     max_total_bytes: int = 0
     cold_dir: str | None = None     # the cold tier, where old sealed segments may have moved
-    recovery_on_mismatch: str = "park"   # park | refuse | ignore (shard/quarantine_book.py)
+    recovery_on_mismatch: RecoveryPolicy = RECOVERY_POLICY_DEFAULT   # shard/quarantine_book.py
     node_id: str | None = None      # this node's id in a cluster (TOPICS_ZK); None: alone
     advertise_host: str = "127.0.0.1"   # how other nodes reach this shard's TCP port
 
@@ -225,7 +261,7 @@ class ShardOptions:
 class ProcessOptions:
     """A child's place under the supervisor; every kind of child has one."""
 
-    role: str                       # shard | compactor | reclaimer | gateway
+    role: ProcessRole
     index: int
     heartbeat_interval_ms: int
     control: str | None = None      # the supervisor's control endpoint; None: unsupervised
@@ -306,7 +342,8 @@ class NodeWiring:
         return os.path.join(self.run_dir, "http-requests")
 
 
-def _process(cfg: NodeConfig, wiring: NodeWiring, role: str, index: int) -> ProcessOptions:
+def _process(cfg: NodeConfig, wiring: NodeWiring, role: ProcessRole,
+             index: int) -> ProcessOptions:
     return ProcessOptions(role, index, cfg.heartbeat_interval_ms, wiring.control,
                           wiring.parent_pid)
 
@@ -319,27 +356,27 @@ def shard_process_options(cfg: NodeConfig, wiring: NodeWiring, index: int,
         max_total_bytes=cfg.max_total_bytes, cold_dir=cfg.cold_dir,
         recovery_on_mismatch=cfg.recovery_on_mismatch,
         node_id=cfg.node_id if cfg.zk else None, advertise_host=cfg.advertised_host())
-    return ShardProcessOptions(_process(cfg, wiring, "shard", index), shard, cfg.host, port,
-                               os.path.join(wiring.run_dir, f"shard-{index:02d}.sock"))
+    return ShardProcessOptions(_process(cfg, wiring, ProcessRole.SHARD, index), shard, cfg.host,
+                               port, os.path.join(wiring.run_dir, f"shard-{index:02d}.sock"))
 
 
 def compactor_options(cfg: NodeConfig, wiring: NodeWiring) -> CompactorOptions:
     return CompactorOptions(
-        _process(cfg, wiring, "compactor", 0), wiring.front, cfg.data_dir, cfg.cold_dir,
-        cfg.wal_file_bytes, cfg.checkpoint_wal_bytes, cfg.checkpoint_interval_ms,
+        _process(cfg, wiring, ProcessRole.COMPACTOR, 0), wiring.front, cfg.data_dir,
+        cfg.cold_dir, cfg.wal_file_bytes, cfg.checkpoint_wal_bytes, cfg.checkpoint_interval_ms,
         cfg.segment_max_events, cfg.segment_max_bytes, cfg.segment_max_age_ms)
 
 
 def reclaimer_options(cfg: NodeConfig, wiring: NodeWiring) -> ReclaimerOptions:
-    return ReclaimerOptions(_process(cfg, wiring, "reclaimer", 0), wiring.front, cfg.data_dir,
-                            cfg.cold_dir, cfg.reclaim_interval_ms, cfg.hot_retain_segments,
-                            cfg.hot_retain_bytes)
+    return ReclaimerOptions(_process(cfg, wiring, ProcessRole.RECLAIMER, 0), wiring.front,
+                            cfg.data_dir, cfg.cold_dir, cfg.reclaim_interval_ms,
+                            cfg.hot_retain_segments, cfg.hot_retain_bytes)
 
 
 def gateway_options(cfg: NodeConfig, wiring: NodeWiring, index: int,
                     listen_fd: int) -> GatewayOptions:
-    return GatewayOptions(_process(cfg, wiring, "gateway", index), wiring.front, listen_fd,
-                          wiring.zmq_port, wiring.started_ms, wiring.requests_file,
+    return GatewayOptions(_process(cfg, wiring, ProcessRole.GATEWAY, index), wiring.front,
+                          listen_fd, wiring.zmq_port, wiring.started_ms, wiring.requests_file,
                           wiring.node_key_dir)
 
 
@@ -360,5 +397,13 @@ def decode_options(kind: type[T], text: str) -> T:
 
 def _build(kind, fields: dict):
     hints = typing.get_type_hints(kind)
-    return kind(**{name: _build(hints[name], value) if dataclasses.is_dataclass(hints[name])
-                   else value for name, value in fields.items()})
+    return kind(**{name: _field(hints[name], value) for name, value in fields.items()})
+
+
+def _field(hint, value):
+    """A field from its JSON: nested options rebuilt, a closed set's string checked."""
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint(value)
+    return value

@@ -2,18 +2,21 @@
 
     TopicsError                 an error with a closed ErrorCode (HTTP status + wire code)
      +-- ProtocolError          a malformed or unknown message (invalid_request)
-     +-- StorageError           a persistence call failed (internal)
+     +-- StorageError           a persistence call failed (internal; insufficient_storage
+     |                          when the disk is full)
      |    +-- CorruptionError   bytes on disk fail their checks where corruption is not a torn tail
      +-- DataDirLocked          another process holds the data dir
      +-- CannotListen           a node cannot bind one of its addresses
     InvariantViolation          a bug; never caught except by a process's top level
 
-Wire codes and statuses are identical to the reference server's /v0 API.
+Wire codes and statuses are identical to the reference server's /v0 API, but for
+insufficient_storage (507): the reference answers a full disk with internal (500).
 """
 
 from __future__ import annotations
 
 import enum
+import errno
 from typing import Any
 
 
@@ -44,6 +47,7 @@ class ErrorCode(enum.Enum):
     SHUTTING_DOWN = (503, "shutting_down")
     NOT_LEADER = (503, "not_leader")      # a replicated topic led elsewhere: detail names it
     QUARANTINED = (503, "quarantined")    # recovery found a mismatch; repair it (admin)
+    INSUFFICIENT_STORAGE = (507, "insufficient_storage")   # the data dir's disk is full
 
     @property
     def status(self) -> int:
@@ -113,6 +117,16 @@ class CorruptionError(StorageError):
     pass
 
 
+def storage_error(message: str, exc: BaseException) -> StorageError:
+    """A StorageError for a failed write: `insufficient_storage` (507) when the disk is
+    full (ENOSPC, EDQUOT: writes resume once space returns), else `internal`."""
+    code = getattr(exc, "code", None)
+    if not isinstance(code, ErrorCode):
+        full = isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        code = ErrorCode.INSUFFICIENT_STORAGE if full else ErrorCode.INTERNAL
+    return StorageError(message, code)
+
+
 class DataDirLocked(TopicsError):
     default_code = ErrorCode.INTERNAL
 
@@ -133,6 +147,16 @@ def invalid(message: str, detail: dict[str, Any] | None = None) -> TopicsError:
 def quarantined(name: str, reason: str) -> TopicsError:
     return TopicsError(f"topic {name!r} is quarantined by recovery: {reason}",
                        ErrorCode.QUARANTINED, {"topic": name, "reason": reason})
+
+
+def cap_reached(limit: str, maximum: int) -> TopicsError:
+    """A node-wide cap (TOPICS_MAX_TOPICS, TOPICS_MAX_ROUTERS) is reached: 429 naming it."""
+    return TopicsError(f"the node's {limit} cap ({maximum}) is reached", ErrorCode.THROTTLED,
+                       {"limit": limit, "max": maximum})
+
+
+def shutting_down() -> TopicsError:
+    return TopicsError("the gateway is shutting down", ErrorCode.SHUTTING_DOWN)
 
 
 def topic_not_found(name: str) -> TopicsError:

@@ -17,6 +17,25 @@ from topics_actors.topic_identity import valid_topic_name
 
 
 
+class Acks(enum.StrEnum):
+    """When an append to a replicated topic is answered (an Append's `acks`,
+    docs/PROTOCOL.md): once the leader's own log holds it in its class, or once every
+    in-sync replica does (nil on the wire: ALL)."""
+    NONE = "none"
+    LEADER = "leader"
+    ALL = "all"
+
+    @classmethod
+    def of(cls, wire: str | None) -> "Acks":
+        """The Append field as it crossed the wire; any other value is invalid_request."""
+        if wire is None:
+            return cls.ALL
+        try:
+            return cls(wire)
+        except ValueError:
+            raise invalid("acks must be one of none, leader, all") from None
+
+
 class Durability(enum.StrEnum):
     """A topic's durability class (docs/DURABILITY.md): where its records live and when a
     write is acknowledged."""

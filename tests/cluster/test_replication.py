@@ -18,7 +18,7 @@ from tools.testing.sse_reader import SseReader
 from topics_actors.cluster.metadata_store import MetadataStore
 from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
 from topics_actors.errors import TopicsError
-from topics_actors.shard.replica_rules import PLACE_WAIT_MS
+from topics_actors.shard.replication.replica_rules import PLACE_WAIT_MS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -18,9 +19,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 @pytest.mark.timeout(300)
 def test_the_wheel_installs_no_supervisor_package_and_runs_on_its_own(tmp_path):
+    # Built from a copy without the checkout's build/: pip builds in the tree, and a module
+    # moved since an earlier build would otherwise still ship from build/lib.
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        "build", ".git", "*.egg-info", "__pycache__", ".pytest_cache"))
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
-                            str(tmp_path / "dist"), str(ROOT)], capture_output=True, text=True,
-                           timeout=280)
+                            str(tmp_path / "dist"), str(source)], capture_output=True,
+                           text=True, timeout=280)
     assert build.returncode == 0, build.stderr
     wheel = next((tmp_path / "dist").glob("topics_actors-*.whl"))
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}

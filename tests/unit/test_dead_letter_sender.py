@@ -1,4 +1,4 @@
-"""The shell's sender of dead-letter moves to another shard (shard/dead_letter_sender.py).
+"""The shell's sender of dead-letter moves to another shard (shard/queues/dead_letter_sender.py).
 
 Method: a real ShardHarness owns the queue (shard 0 of 2); the test plays shard 1 with a
 ROUTER socket bound where the sender looks for it (the ipc sibling of shard 0's socket),
@@ -16,9 +16,9 @@ import zmq
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol import decode, encode_error, encode_reply
 from topics_actors.protocol.messages import Append, Claim
-from topics_actors.shard import dead_letter_sender
-from topics_actors.shard.dead_letter_moves import MoveDone
-from topics_actors.shard.dead_letter_sender import DeadLetterSender
+from topics_actors.shard.queues import dead_letter_sender
+from topics_actors.shard.queues.dead_letter_moves import MoveDone
+from topics_actors.shard.queues.dead_letter_sender import DeadLetterSender
 from topics_actors.topic_identity import shard_of_name
 from tests.support import wait_for
 from tools.testing.manual_clock import ManualClock

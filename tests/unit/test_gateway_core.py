@@ -22,7 +22,7 @@ from topics_actors.gateway.http_message import HttpRequest
 from topics_actors.gateway.inflight_limit import InflightLimit
 from topics_actors.gateway.metrics_report import MetricsInput, metrics_json, metrics_text
 from topics_actors.gateway.quarantine_api import survey
-from topics_actors.gateway.route_table import resolve
+from topics_actors.gateway.route_table import UNMATCHED, handler_names, resolve
 from topics_actors.gateway.topic_listing import narrowed_prefixes
 from topics_actors.protocol.messages import (
     Append, DeleteRouters, GetTopic, ListRouters, PutTopic, RepairTopic,
@@ -328,6 +328,13 @@ def run(core, method, path, body=b"", headers=None, query=""):
 
 def make_core(engine, keys="", **settings):
     return GatewayCore(GatewaySettings(keys=parse_api_keys(keys), **settings), engine, 0)
+
+
+def test_every_route_name_has_one_function_in_the_handler_table():
+    """The route table names handlers; the gateway's table answers each name, no more."""
+    core = make_core(FakeEngine())
+    assert set(core.handlers) == set(handler_names()) - {UNMATCHED}
+    assert all(callable(handler) for handler in core.handlers.values())
 
 
 def test_auth_comes_before_routing_and_scopes_before_topics():

@@ -1,11 +1,15 @@
-"""The engine's modules form no import cycle, and the compactor does not reach into the
-shard package (both read the log through topics_actors.ledger)."""
+"""The map as a test: the engine's modules form no import cycle; every import follows the
+layer order docs/ARCHITECTURE.md section 2 states, and every module is in a layer; each
+package's `__init__` docstring names every module of the package; the compactor does not
+reach into the shard package (both read the log through topics_actors.ledger)."""
 
 from __future__ import annotations
 
+import ast
 import pathlib
+import re
 
-from tools.import_graph import cycles, import_graph
+from tools.import_graph import cycles, import_graph, layer_violations, parse_layers
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -43,3 +47,34 @@ def test_a_cycle_is_found_also_behind_type_checking_and_relative_imports(tmp_pat
     (pkg / "c.py").write_text("def f():\n    import pkg.a\n")
     (pkg / "d.py").write_text("from pkg import a\n")
     assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_every_import_follows_the_layers_the_map_states():
+    layers = parse_layers((ROOT / "docs" / "ARCHITECTURE.md").read_text())
+    assert len(layers) >= 10 and ["protocol/"] in layers
+    graph = import_graph(ROOT / "topics_actors")
+    assert layer_violations(graph, "topics_actors", layers) == []
+
+
+def test_an_import_against_the_layers_and_a_module_in_none_are_found():
+    graph = {"pkg.low": {"pkg.core.part"}, "pkg.core.part": {"pkg.base"},
+             "pkg.base": set(), "pkg.stray": set()}
+    layers = [["base"], ["core/"], ["low"]]
+    assert layer_violations(graph, "pkg", layers) == ["pkg.stray: in no layer"]
+    assert layer_violations(graph, "pkg", [["base"], ["low"], ["core/"], ["stray"]]) == [
+        "pkg.low -> pkg.core.part"]
+    text = ("<!-- layers -->\n```\nbase, core/part  the words\n  more words\nlow  x\n```\n"
+            "<!-- /layers -->\n")
+    assert parse_layers(text) == [["base", "core/part"], ["low"]]
+
+
+def test_each_package_names_every_module_in_its_docstring():
+    missing = []
+    for init in sorted((ROOT / "topics_actors").rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        for module in sorted(init.parent.glob("*.py")):
+            if module.name in ("__init__.py", "__main__.py"):
+                continue
+            if not re.search(rf"\b{re.escape(module.stem)}\b", doc):
+                missing.append(str(module.relative_to(ROOT)))
+    assert missing == []

@@ -1,5 +1,6 @@
 """A diverged follower copy cut back in place (docs/CLUSTER.md, "When a copy diverged";
-ledger/log_truncation.py, shard/replica_cut.py, the Truncate frame of docs/DURABILITY.md).
+ledger/log_truncation.py, shard/replication/replica_cut.py, the Truncate frame of
+docs/DURABILITY.md).
 
 | ID    | What                                                        | Expected                  |
 |-------|-------------------------------------------------------------|---------------------------|
@@ -38,10 +39,10 @@ from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import Checkpoint
 from topics_actors.record_envelope import build, payload_bytes
-from topics_actors.shard import replica_report
+from topics_actors.shard.replication import replica_report
 from topics_actors.shard.batch_stager import roll_back
-from topics_actors.shard.replica_book import ReplicaAnswer
-from topics_actors.shard.replica_records import epochs_in
+from topics_actors.shard.replication.replica_book import ReplicaAnswer
+from topics_actors.shard.replication.replica_records import epochs_in
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.storage.frame_types import FrameType
 from topics_actors.storage.wal_scan import FileScan
@@ -241,7 +242,7 @@ def test_diverged_copy_is_cut_in_place_and_fetches_on(follower):
     assert state["bytes"] == sum(payload_bytes(len(e), 0) for _s, e in expected())
     assert state["epochs"] == [(1, 1), (2, 8)]
     assert (FrameType.TRUNCATE, 7) in wal_frames(follower)
-    assert follower.core.replicas.following[TOPIC].next_request().fetch_leo == 13
+    assert follower.core.replicas.replicas.follow(TOPIC).fetch.next_request().fetch_leo == 13
 
 
 def test_replay_of_a_truncate_frame_then_rewritten_seqs_equals_the_live_state(follower):
@@ -340,7 +341,7 @@ def test_absorbed_suffix_falls_back_to_the_whole_copy_reset(env, follower):
     assert (figures["copies_truncated"], figures["copies_reset"]) == (0, 1)
     assert follower.core.replicas.cut.refused == {"absorbed": 1}
     assert follower.topic().head == 0                     # fetches everything again
-    assert follower.core.replicas.following[TOPIC].next_request().fetch_leo == 1
+    assert follower.core.replicas.replicas.follow(TOPIC).fetch.next_request().fetch_leo == 1
 
 
 def test_open_checkpoint_falls_back_to_the_whole_copy_reset(follower):
@@ -367,9 +368,9 @@ def test_failed_batch_puts_the_copy_back_and_asks_again(follower):
         "leader_epoch": 2, "epoch": 1, "end_leo": 8}), time.perf_counter_ns())
     assert follower.topic().head == 7                     # cut while staged
     roll_back(core.stager.take(), core.registry)          # what a failed commit does
-    core.replicas.failed(TOPIC)
+    core.replicas.follower.failed()
     assert follower.state() == before
-    ask = core.replicas.following[TOPIC].next_request()
+    ask = core.replicas.replicas.follow(TOPIC).fetch.next_request()
     assert type(ask).__name__ == "EpochQuery" and ask.asked_epoch == 1
     heal(follower)
     assert follower.state()["copy"] == expected()
@@ -398,7 +399,7 @@ def test_audit_ledger_applies_the_frame(follower):
 
 class Leader:
     """The leader of the moment as a model: its log ((epoch, data) per seq) and epoch cache,
-    answering the follower the way shard/replica_book.py would."""
+    answering the follower the way shard/replication/replica_book.py would."""
 
     def __init__(self):
         self.log: list[tuple[int, bytes]] = []
@@ -419,7 +420,7 @@ class Leader:
     def serve(self, h: FollowerHarness, hw: int) -> None:
         """Answer the follower's requests until it has the whole log."""
         for _ in range(50):
-            ask = h.core.replicas.following[TOPIC].next_request()
+            ask = h.core.replicas.replicas.follow(TOPIC).fetch.next_request()
             leo = len(self.log) + 1
             if type(ask).__name__ == "EpochQuery":
                 end = self.cache.end_for(ask.asked_epoch, leo)

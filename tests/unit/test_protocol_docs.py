@@ -62,11 +62,14 @@ _SAMPLES = {
     "str": "sample-7", "int": 7, "bool": True, "bytes": b"\x00\xffbin",
     "list": [[b'{"a":1}', "tag", "node", b'{"k":"v"}'], [b"2"]],
     "dict": {"durability": "fsync", "ttl_ms": 1000}, "float": 0.25, "Any": ["n1", "n2"],
+    # closed sets (protocol/envelope.py _CLOSED_SETS): a value that is not the default
+    "Acks": "leader", "ProcessRole": "gateway", "ProcessState": "replaying",
 }
 
 # A value of the wrong type for each annotation part; bool is wrong wherever int is asked.
 _WRONG = {"str": 5, "int": True, "bool": 1, "bytes": "text", "list": {"a": 1},
-          "dict": [1, 2], "float": "0.5"}
+          "dict": [1, 2], "float": "0.5",
+          "Acks": "most", "ProcessRole": "janitor", "ProcessState": "sleeping"}
 
 
 def _parts(field: dataclasses.Field) -> list[str]:
@@ -200,6 +203,8 @@ def _accepts(part: str, value) -> bool:
         return value is None
     if part == "float":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if part in ("Acks", "ProcessRole", "ProcessState"):
+        return False          # the wrong samples are strings outside each set
     return part == "Any" or type(value) is {"str": str, "int": int, "bool": bool, "bytes": bytes,
                                             "list": list, "dict": dict}[part]
 

@@ -15,7 +15,7 @@ from tools.testing.manual_clock import ManualClock
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply
 from topics_actors.protocol.messages import Ack, Append, Claim, DeleteTopic, Diff, Extend, Nack
-from topics_actors.shard.dead_letter_moves import MoveDone
+from topics_actors.shard.queues.dead_letter_moves import MoveDone
 from topics_actors.topic_identity import shard_of_name
 
 

@@ -32,14 +32,14 @@ def _config(harness) -> dict:
 def test_a_config_change_waits_for_the_cluster_state_and_every_copy_takes_it(pair):
     wanted = parse_config(AFTER, "logs").to_json()
     assert pair.leader.turn(PutTopic("logs", AFTER)) == {}       # parked
-    assert pair.leader.core.replicas.reconfiguring == {"logs": wanted}
+    assert pair.leader.core.replicas.placements.config_wanted("logs") == wanted
     assert _config(pair.leader)["cap_records"] == 1000           # not before the state says
     pair.config = wanted                                          # the supervisor's CAS
     replies = pair.leader.turn(pair.roles_message(version=2), first=2)
     assert replies == {2: {"roles": 1},
                        1: {"topic": "logs", "created": False, "config": wanted}}
     assert _config(pair.leader) == wanted
-    assert not pair.leader.core.replicas.reconfiguring
+    assert pair.leader.core.replicas.placements.config_wanted("logs") is None
     assert _config(pair.follower)["cap_records"] == 1000
     pair.follower.call(pair.roles_message(version=2))
     assert _config(pair.follower) == wanted
@@ -65,7 +65,7 @@ def test_an_unchanged_config_is_answered_at_once_and_a_change_of_copies_or_type_
     with pytest.raises(TopicsError) as refused:
         pair.leader.call(PutTopic("logs", {"type": "queue", "replication_factor": 2}))
     assert refused.value.code == ErrorCode.TOPIC_EXISTS_INCOMPATIBLE
-    assert not pair.leader.core.replicas.reconfiguring
+    assert pair.leader.core.replicas.placements.config_wanted("logs") is None
     assert _config(pair.leader)["cap_records"] == 1000
 
 
@@ -74,7 +74,7 @@ def test_a_follower_sends_a_config_change_to_the_leader(pair):
         pair.follower.call(PutTopic("logs", AFTER))
     assert refused.value.code == ErrorCode.NOT_LEADER
     assert refused.value.detail["leader"] == "a"
-    assert not pair.follower.core.replicas.reconfiguring
+    assert pair.follower.core.replicas.placements.config_wanted("logs") is None
 
 
 def test_a_late_older_state_does_not_take_a_new_config_back(pair):

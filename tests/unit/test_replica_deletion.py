@@ -28,13 +28,13 @@ def pair(tmp_path):
 
 def test_a_delete_waits_for_the_tombstone_and_every_copy_drops_the_topic(pair):
     assert pair.leader.turn(DeleteTopic("logs")) == {}              # parked
-    assert pair.leader.core.replicas.deleting == {"logs"}
+    assert pair.leader.core.replicas.placements.deletion_wanted("logs")
     assert pair.leader.exists("logs")                                   # not before the state
     tombstone = pair.roles_message(leader=None, epoch=2, version=2, deleted=True)
     replies = pair.leader.turn(tombstone, first=2)
     assert replies == {2: {"roles": 1},
                        1: {"topic": "logs", "deleted": True, "routers_removed": []}}
-    assert not pair.leader.exists("logs") and "logs" not in pair.leader.core.replicas.roles
+    assert not pair.leader.exists("logs") and pair.leader.core.replicas.role("logs") is None
     pair.follower.restart()                                     # away while it happened
     assert pair.follower.exists("logs")
     pair.follower.call(tombstone)
@@ -53,7 +53,8 @@ def test_a_delete_on_a_follower_goes_to_the_leader_and_if_empty_is_kept(pair):
     with pytest.raises(TopicsError) as refused:
         pair.leader.call(DeleteTopic("logs", if_empty=True))
     assert refused.value.code == ErrorCode.TOPIC_NOT_EMPTY
-    assert not pair.leader.core.replicas.deleting and pair.leader.exists("logs")
+    assert not pair.leader.core.replicas.placements.deletion_wanted("logs")
+    assert pair.leader.exists("logs")
 
 
 def test_a_copy_that_missed_the_deletion_is_dropped_for_the_new_topic_of_the_name(pair):

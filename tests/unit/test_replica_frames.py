@@ -1,4 +1,4 @@
-"""Raw Append frames in fetch answers (shard/replica_frames.py, docs/PROTOCOL.md 6.27).
+"""Raw Append frames in fetch answers (shard/replication/replica_frames.py, docs/PROTOCOL.md 6.27).
 
 Goal: a follower that asks for frames ends with the leader's records and, for every seq it
 holds, the leader's Append frame byte for byte; holes, records from segments and a
@@ -22,9 +22,9 @@ from tools.testing.crash_fs import CrashFs
 from tools.testing.replica_pair import FOLLOWER, ReplicaPair, pair_env
 from topics_actors.protocol import decode_reply
 from topics_actors.protocol.messages import DeleteRecords, ReplicaFetch
-from topics_actors.shard import replica_frames
-from topics_actors.shard.replica_book import ReplicaAnswer
-from topics_actors.shard.replica_records import RECORDS_MAX
+from topics_actors.shard.replication import replica_frames
+from topics_actors.shard.replication.replica_book import ReplicaAnswer
+from topics_actors.shard.replication.replica_records import RECORDS_MAX
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame import decode_at, encode_frame
 from topics_actors.storage.frame_types import FLAG_TAG, FrameType
@@ -84,7 +84,7 @@ def _same_copies(pair: ReplicaPair) -> None:
 
 def _fetch(pair: ReplicaPair, frames: bool = True, max_bytes: int = 0) -> dict:
     """The leader's answer to the follower's next fetch (never parked)."""
-    (_name, _endpoint, ask), = pair.follower.core.replicas.requests()
+    (_name, _endpoint, ask), = pair.follower.core.replicas.follower.requests()
     assert isinstance(ask, ReplicaFetch) and ask.frames
     return pair.leader.call(dataclasses.replace(ask, wait_ms=0, frames=frames,
                                                 max_bytes=max_bytes or ask.max_bytes))
@@ -148,9 +148,9 @@ def test_an_answer_holds_at_most_records_max_frames_and_the_read_memo_serves_it(
         body = _fetch(pair)
         assert len(_frames_of(body["frames"])) == RECORDS_MAX
         assert body["end_leo"] == RECORDS_MAX + 1
-        memo = pair.leader.core.replicas.read_memo[TOPIC]
+        memo = pair.leader.core.replicas.replicas.lead(TOPIC).read_memo
         assert _fetch(pair)["frames"] == body["frames"]
-        assert pair.leader.core.replicas.read_memo[TOPIC] is memo     # read once
+        assert pair.leader.core.replicas.replicas.lead(TOPIC).read_memo is memo     # read once
         records = _fetch(pair, frames=False)
         assert "frames" not in records and len(records["records"]) == RECORDS_MAX
         pair.rounds(3)
@@ -196,7 +196,7 @@ def test_a_follower_that_asks_for_records_gets_records(tmp_path):
 def _leader_round(pair: ReplicaPair) -> None:
     """pair.round(), taking the leader's answer out of a commit that may also release a
     delete's held reply."""
-    for name, _endpoint, ask in pair.follower.core.replicas.requests():
+    for name, _endpoint, ask in pair.follower.core.replicas.follower.requests():
         if isinstance(ask, ReplicaFetch):
             ask = dataclasses.replace(ask, wait_ms=0)
         core = pair.leader.core
@@ -387,7 +387,7 @@ def test_a_fetch_from_inside_a_batch_gets_its_rest_as_records_then_the_frames(tm
     try:
         _plain(pair, 1, 20)
         _plain(pair, 21, 10)
-        (_name, _endpoint, ask), = pair.follower.core.replicas.requests()
+        (_name, _endpoint, ask), = pair.follower.core.replicas.follower.requests()
         body = pair.leader.call(dataclasses.replace(ask, wait_ms=0, fetch_leo=11))
         assert [r[0] for r in body["records"]] == list(range(11, 21))
         assert body["records"][0][2] == b'{"d":{"n":11}}'
@@ -409,7 +409,7 @@ def test_a_batch_a_delete_took_records_of_goes_as_records(tmp_path):
         for _ in range(4):                          # the delete, applied on every replica
             _leader_round(pair)
         _plain(pair, 21, 10)
-        (_name, _endpoint, ask), = pair.follower.core.replicas.requests()
+        (_name, _endpoint, ask), = pair.follower.core.replicas.follower.requests()
         body = pair.leader.call(dataclasses.replace(ask, wait_ms=0, fetch_leo=1))
         assert [r[0] for r in body["records"]] == list(range(6, 21))
         assert [f.seq for f in _frames_of(body["frames"])] == [21]

@@ -10,6 +10,7 @@ from tools.testing.replica_pair import ReplicaPair, pair_env
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import Append
+from topics_actors.shard.replication.placement import PlacementState
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -23,28 +24,29 @@ def shard(tmp_path):
 
 
 def test_a_lookup_the_cluster_answers_absent_is_topic_not_found_at_once(shard):
-    book = shard.core.replicas
+    book = shard.core.replicas.placements
     assert shard.turn(Append("nope", [[b"1"]], create=False)) == {}      # parked
-    assert book.placing["nope"][1] is False                              # a lookup
+    assert book.asked("nope").state is PlacementState.LOOKING_UP         # a lookup
     replies = shard.turn(ReplicaRoles([], absent=["nope"]), first=2)
     assert replies[2] == {"roles": 0}
     error = replies[1]
     assert isinstance(error, TopicsError) and error.code == ErrorCode.TOPIC_NOT_FOUND
-    assert not shard.exists("nope") and "nope" not in book.placing
-    assert not book.absent                                               # answered, forgotten
+    assert not shard.exists("nope") and book.asked("nope") is None       # answered, forgotten
+    assert book.to_place() == []
 
 
 def test_absent_does_not_end_a_creation_waiting_for_its_state(shard):
-    book = shard.core.replicas
+    book = shard.core.replicas.placements
     assert shard.turn(Append("fresh", [[b"1"]])) == {}                   # may create: parked
-    assert book.placing["fresh"][1] is True
+    assert book.asked("fresh").state is PlacementState.PLACING
     assert shard.turn(ReplicaRoles([], absent=["fresh"]), first=2) == {2: {"roles": 0}}
-    assert book.placing["fresh"][1] is True and "fresh" not in book.absent
+    assert book.asked("fresh").state is PlacementState.PLACING           # still waiting
+    assert [(name, create) for name, _config, create in book.to_place()] == [("fresh", True)]
 
 
 def test_a_second_lookup_of_an_answered_name_asks_again(shard):
-    book = shard.core.replicas
+    book = shard.core.replicas.placements
     shard.turn(Append("nope", [[b"1"]], create=False))
     shard.turn(ReplicaRoles([], absent=["nope"]), first=2)
     assert shard.turn(Append("nope", [[b"2"]], create=False), first=3) == {}
-    assert book.placing["nope"][1] is False and "nope" not in book.absent
+    assert book.asked("nope").state is PlacementState.LOOKING_UP         # asked again

@@ -76,6 +76,9 @@ class NotReadyEngine:
     async def node_status(self):
         return {"node_ready": False, "replay_progress": 0.5}
 
+    async def call(self, topic, msg, wait_ms=0):
+        raise AssertionError("no request reaches a shard here")
+
 
 def test_the_core_counts_by_handler_and_renders_both_forms(stats_file):
     other = RequestStats(stats_file, 1)

@@ -272,8 +272,9 @@ def test_failed_commit_fails_every_write_and_publishes_nothing(shard, op, kind):
         Diff("keep", 0),
     )
     assert shard.fs.fired and shard.fs.mutations() > mutations
+    expected = "insufficient_storage" if kind == "enospc" else "internal"   # 507: disk full
     for i in (0, 2, 3, 4, 5):
-        assert code(replies[i]) == "internal" and replies[i].retryable is False
+        assert code(replies[i]) == expected and replies[i].retryable is False
     assert replies[1]["head_seq"] == 2                   # reads still answered ...
     assert [r[0] for r in replies[6]["records"]] == [1, 2]   # ... with committed state
     assert shard.snapshot() == before                    # nothing published or staged
@@ -367,20 +368,25 @@ def test_failed_delete_and_recreate_in_one_batch_restores_the_topic(shard):
     assert [r[2] for r in shard.records("t")] == [b'{"d":1}', b'{"d":2}', b'{"d":{"x":1}}']
 
 
-def test_rotation_failure_latches_the_shard_but_keeps_acked_records(env):
+def test_a_failed_rotation_refuses_writes_until_it_succeeds_and_keeps_acked_records(env):
+    """A rotation that cannot make its file (a full disk: ENOSPC) refuses the writes that
+    need it with `insufficient_storage` and latches nothing; once the disk has room the
+    next write rotates, with no restart (issue 34; the reference latches the shard)."""
     h = env.single(file_bytes=4096)
     h.put("f", durable=True)
     acked = 0
     while len(h.wal_files()) == 1:
         acked = h.append("f", rec(b'"%s"' % (b"x" * 200)))["last_seq"]
-    h.fs.fail("rename")                                   # the next rotation fails
+    h.fs.fail("rename", kind="enospc", always=True)       # every rotation fails
     replies = [h.batch(Append("f", [rec(b'"%s"' % (b"y" * 200))]))[0] for _ in range(30)]
     failed = [r for r in replies if isinstance(r, TopicsError)]
     acked += len(replies) - len(failed)
-    assert failed and all(code(r) == "internal" for r in failed)
-    assert replies.index(failed[0]) + len(failed) == len(replies)   # every later one fails
-    assert h.core.wal.writer.latched
+    assert failed and all(code(r) == "insufficient_storage" for r in failed)
+    assert replies.index(failed[0]) + len(failed) == len(replies)   # until space returns
+    assert not h.core.wal.writer.latched
     h.fs.clear()
+    assert h.append("f", rec(b'"z"'))["first_seq"] == acked + 1   # no restart
+    acked += 1
     h.restart(crash=True)
     assert h.get("f")["head_seq"] == acked
     assert h.append("f")["first_seq"] == acked + 1

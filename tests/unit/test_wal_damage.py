@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from topics_actors.storage.frame import decode_at, encode
-from topics_actors.storage.frame_types import FrameType
+from topics_actors.storage.frame_types import FLAG_DURABLE, FrameType
 from topics_actors.storage.wal_damage import (
     FILLER_MIN, ZERO_RUN_MAX, damage_at, filler, next_frame,
 )
@@ -92,3 +92,62 @@ def test_a_zero_run_longer_than_the_limit_is_the_end():
     short = bytes(buf[:offsets[1]]) + bytes(ZERO_RUN_MAX - 10) + bytes(buf[offsets[1]:])
     found = damage_at(short, offsets[1], len(short))
     assert (found.kind, found.resume) == ("mid", offsets[1] + ZERO_RUN_MAX - 10)
+
+
+# --- a machine crash that wrote back a later page of the unsynced tail (issue 34) --------
+
+def unsynced_log(count: int, durable_at: int | None = None,
+                 kind: FrameType = FrameType.APPEND) -> tuple[bytearray, list[int]]:
+    """`count` non-durable records, one of them (`durable_at`) of type `kind` and flagged
+    durable when `kind` is an Append."""
+    buf, offsets = bytearray(), []
+    for seq in range(1, count + 1):
+        offsets.append(len(buf))
+        if seq == durable_at:
+            flags = FLAG_DURABLE if kind == FrameType.APPEND else 0
+            encode(buf, kind, flags, TID, seq, 7, b'{"d":%d}' % seq if kind ==
+                   FrameType.APPEND else (seq + 256).to_bytes(8, "little"))
+        else:
+            encode(buf, FrameType.APPEND, 0, TID, seq, 7, b'{"d":%d}' % seq)
+    return buf, offsets
+
+
+def zero_page_after(buf: bytearray, offset: int) -> int:
+    """Zero the 4 KiB page after the one holding `offset`, as a lost writeback does."""
+    page = (offset // 4096 + 1) * 4096
+    buf[page:page + 4096] = bytes(4096)
+    return page
+
+
+def first_damage(data: bytes, last: bool):
+    offset = 0
+    while (frame := decode_at(data, offset, len(data))) is not None:
+        offset += frame.size
+    return damage_at(data, offset, len(data), last)
+
+
+def test_a_lost_page_followed_only_by_unsynced_records_is_a_torn_tail_of_the_last_file():
+    """LazyFS showed it: power lost, the kernel had written back a later page of the tail
+    but not an earlier one. Nothing there was synced: cut it, do not quarantine."""
+    buf, offsets = unsynced_log(400)
+    page = zero_page_after(buf, offsets[10])
+    found = first_damage(bytes(buf), last=True)
+    assert found.kind == "torn" and found.offset < page and found.resume is None
+    assert "unsynced tail" in found.reason
+    assert first_damage(bytes(buf), last=False).kind == "mid"    # an older file was synced
+
+
+@pytest.mark.parametrize("kind", [FrameType.APPEND, FrameType.HEAD_WATERMARK])
+def test_a_lost_page_before_a_synced_frame_is_damage_inside_the_log(kind):
+    """An fsync-class record or a control frame after the hole was synced, and so was the
+    hole: that is damage, for the recovery policy."""
+    buf, offsets = unsynced_log(400, durable_at=380, kind=kind)
+    zero_page_after(buf, offsets[10])
+    assert first_damage(bytes(buf), last=True).kind == "mid"
+
+
+def test_a_flipped_byte_before_unsynced_records_stays_damage_inside_the_log():
+    """No zeroed sector: not a lost page but damage, even at the end of the last file."""
+    buf, offsets = unsynced_log(20)
+    buf[offsets[5] + 40] ^= 0xFF
+    assert first_damage(bytes(buf), last=True).kind == "mid"

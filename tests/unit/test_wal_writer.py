@@ -1,4 +1,5 @@
-"""WalWriter: preallocated files, rotation, undo of failed batches, the read-only latch."""
+"""WalWriter: preallocated files, rotation (and its retry after a failure), undo of failed
+batches, the read-only latch."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import os
 
 import pytest
 
-from topics_actors.errors import StorageError
+from topics_actors.errors import ErrorCode, StorageError
 from tools.testing.fault_fs import FaultFs
 from topics_actors.storage.frame import encode
 from topics_actors.storage.frame_types import FrameType
@@ -193,19 +194,34 @@ def test_failed_sync_during_undo_latches(fs, wal_dir, writer):
 
 
 @pytest.mark.parametrize("op", ["open", "sync_all", "rename", "sync_dir", "write_at"])
-def test_rotation_failure_latches(fs, wal_dir, writer, op):
+def test_a_failed_rotation_refuses_the_write_and_the_next_one_rotates(fs, wal_dir, writer, op):
+    """A rotation that fails (a full disk, issue 34) refuses its batch and leaves file 1
+    whole and synced; it does not latch: once the fault is gone the next write rotates."""
     for seq in range(1, 41, 10):
         writer.write(batch(seq, 10))              # file 1 is full
     writer.sync()
-    fs.fail(op)
-    with pytest.raises(StorageError):
+    fs.fail(op, kind="enospc")
+    with pytest.raises(StorageError) as refused:
         writer.write(batch(41, 10))
-    assert writer.latched and "rotation" in writer.latched
-    fs.clear()
-    with pytest.raises(StorageError):
-        writer.write(batch(41))
-    assert writer.idx == 1 and writer.tail == 4000
+    assert refused.value.code == ErrorCode.INSUFFICIENT_STORAGE
+    assert not writer.latched and writer.rotation_error and writer.idx == 1
     assert seqs_in(fs, os.path.join(wal_dir, wal_file_name(1))) == list(range(1, 41))
+    pres = [n for n in os.listdir(wal_dir) if n.endswith(".pre")]      # none half-made
+    assert all(os.path.getsize(os.path.join(wal_dir, n)) == FILE_BYTES for n in pres)
+    fs.clear()
+    assert writer.write(batch(41)) == (2, 0)
+    assert writer.rotation_error is None
+    writer.sync()
+    assert seqs_in(fs, os.path.join(wal_dir, wal_file_name(2))) == [41]
+
+
+def test_a_failed_rotation_other_than_a_full_disk_answers_internal(fs, writer):
+    for seq in range(1, 41, 10):
+        writer.write(batch(seq, 10))
+    fs.fail("open")
+    with pytest.raises(StorageError) as refused:
+        writer.write(batch(41, 10))
+    assert refused.value.code == ErrorCode.INTERNAL
 
 
 def test_resume_at_a_recovered_position(fs, wal_dir, writer):

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError
 from topics_actors.gateway.sse_frame import record_data
 from topics_actors.gateway.ws_connection import WsConnection
 from topics_actors.gateway.ws_session import RecordTexts
@@ -221,6 +221,30 @@ def test_stop_sends_shutting_down_then_ends():
         await asyncio.wait_for(task, WAIT_S)
         assert channel.sent.empty()
     asyncio.run(scenario())
+
+
+def test_a_bug_in_an_op_ends_the_socket_for_the_top_level_and_other_errors_are_frames():
+    """An InvariantViolation (or a failed assert) is no `internal` frame: it leaves run()
+    for the process's top level (http_server), which ends the process; any other
+    exception of an op answers that op `internal` and the socket goes on."""
+    class Broken(FakeHooks):
+        async def publish(self, op, key) -> dict:
+            raise self.error
+
+    async def scenario(error: BaseException):
+        hooks, channel = Broken({}), FakeChannel()
+        hooks.error = error
+        task = asyncio.ensure_future(WsConnection(hooks, None, lambda: None).run(channel))
+        channel.op(op="publish", request_id=7, topic="t", records=[{"data": 1}])
+        if isinstance(error, AssertionError):
+            with pytest.raises(InvariantViolation, match="seq went backwards"):
+                await asyncio.wait_for(task, WAIT_S)
+            return
+        frame = await channel.next()
+        assert (frame["op"], frame["code"], frame["request_id"]) == ("error", "internal", 7)
+        await _leave(channel, task)
+    asyncio.run(scenario(InvariantViolation("seq went backwards")))
+    asyncio.run(scenario(RuntimeError("boom")))
 
 
 def test_a_waiting_socket_takes_a_commit_page_without_its_pusher():

@@ -33,7 +33,7 @@ from tools.testing.replica_pair import ReplicaPair
 from tools.testing.shard_harness import ShardEnv
 from topics_actors.protocol import decode_reply
 from topics_actors.protocol.messages import Append, ReplicaFetch
-from topics_actors.shard.replica_book import ReplicaAnswer
+from topics_actors.shard.replication.replica_book import ReplicaAnswer
 from topics_actors.storage.fs import RealFs
 
 RECORD = [b'{"sku":"A-1","qty":2,"note":"a hundred bytes of json payload for the bench.."}']
@@ -67,7 +67,7 @@ def _catch_up(pair: ReplicaPair) -> list[float]:
     head = leader.registry.get(TOPIC).head
     clock = time.process_time
     while follower.registry.get(TOPIC).head < head:
-        for name, _endpoint, ask in follower.replicas.requests():
+        for name, _endpoint, ask in follower.replicas.follower.requests():
             if isinstance(ask, ReplicaFetch):
                 ask = dataclasses.replace(ask, wait_ms=0)
             t0 = clock()

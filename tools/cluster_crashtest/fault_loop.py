@@ -34,6 +34,7 @@ class FaultLoop:
         self.args, self.run, self.out = args, run, out
         self.rng = random.Random(args.seed)
         self.kinds = [k.strip() for k in args.faults.split(",") if k.strip()]
+        self.faults = FAULTS             # kind -> fault(run, rng) -> detail line
         self.report = RunReport(args.seed, args.minutes, args.nodes, args.shards)
         self.started = time.monotonic()
 
@@ -55,19 +56,26 @@ class FaultLoop:
                 break
             time.sleep(gap_s)
             number += 1
-            if not self.strike(number, self.rng.choice(self.kinds)):
+            kind = self.next_kind()
+            if kind is None:
+                break
+            if not self.strike(number, kind):
                 self.say("the cluster did not heal: no more faults")
                 break
         self.finish()
         self.report.elapsed_s = time.monotonic() - self.started
         return self.report
 
+    def next_kind(self) -> str | None:
+        """The next fault's kind (None: strike no more)."""
+        return self.rng.choice(self.kinds)
+
     def strike(self, number: int, kind: str) -> bool:
         """One fault and the heal wait; False if the cluster is stuck."""
         self.say(f"fault {number}: {kind} ...")
         leaders_before = self.leaders()
         try:
-            detail = FAULTS[kind](self.run, self.rng)
+            detail = self.faults[kind](self.run, self.rng)
         except (AssertionError, RuntimeError, TopicsError, OSError) as error:
             detail = f"could not be done: {error}"
             self.report.failures.append(f"fault {number} {kind}: {error}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from topics_actors.storage.wal_writer import WAL_FILE_BYTES_DEFAULT
+from topics_actors.config import WAL_FILE_BYTES_DEFAULT
 
 CLASSES = ("fsync", "disk", "memory", "ephemeral")
 

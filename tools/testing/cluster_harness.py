@@ -10,7 +10,7 @@ import time
 
 import orjson
 
-from tools.testing.node_harness import http_call, wait_for
+from tools.testing.node_harness import wait_for
 from tools.testing.replica_copy import topic_copy
 from topics_actors.errors import TopicsError
 
@@ -106,13 +106,15 @@ class LedgerWriter(Writer):
     def __init__(self, node, topic: str, acks: str = "all", **client_options):
         super().__init__(node, topic, acks, **client_options)
         self.ack_log: list[tuple[int, int]] = []
+        self.ack_times: list[float] = []    # time.monotonic() of each ack in ack_log
         self.in_doubt: list[int] = []
         self.errors: collections.Counter[str] = collections.Counter()
         self.sent = 0
+        self.numbered_from = 0              # the first record is numbered one above this
         self.last_ack_s = 0.0               # time.monotonic() of the latest ack
 
     def run(self) -> None:
-        number = 0
+        number = self.numbered_from
         while not self.halt.is_set():
             number += 1
             self.sent = number
@@ -126,9 +128,10 @@ class LedgerWriter(Writer):
                 self._failed(number, type(error).__name__)
                 time.sleep(0.1)
                 continue
-            self.ack_log.append((reply["first_seq"], number))
-            self.acked[reply["first_seq"]] = number
             self.last_ack_s = time.monotonic()
+            self.ack_log.append((reply["first_seq"], number))
+            self.ack_times.append(self.last_ack_s)
+            self.acked[reply["first_seq"]] = number
 
     def _failed(self, number: int, code: str) -> None:
         self.failures += 1
@@ -136,10 +139,21 @@ class LedgerWriter(Writer):
         self.errors[code] += 1
 
 
+def read_numbers(client, topic: str) -> tuple[dict[int, int], int]:
+    """({seq: number} of a Writer's records, head) of the whole topic, read with diff."""
+    found, cursor = {}, 0
+    while True:
+        reply = client.diff(topic, from_seq=cursor, limit=1000)
+        found.update({r["$seq"]: r["data"].get("n") for r in reply["records"]})
+        if reply["caught_up"] or reply["next_from_seq"] == cursor:
+            return found, reply["head_seq"]
+        cursor = reply["next_from_seq"]
+
+
 def cluster_view(node, timeout_s: float = 2) -> dict | None:
     """GET /v0/cluster of `node` (None: no answer)."""
     try:
-        reply = http_call(node.http_port, "GET", "/v0/cluster", timeout_s=timeout_s)
+        reply = node.http("GET", "/v0/cluster", timeout_s=timeout_s)
     except (OSError, KeyError):
         return None
     return reply.json() if reply.status == 200 else None
@@ -152,7 +166,7 @@ def cluster_unhealed(nodes: dict, topics: list[str], timeout_s: float = 2) -> st
     leaders: dict[str, set] = collections.defaultdict(set)
     for nid, node in nodes.items():
         try:
-            ready = http_call(node.http_port, "GET", "/v0/ready", timeout_s=timeout_s)
+            ready = node.http("GET", "/v0/ready", timeout_s=timeout_s)
         except (OSError, KeyError):
             return f"{nid}: no answer"
         if ready.status != 200:

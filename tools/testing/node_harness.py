@@ -46,14 +46,14 @@ class HttpReply(NamedTuple):
 
 
 def http_call(port: int, method: str, path: str, body=None, headers: dict | None = None,
-              timeout_s: float = 10) -> HttpReply:
-    """One request to 127.0.0.1:port. A dict or list body is sent as JSON (with a JSON
-    Content-Type unless `headers` names one); bytes are sent as they are."""
+              timeout_s: float = 10, host: str = "127.0.0.1") -> HttpReply:
+    """One request to host:port (loopback by default). A dict or list body is sent as JSON
+    (with a JSON Content-Type unless `headers` names one); bytes are sent as they are."""
     headers = dict(headers or {})
     if body is not None and not isinstance(body, (bytes, str)):
         body = json.dumps(body)
         headers.setdefault("Content-Type", "application/json")
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
     try:
         conn.request(method, path, body=body, headers=headers)
         response = conn.getresponse()
@@ -77,9 +77,14 @@ def alive(pids: list[int]) -> list[int]:
 
 class Node:
     def __init__(self, data_dir: str, shards: int = 2, env: dict | None = None,
-                 log_path: str | None = None, client_options: dict | None = None):
-        """`client_options`: given to every Client the harness makes (CURVE keys)."""
+                 log_path: str | None = None, client_options: dict | None = None,
+                 host: str = "127.0.0.1", argv_prefix: list[str] | None = None):
+        """`client_options`: given to every Client the harness makes (CURVE keys). `host`:
+        where the node serves (its TOPICS_HOST, set in `env`); `argv_prefix`: what runs the
+        node's command (nsenter into a network namespace, tools/testing/net_lab.py)."""
         self.data_dir = data_dir
+        self.host = host
+        self.argv_prefix = list(argv_prefix or [])
         self.client_options = client_options or {}
         self.shards = shards
         self.extra_env = env or {}
@@ -98,7 +103,8 @@ class Node:
                    TOPICS_WAL_SHARDS=str(self.shards))
         env.update(self.extra_env)        # may fix a port (a restart on the same front)
         self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "supervisor.cli", "serve"], env=env,
+        self.proc = subprocess.Popen([*self.argv_prefix, sys.executable, "-m", "supervisor.cli",
+                                      "serve"], env=env,
                                      stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         wait_for(lambda: os.path.exists(port_file) or self.proc.poll() is not None,
@@ -117,11 +123,11 @@ class Node:
 
     def http(self, method: str, path: str, body=None, headers: dict | None = None,
              timeout_s: float = 10) -> HttpReply:
-        return http_call(self.http_port, method, path, body, headers, timeout_s)
+        return http_call(self.http_port, method, path, body, headers, timeout_s, self.host)
 
     @property
     def endpoint(self) -> str:
-        return f"tcp://127.0.0.1:{self.ports['zmq']}"
+        return f"tcp://{self.host}:{self.ports['zmq']}"
 
     def client(self, **options) -> Client:
         options.setdefault("request_timeout_ms", 2000)

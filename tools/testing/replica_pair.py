@@ -13,7 +13,7 @@ from tools.testing.fault_fs import FaultFs
 from tools.testing.shard_harness import ShardEnv, ShardHarness
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import ReplicaFetch
-from topics_actors.shard.replica_book import ReplicaAnswer
+from topics_actors.shard.replication.replica_book import ReplicaAnswer
 
 LEADER, FOLLOWER = "a", "b"
 
@@ -54,7 +54,7 @@ class ReplicaPair:
         """Every request the follower would send now, answered by the leader (never
         parked) and applied by the follower; how many went."""
         sent = 0
-        for name, _endpoint, ask in self.follower.core.replicas.requests():
+        for name, _endpoint, ask in self.follower.core.replicas.follower.requests():
             if isinstance(ask, ReplicaFetch):
                 ask = dataclasses.replace(ask, wait_ms=0)
             self.follower.call(ReplicaAnswer(name, ask.KIND, self.leader.call(ask)))

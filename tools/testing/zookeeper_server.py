@@ -34,10 +34,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def four_letter_word(port: int, word: str, timeout_s: float = 1.0) -> str:
+def four_letter_word(port: int, word: str, timeout_s: float = 1.0,
+                     host: str = "127.0.0.1") -> str:
     """ZooKeeper's admin probe: '' when nothing answers."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
             sock.sendall(word.encode())
             chunks = []
             while chunk := sock.recv(4096):
@@ -50,15 +51,20 @@ def four_letter_word(port: int, word: str, timeout_s: float = 1.0) -> str:
 class ZooKeeperServer:
     """Start, kill -9, restart on the same data dir, pause (SIGSTOP) and stop one server."""
 
-    def __init__(self, work_dir: str, port: int | None = None):
+    def __init__(self, work_dir: str, port: int | None = None, host: str = "127.0.0.1",
+                 argv_prefix: list[str] | None = None):
+        """`host`: the address it serves on (loopback, or its network namespace's);
+        `argv_prefix`: what runs the JVM (nsenter into that namespace)."""
         self.work_dir = work_dir
+        self.host = host
+        self.argv_prefix = list(argv_prefix or [])
         self.port = port or free_port()
         self.proc: subprocess.Popen | None = None
         self.log_path = os.path.join(work_dir, "zookeeper.log")
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 30) -> "ZooKeeperServer":
         if not zookeeper_installed():
@@ -67,7 +73,7 @@ class ZooKeeperServer:
         config = self._write_config()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                ["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp",
+                [*self.argv_prefix, "java", "-Xmx256m", "-XX:+UseSerialGC", "-cp",
                  f"{ZOOKEEPER_JAR}:{LOGGING_JAR}", MAIN_CLASS, config],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self._wait_ready(timeout_s)
@@ -78,14 +84,14 @@ class ZooKeeperServer:
         os.makedirs(data, exist_ok=True)
         path = os.path.join(self.work_dir, "zoo.cfg")
         with open(path, "w") as out:
-            out.write(f"tickTime={TICK_MS}\ndataDir={data}\nclientPortAddress=127.0.0.1\n"
+            out.write(f"tickTime={TICK_MS}\ndataDir={data}\nclientPortAddress={self.host}\n"
                       f"clientPort={self.port}\nadmin.enableServer=false\n"
                       "4lw.commands.whitelist=ruok,srvr,mntr\nmaxSessionTimeout=20000\n")
         return path
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        while four_letter_word(self.port, "ruok") != "imok":
+        while four_letter_word(self.port, "ruok", host=self.host) != "imok":
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}; "
                                    f"see {self.log_path}")

@@ -9,7 +9,8 @@ Modules (one core, two transports, on httpx's model):
 - `client_core.py`: the sans-IO core: each operation's request and reply shaping, routing,
   retries, as flows of steps (Call, Pause, Fan, Refusal).
 - `blocking_transport.py`, `async_transport.py`: run flows, one socket per target (blocking)
-  or many requests in flight per connection (asyncio, `async_connection.py`: one DEALER).
+  or many requests in flight per connection (asyncio: `async_connection.py` one DEALER,
+  `lane_connection.py` a shard's lane; `reply_waits.py` the replies either waits for).
 - `linger_batcher.py`: linger batching, once (lanes, when a batch goes, its request, each
   caller's cut of the reply); `linger_sender.py` runs it on a thread (Client),
   `async_linger.py` on the event loop (AsyncClient, and the gateway's coalescer).

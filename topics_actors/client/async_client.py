@@ -13,7 +13,7 @@ import zmq
 
 from topics_actors.client.async_linger import AsyncLinger
 from topics_actors.client.async_transport import AsyncTransport
-from topics_actors.client.client_core import ClientCore
+from topics_actors.client.client_core import ClientCore, Request
 from topics_actors.client.curve_credentials import CurveCredentials
 from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.linger_batcher import (
@@ -87,7 +87,7 @@ class AsyncClient:
     async def request(self, topic: str | None, msg, wait_ms: int = 0) -> dict:
         """Send any request kind to the shard owning `topic`; the raw reply (the gateway
         builds its own messages and renders replies itself)."""
-        return await self._run(self._core.request(topic, msg, wait_ms=wait_ms))
+        return await self._send(Request(topic, msg, wait_ms))
 
     async def shard_statuses(self) -> list[dict]:
         return await self._run(self._core.shard_statuses())

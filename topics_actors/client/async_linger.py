@@ -75,9 +75,15 @@ class AsyncLinger:
         """An Append of `count` records (`wire_bytes` on the wire) that may join others:
         the reply it would get alone (its own request when it goes by itself)."""
         array = type(msg.records) is bytes
-        lane = self._batcher.lane((msg.topic, msg.create, msg.node, msg.acks, array),
-                                  msg.topic, msg.create, msg.node, msg.acks, msg.prevalidated,
-                                  array)
+        batcher = self._batcher
+        lane = batcher.lane((msg.topic, msg.create, msg.node, msg.acks, array), msg.topic,
+                            msg.create, msg.node, msg.acks, msg.prevalidated, array)
+        if self._options.coalesce and not lane.waiting and batcher.room(lane):
+            batcher.sent_at_once(lane)        # a lone append pays no wait: as it was built
+            try:
+                return await self._send(msg.topic, msg)
+            finally:
+                self._answered(lane, None)
         return await self._join(lane, Pending(msg.records, count, wire_bytes, msg.return_seqs,
                                               msg))
 
@@ -91,14 +97,6 @@ class AsyncLinger:
 
     async def _wait(self, lane: Lane, pending: Pending) -> dict:
         batcher = self._batcher
-        if self._options.coalesce and not lane.waiting and batcher.room(lane):
-            batcher.sent_at_once(lane)        # a lone append pays no wait
-            batch = Batch(lane, [pending])
-            try:
-                return batch.replies(await self._send(lane.topic,
-                                                      batch.message(self._session_key)))[0]
-            finally:
-                self._answered(lane, None)
         pending.slot = asyncio.get_running_loop().create_future()
         batcher.add(lane, pending)
         while lane.waiting and not self._options.coalesce and batcher.full(lane):

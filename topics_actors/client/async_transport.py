@@ -35,6 +35,7 @@ class AsyncTransport:
         self._max_in_flight = max_in_flight
         self._corr = itertools.count(1)
         self._conns: dict[int | str, AsyncConnection] = {}   # shards; other nodes' fronts
+        self._made_for: dict[int | str, Target] = {}     # the target each was made for
 
     async def run(self, flow: Flow):
         """Run `flow` to its end: its result, or its error."""
@@ -87,6 +88,11 @@ class AsyncTransport:
         return None if front is None else front.watch.refusal(self._front.endpoint)
 
     def connection(self, target: Target) -> AsyncConnection | LaneConnection:
+        conn = self._conns.get(target.key)
+        if (conn is not None and self._made_for.get(target.key) is target
+                and not getattr(conn, "closed", False)):
+            return conn             # the connection made for this very target, still up
+        self._made_for[target.key] = target
         lane = lane_path(target.endpoint) if self._lanes and target.key != FRONT else ""
         endpoint = lane or target.endpoint
         conn = self._conns.get(target.key)
@@ -123,3 +129,4 @@ class AsyncTransport:
         for conn in self._conns.values():
             conn.close()
         self._conns.clear()
+        self._made_for.clear()

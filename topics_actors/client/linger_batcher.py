@@ -57,6 +57,7 @@ LINGER_AUTO = "auto"                    # linger_ms for the adaptive linger
 AUTO_LINGER_MS = 5.0
 IN_FLIGHT_MAX_DEFAULT = 1               # requests of one lane in flight, adaptive
 IN_FLIGHT_LIMIT = 4
+IDLE_LANES_MAX = 1_024                  # lanes kept without appends in them (a bound)
 RECORD_OVERHEAD_BYTES = 16              # msgpack framing of one wire record, at most
 BATCH_BYTES_LIMIT = MESSAGE_BYTES_MAX // 2   # leaves room for the envelope, with margin
 
@@ -66,6 +67,7 @@ SPLIT_CODES = frozenset({ErrorCode.INVALID_REQUEST, ErrorCode.BATCH_TOO_LARGE,
                          ErrorCode.RECORD_TOO_LARGE, ErrorCode.PAYLOAD_TOO_LARGE,
                          ErrorCode.TOPIC_FULL})
 _BATCHABLE = frozenset({"node", "create", "return_seqs"})
+_ALONE = object()      # the key of a lane of one append that goes by itself
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,7 +228,8 @@ class LingerBatcher:
     def lane(self, key, topic: str, create: bool | None, node: str | None = None,
              acks: str | None = None, prevalidated: bool = False,
              array: bool = False) -> Lane:
-        """The lane of `key` (made with these fields when it has none)."""
+        """The lane of `key` (made with these fields when it has none). Idle lanes stay,
+        up to IDLE_LANES_MAX, so a topic's lone appends do not make one each."""
         lane = self._lanes.get(key)
         if lane is None:
             lane = self._lanes[key] = Lane(key, topic, create, node, acks, prevalidated,
@@ -235,7 +238,7 @@ class LingerBatcher:
 
     def alone_lane(self, topic: str) -> Lane:
         """A lane for one append that goes by itself (its own request, in turn)."""
-        return self.lane(("alone", next(self._alone)), topic, None)
+        return self.lane((_ALONE, next(self._alone)), topic, None)
 
     def add(self, lane: Lane, pending: Pending) -> None:
         lane.waiting.append(pending)
@@ -256,7 +259,8 @@ class LingerBatcher:
 
     def room(self, lane: Lane) -> bool:
         """Whether the lane's next batch goes at once (adaptive, room in flight)."""
-        return self.options.goes_at_once(lane.out)
+        options = self.options
+        return options.adaptive and lane.out < options.in_flight_max
 
     def take(self, lane: Lane, gone: Callable[[Pending], bool] | None = None) -> Batch | None:
         """The lane's next batch: its waiting appends in order within the limits (at least
@@ -313,7 +317,8 @@ class LingerBatcher:
         lane.out -= 1
         if batch is not None:
             self.inside -= len(batch.pendings)
-        self._forget_if_idle(lane)
+        if not lane.out and not lane.waiting:
+            self._forget_if_idle(lane)
 
     def sent_at_once(self, lane: Lane) -> None:
         """An append that found room goes at once, in its caller's task (the coalescer)."""
@@ -325,7 +330,8 @@ class LingerBatcher:
         return [lane for lane in self._lanes.values() if lane.waiting]
 
     def _forget_if_idle(self, lane: Lane) -> None:
-        if not lane.out and not lane.waiting and lane.wake is None:
+        if ((len(self._lanes) > IDLE_LANES_MAX or lane.key[0] is _ALONE) and not lane.out
+                and not lane.waiting and lane.wake is None):
             self._lanes.pop(lane.key, None)
 
     def statistics(self) -> ClientStatistics:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from topics_actors.config import ProcessState
 from topics_actors.errors import invalid
 from topics_actors.topic_identity import shard_of_name
 
@@ -16,7 +17,7 @@ class ShardMap:
     shard_count: int
     endpoints: tuple[str, ...]
     incarnations: tuple[int, ...]
-    states: tuple[str, ...]
+    states: tuple[ProcessState, ...]
     node_ready: bool
     ipcs: tuple[str, ...] = ()      # each shard's ipc endpoint, for processes of the node
 
@@ -24,14 +25,15 @@ class ShardMap:
     def from_status(cls, status: dict) -> "ShardMap":
         shards = sorted(status["shards"], key=lambda s: s["shard"])
         return cls(status["shard_count"], tuple(s["endpoint"] for s in shards),
-                   tuple(s["incarnation"] for s in shards), tuple(s["state"] for s in shards),
+                   tuple(s["incarnation"] for s in shards),
+                   tuple(ProcessState(s["state"]) for s in shards),
                    bool(status["node_ready"]), tuple(s.get("ipc", "") for s in shards))
 
     def shard_for(self, topic: str) -> int:
         return shard_of_name(topic, self.shard_count)
 
     def serving(self, shard: int) -> bool:
-        return self.states[shard] == "ready" and bool(self.endpoints[shard])
+        return self.states[shard] == ProcessState.READY and bool(self.endpoints[shard])
 
     def endpoint(self, shard: int, local: bool) -> str:
         """The shard's endpoint: its ipc one for a process of the node (`local`) while the

@@ -15,7 +15,7 @@ import zmq
 
 from topics_actors.client.blocking_transport import BlockingTransport
 from topics_actors.client.blocking_watch import blocking_watch
-from topics_actors.client.client_core import ClientCore
+from topics_actors.client.client_core import ClientCore, Request
 from topics_actors.client.curve_credentials import CurveCredentials
 from topics_actors.client.front_discovery import front_endpoint
 from topics_actors.client.linger_batcher import (
@@ -101,7 +101,7 @@ class Client:
     def request(self, topic: str | None, msg, wait_ms: int = 0) -> dict:
         """Send any request kind to the shard owning `topic`, with the client's retries;
         the raw reply."""
-        return self._run(self._core.request(topic, msg, wait_ms=wait_ms))
+        return self._send(Request(topic, msg, wait_ms))
 
     def call_shard(self, shard: int, msg) -> dict:
         """Send any request kind to one shard (node processes: checkpoints, absorbed)."""

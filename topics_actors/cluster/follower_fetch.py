@@ -17,6 +17,7 @@ import dataclasses
 from typing import NamedTuple
 
 from topics_actors.cluster.epoch_cache import EpochCache, EpochEnd
+from topics_actors.errors import InvariantViolation
 
 
 class EpochQuery(NamedTuple):
@@ -103,6 +104,9 @@ class FollowerFetch:
             return False
         for epoch, start in answer.epochs:
             self.cache.assign(epoch, start)
+        if end_leo < self.durable_leo:
+            raise InvariantViolation(f"{self.topic!r}: an answer would take the log end back "
+                                     f"from {self.durable_leo} to {end_leo}")
         self.applied_leo = end_leo
         return True
 

@@ -18,11 +18,14 @@ import time
 from topics_actors.allocator_policy import release_free_memory
 from topics_actors.client.sync_client import Client
 from topics_actors.compactor.checkpointer import Checkpointer
+from topics_actors.config import (
+    CHECKPOINT_INTERVAL_MS_DEFAULT, CHECKPOINT_WAL_BYTES_DEFAULT, WAL_FILE_BYTES_DEFAULT,
+    ProcessState,
+)
 from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import Absorbed, Checkpoint, Status
 from topics_actors.storage.segment_lock import SegmentLock
 from topics_actors.storage.wal_layout import shard_key
-from topics_actors.storage.wal_writer import WAL_FILE_BYTES_DEFAULT
 from topics_actors.supervisor_link import SupervisorLink
 
 log = logging.getLogger(__name__)
@@ -32,8 +35,8 @@ SLICE_S = 0.1
 
 @dataclasses.dataclass(frozen=True)
 class Cadence:
-    checkpoint_wal_bytes: int = 64 * 1024 * 1024
-    checkpoint_interval_ms: int = 60_000
+    checkpoint_wal_bytes: int = CHECKPOINT_WAL_BYTES_DEFAULT
+    checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS_DEFAULT
     check_interval_ms: int = 1_000
     wal_file_bytes: int = WAL_FILE_BYTES_DEFAULT
 
@@ -66,7 +69,7 @@ class CompactorServer:
         self.checkpoints = 0
 
     def serve(self) -> None:
-        self._beat("ready", force=True)
+        self._beat(ProcessState.READY, force=True)
         log.info("event=ready snapshot=%d", self.checkpointer.snapshot_id)
         next_check = time.monotonic()
         while not self.stopping:
@@ -76,7 +79,7 @@ class CompactorServer:
                 next_check = time.monotonic() + self.cadence.check_interval_ms / 1000
                 if self._due():
                     self._try_checkpoint()
-        self._beat("stopping", force=True)
+        self._beat(ProcessState.STOPPING, force=True)
         if self.link is None or self.link.parent_alive():
             self._try_checkpoint()        # without a supervisor the shards are going too
         self.checkpointer.close()

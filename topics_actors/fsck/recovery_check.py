@@ -61,11 +61,11 @@ class RecoveryCheck(Check):
                     topic = ledger.restore_entry(entry, directory)
                     audit.check_segments(self._read, topic, entry["segments"], directory,
                                          lambda d, first: self.scan.tiers.resolve(fs, d, first))
-        for _, own, _, path, _, start, end in wal_plan(fs, self.data_dir, shard, positions,
-                                                       done):
+        for _, own, _, path, last, start, end in wal_plan(fs, self.data_dir, shard,
+                                                          positions, done):
             data = self._read(path)
             scan = audit.scan_file(ledger, data, path, start, min(end, len(data)),
-                                   CHUNK_FRAMES, own)
+                                   CHUNK_FRAMES, own, last)
             for _ in scan:
                 pass
         return audit

@@ -97,7 +97,7 @@ class WalCheck(Check):
         data_end = len(data.rstrip(b"\x00"))     # one past the last non-zero byte
         if data_end <= offset:
             return
-        damage = damage_at(data, offset, size)
+        damage = damage_at(data, offset, size, last)
         reason = damage.reason if damage is not None else \
             f"torn: zeros, then data up to offset {data_end}"
         if damage is not None and damage.kind == "mid":

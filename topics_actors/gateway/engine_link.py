@@ -18,6 +18,7 @@ from topics_actors.topic_config import DURABILITY_CLASSES
 
 CENSUS_PAGES_MAX = 1_000            # at most this many list pages per census (1M topics)
 TOPIC_SERIES_MAX = 1_000            # per-topic metric series (spec/api.md 10)
+QUOTA_MAX_AGE_S = 1.0       # how stale the topic count and live bytes of a cap check may be
 
 
 @dataclasses.dataclass

@@ -15,7 +15,7 @@ import signal
 import time
 
 from topics_actors import server_keys
-from topics_actors.config import GatewayOptions
+from topics_actors.config import GatewayOptions, ProcessState
 from topics_actors.gateway.engine_link import EngineLink
 from topics_actors.gateway.gateway_core import GatewayCore
 from topics_actors.gateway.gateway_settings import GatewaySettings
@@ -74,7 +74,7 @@ class GatewayServer:
         await stop.wait()
         server.stop_accepting()
         core.stop()         # watch streams end, parked long polls are answered now
-        self._send_beat("stopping")
+        self._send_beat(ProcessState.STOPPING)
         if core.ws.open_sockets:     # every WebSocket sends its last frame and closes
             await core.ws.wait_closed(WS_CLOSE_WAIT_S)
         deadline = time.monotonic() + DRAIN_MS / 1000
@@ -94,7 +94,7 @@ class GatewayServer:
         return self.link.keep_alive(state, force=state is not None)
 
     async def _beat(self, stop: asyncio.Event) -> None:
-        self._send_beat("ready")
+        self._send_beat(ProcessState.READY)
         while not stop.is_set():
             await asyncio.sleep(min(self.heartbeat_s, 0.5))
             if not self._send_beat():

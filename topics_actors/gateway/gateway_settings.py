@@ -32,12 +32,14 @@ def _cap(env, name: str, default: int) -> int:
     return value
 
 
-def _watch_caps(env) -> dict:
-    return {"watch_sessions_max": _cap(env, "TOPICS_MAX_WATCH_SESSIONS", 10_000),
-            "sse_connections_max": _cap(env, "TOPICS_MAX_SSE_CONNECTIONS", 10_000),
-            "sse_connections_per_key_max": _cap(env, "TOPICS_MAX_SSE_CONNECTIONS_PER_KEY",
-                                                1_000),
-            "test_min_heartbeat_ms": _cap(env, "TOPICS_TEST_MIN_HEARTBEAT_MS", 0)}
+# field -> the variable that sets it (0 = unlimited, except the heartbeat floor)
+_CAPS = {"body_bytes_max": "TOPICS_MAX_BODY_BYTES", "topics_max": "TOPICS_MAX_TOPICS",
+         "routers_max": "TOPICS_MAX_ROUTERS",
+         "inflight_per_key_max": "TOPICS_MAX_INFLIGHT_PER_KEY",
+         "watch_sessions_max": "TOPICS_MAX_WATCH_SESSIONS",
+         "sse_connections_max": "TOPICS_MAX_SSE_CONNECTIONS",
+         "sse_connections_per_key_max": "TOPICS_MAX_SSE_CONNECTIONS_PER_KEY",
+         "test_min_heartbeat_ms": "TOPICS_TEST_MIN_HEARTBEAT_MS"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +58,7 @@ class GatewaySettings:
 
     @classmethod
     def from_env(cls, env=None) -> "GatewaySettings":
+        """Each cap from its variable (_CAPS), its default the field's own."""
         env = os.environ if env is None else env
         try:
             keys = parse_api_keys(env.get("TOPICS_API_KEYS"))
@@ -63,11 +66,8 @@ class GatewaySettings:
             raise SystemExit(str(error)) from None
         return cls(keys=keys, probe_auth=_flag(env, "TOPICS_PROBE_AUTH"),
                    allow_insecure_no_auth=_flag(env, "TOPICS_ALLOW_INSECURE_NO_AUTH"),
-                   body_bytes_max=_cap(env, "TOPICS_MAX_BODY_BYTES", BODY_BYTES_MAX_DEFAULT),
-                   topics_max=_cap(env, "TOPICS_MAX_TOPICS", 100_000),
-                   routers_max=_cap(env, "TOPICS_MAX_ROUTERS", 10_000),
-                   inflight_per_key_max=_cap(env, "TOPICS_MAX_INFLIGHT_PER_KEY", 1_000),
-                   **_watch_caps(env))
+                   **{field: _cap(env, variable, getattr(cls, field))
+                      for field, variable in _CAPS.items()})
 
     def check_bind(self, host: str, loopback: bool) -> None:
         """Refuse a non-loopback bind without keys unless explicitly allowed."""

@@ -4,6 +4,7 @@ and the JSON and error bodies every route answers with (spec/api.md 1)."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 from urllib.parse import unquote_to_bytes
@@ -76,6 +77,20 @@ def split_target(target: bytes) -> tuple[str, str]:
     if b"%" in path:
         path = unquote_to_bytes(path)
     return path.decode("utf-8", "replace") or "/", query.decode("utf-8", "replace")
+
+
+def elapsed_ms(t0_ns: int) -> float:
+    """Milliseconds since `t0_ns` (perf_counter_ns): a reply's server_total_ms."""
+    return (time.perf_counter_ns() - t0_ns) / 1e6
+
+
+def with_performance(reply: dict, t0_ns: int) -> dict:
+    """`reply` with server_total_ms written into its `performance` (the shard's figures
+    kept)."""
+    performance = dict(reply.get("performance") or {})
+    performance["server_total_ms"] = elapsed_ms(t0_ns)
+    reply["performance"] = performance
+    return reply
 
 
 def json_response(status: int, body: Any) -> HttpResponse:

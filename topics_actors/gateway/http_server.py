@@ -132,7 +132,7 @@ class HttpServer:
         only a test's seam does; the connection then closes unanswered)."""
         try:
             return await self.core.handle(request)
-        except InvariantViolation as bug:
+        except AssertionError as bug:     # InvariantViolation, or a failed assert
             self.die(bug)
             return None
 
@@ -433,7 +433,7 @@ class HttpConnection(asyncio.Protocol):
         self.server.in_flight += 1
         try:
             await self.server.core.websocket(request, self.ws)
-        except InvariantViolation as bug:
+        except AssertionError as bug:     # InvariantViolation, or a failed assert
             self.server.die(bug)
         finally:
             self.server.in_flight -= 1

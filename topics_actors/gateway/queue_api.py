@@ -4,20 +4,25 @@ and extend.
 The gateway only reads the body (a missing or mistyped field is 400 at parse, before the
 shard is asked); the contract's checks and their order (node, batch size, lease ids, then
 topic_not_found / not_a_queue; for a claim the topic first, then the node) are the shard's
-(shard/queue_ops.py), so ZeroMQ clients get the same answers, the reference's counts
+(shard/queues/queue_ops.py), so ZeroMQ clients get the same answers, the reference's counts
 (`acked`, `nacked`, `extended`) beside our seq lists. The scopes are the route table's
 (a claim needs read and write). Claimed jobs are rendered with their stored payload
-spliced, never re-parsed.
+spliced, never re-parsed. `QueueApi`'s handlers take (route, request, key, t0); the
+gateway's handler table (gateway_core.py) names them.
 """
 
 from __future__ import annotations
 
-import orjson
-
 from topics_actors.errors import invalid
 from topics_actors.gateway import request_body as rb
-from topics_actors.gateway.diff_page import record_payload
-from topics_actors.gateway.http_message import HttpRequest
+from topics_actors.gateway.api_keys import ApiKey
+from topics_actors.gateway.claim_page import render_claim
+from topics_actors.gateway.http_message import (
+    HttpRequest, HttpResponse, HttpStream, elapsed_ms, json_response, with_performance,
+)
+from topics_actors.gateway.route_table import Route
+from topics_actors.gateway.work_service import WorkService
+from topics_actors.limits import CLAIM_WAIT_MS_MAX
 from topics_actors.protocol.messages import Ack, Claim, Extend, Nack
 
 _MISSING = object()
@@ -54,29 +59,6 @@ def _lease_ids(body: dict) -> list | None:
     return value
 
 
-def render_job(job: list, opening: bytes = b"{") -> bytes:
-    """One claimed job of a shard's claim reply as an API object; jobs carry no `$node`
-    (spec/api.md 12.5). `opening` is `{` plus any members that come first (the `/work`
-    stream's `"topic"`)."""
-    seq, lease_id, deadline, ts, envelope, tag, deliveries, meta = job
-    dumps = orjson.dumps
-    head = opening + b'"$seq":%d,"lease_id":%s,"deadline":%d,"$ts":%d' % (
-        seq, dumps(lease_id), deadline, ts)
-    if tag is not None:
-        head += b',"$tag":' + dumps(tag)
-    return head + b',"deliveries":%d' % deliveries + record_payload(envelope, meta, True)
-
-
-def render_claim(reply: dict, total_ms: float) -> bytes:
-    """The shard's claim reply as the API body."""
-    dumps, jobs = orjson.dumps, [render_job(job) for job in reply["claimed"]]
-    return dumps({"topic": reply["topic"],
-                  "claimed": orjson.Fragment(b"[" + b",".join(jobs) + b"]"),
-                  "count": reply["count"], "ready": reply["ready"],
-                  "performance": {**(reply.get("performance") or {}),
-                                  "server_total_ms": total_ms}})
-
-
 def claim_message(topic: str, request: HttpRequest) -> Claim:
     body = rb.json_object(request, empty_ok=False)
     return Claim(topic, _node(body), rb.field_uint(body, "max", 1),
@@ -95,3 +77,26 @@ def holder_message(kind: str, topic: str, request: HttpRequest) -> Ack | Nack | 
     if lease_ms is None:
         raise invalid("field 'lease_ms' is required")
     return Extend(topic, node, seqs, lease_ms, lease_ids)
+
+
+class QueueApi:
+    def __init__(self, engine, work: WorkService):
+        self.engine = engine
+        self.work = work
+
+    async def claim(self, route: Route, request: HttpRequest, key: ApiKey | None,
+                    t0: int) -> HttpResponse:
+        msg = claim_message(route.topic, request)
+        reply = await self.engine.call(route.topic, msg, CLAIM_WAIT_MS_MAX)
+        return HttpResponse(200, render_claim(reply, elapsed_ms(t0)))
+
+    async def settle(self, route: Route, request: HttpRequest, key: ApiKey | None,
+                     t0: int) -> HttpResponse:
+        """ack, nack and extend: the jobs a node holds, settled."""
+        msg = holder_message(route.handler, route.topic, request)
+        reply = await self.engine.call(route.topic, msg)
+        return json_response(200, with_performance(reply, t0))
+
+    async def work_stream(self, route: Route, request: HttpRequest, key: ApiKey | None,
+                          t0: int) -> HttpStream:
+        return await self.work.open(route.topic, request, key)

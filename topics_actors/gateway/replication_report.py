@@ -1,6 +1,6 @@
 """The node's replication figures, gathered from its shards' statuses (each shard reports
-the topics it leads, shard/replica_book.py): for /v0/metrics and for the follower lag that
-GET /v0/cluster adds to the supervisor's view."""
+the topics it leads, shard/replication/replica_book.py): for /v0/metrics and for the
+follower lag that GET /v0/cluster adds to the supervisor's view."""
 
 from __future__ import annotations
 

@@ -68,6 +68,9 @@ _TOPIC_SUB = {
 _NOT_SERVED: tuple[str, ...] = ()
 # Routes whose key may come as `?token=` (spec/api.md 2: the SSE GETs).
 TOKEN_HANDLERS = ("work_stream",)
+# Routes a stopping gateway refuses (503 shutting_down) once their key and scope passed:
+# readiness, and the streams that would outlive the stop.
+STOPPING_REFUSED = frozenset({"ready", "watch_stream", "work_stream"})
 _TOPICS_PREFIX = "/v0/topics/"
 _QUARANTINE_PREFIX, _REPAIR_SUFFIX = "/v0/quarantine/", "/repair"   # recovery quarantine
 _REPAIR = {"POST": ("quarantine_repair", ADMIN)}

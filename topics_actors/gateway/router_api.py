@@ -4,7 +4,8 @@
 The rules live in client/router_admin.py (the ZeroMQ clients use the same); here is only
 what is HTTP's: the body, and the key's prefix allowlist on the router's source and dest
 (403 before any existence check; a list shows only routers whose name, source and dest the
-key may use).
+key may use). `RouterApi`'s handlers take (route, request, key, t0); the gateway's handler
+table (gateway_core.py) names them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import GetTopic, RouterSync
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name
-from topics_actors.gateway.http_message import HttpRequest
+from topics_actors.gateway.engine_link import QUOTA_MAX_AGE_S
+from topics_actors.gateway.gateway_settings import GatewaySettings
+from topics_actors.gateway.http_message import (
+    HttpRequest, HttpResponse, json_response, with_performance,
+)
+from topics_actors.gateway.route_table import Route
 from topics_actors.ledger.router_state import parse_definition
 
 
@@ -102,3 +108,35 @@ class RoutedReads:
                                                left_ms)
                 if reply["caught_up"]:
                     break
+
+
+class RouterApi:
+    def __init__(self, settings: GatewaySettings, engine, routed_reads: RoutedReads):
+        self.settings = settings
+        self.engine = engine
+        self.routed_reads = routed_reads
+
+    async def put(self, route: Route, request: HttpRequest, key: ApiKey | None,
+                  t0: int) -> HttpResponse:
+        reply = await put(self.engine, key, route.topic, request, self.settings.routers_max,
+                          self.settings.topics_max, QUOTA_MAX_AGE_S)
+        self.routed_reads.forget()
+        return json_response(201 if reply["created"] else 200, with_performance(reply, t0))
+
+    async def get(self, route: Route, request: HttpRequest, key: ApiKey | None,
+                  t0: int) -> HttpResponse:
+        reply = await get(self.engine, key, route.topic)
+        await self.routed_reads.settle(reply["dest"])
+        reply = await get(self.engine, key, route.topic)   # its settled total
+        return json_response(200, with_performance(reply, t0))
+
+    async def delete(self, route: Route, request: HttpRequest, key: ApiKey | None,
+                     t0: int) -> HttpResponse:
+        reply = await delete(self.engine, key, route.topic)
+        self.routed_reads.forget()
+        return json_response(200, with_performance(reply, t0))
+
+    async def list(self, route: Route, request: HttpRequest, key: ApiKey | None,
+                   t0: int) -> HttpResponse:
+        page = await list_page(self.engine, key, rb.query_params(request.query))
+        return json_response(200, with_performance(page, t0))

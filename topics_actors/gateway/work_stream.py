@@ -29,7 +29,7 @@ from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway import sse_frame as sse
 from topics_actors.gateway.commit_listener import CommitListener, Wake, wait_woken
 from topics_actors.gateway.engine_link import EngineLink
-from topics_actors.gateway.queue_api import render_job
+from topics_actors.gateway.claim_page import render_job
 from topics_actors.limits import CLAIM_WAIT_MS_MAX
 from topics_actors.protocol.messages import Claim, Held
 

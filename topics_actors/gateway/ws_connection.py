@@ -104,12 +104,15 @@ class WsConnection:
         finally:
             for task in tasks:
                 task.cancel()
-            for outcome in await asyncio.gather(*tasks, return_exceptions=True):
-                if isinstance(outcome, Exception) and not isinstance(outcome, ChannelClosed):
-                    log.error("event=ws_failed", exc_info=outcome)
+            outcomes = await asyncio.gather(*tasks, return_exceptions=True)
             self.channel = None
             for topic in self.subs.topics():
                 self.hooks.listener.unwatch(topic, self.wake)
+        for outcome in outcomes:
+            if isinstance(outcome, AssertionError):
+                raise outcome    # a bug: on to the process's top level (http_server)
+            if isinstance(outcome, Exception) and not isinstance(outcome, ChannelClosed):
+                log.error("event=ws_failed", exc_info=outcome)
 
     # --- the writer ---------------------------------------------------------------------------
 
@@ -146,6 +149,8 @@ class WsConnection:
             return error.frame()
         except TopicsError as error:
             return ws.OpError.of(request_id, error).frame()
+        except AssertionError:
+            raise        # a bug (InvariantViolation): the process's top level ends it
         except Exception:
             log.exception("event=ws_op_failed")
             return ws.error_frame(request_id, "internal", "internal error")

@@ -8,7 +8,7 @@ node's SSE caps (TOPICS_MAX_SSE_CONNECTIONS and its per-key variant) and the
 and counts itself, so two racing upgrades can both be refused but never both admitted over
 a cap. Its connection (gateway/ws_connection.py) shares the watch streams' commit listener
 and shared reads, and is ended by the same stop(). A publish is the HTTP append's own path
-(GatewayCore.append_reply).
+(TopicApi.append_reply, gateway/topic_api.py).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from array import array
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from topics_actors.errors import CorruptionError
+from topics_actors.errors import CorruptionError, InvariantViolation
 
 SESSION_PREFIX = "~"
 SESSION_RING_MAX = 512
@@ -254,6 +254,9 @@ class DedupeIndex:
         return ring.get(parsed[1]) if ring is not None else None
 
     def add(self, key: str, entry: DedupeEntry, window_ms: int) -> None:
+        if entry.first_seq > entry.last_seq or entry.first_seq < 1:
+            raise InvariantViolation(f"a deduped write of seqs {entry.first_seq}.."
+                                     f"{entry.last_seq}: a retry would be answered wrong")
         parsed = session_key(key)
         if parsed is None:
             self.user[key] = entry

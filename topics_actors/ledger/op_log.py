@@ -65,6 +65,9 @@ class OpLog:
         pending, `upto` is where a fresh copy's ops start (its records already show every
         op the leader had applied)."""
         done = [op for op in self.pending if op.no <= upto]
+        if self.pending and upto >= self.leo:
+            raise InvariantViolation(f"ops committed up to {upto}, past the op log end "
+                                     f"{self.leo}")
         if done:
             self.pending = self.pending[len(done):]
             self.recent.extend(done)

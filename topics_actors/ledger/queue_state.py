@@ -39,6 +39,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterator
 
+from topics_actors.errors import InvariantViolation
 from topics_actors.ledger.delete_rules import live_floor
 from topics_actors.ledger.topic_state import TopicState
 
@@ -133,6 +134,8 @@ class QueueState:
 
     def lease(self, seq: int, node: str, deadline: int, lease_id: int | None = None) -> Lease:
         """Lease `seq` to `node` (one more delivery); a new lease id unless given."""
+        if seq < 1:
+            raise InvariantViolation(f"a lease of seq {seq}, which no record can have")
         if lease_id is None:
             lease_id = self.next_lease_id
         self.next_lease_id = max(self.next_lease_id, lease_id + 1)

@@ -154,11 +154,12 @@ class RecoveryAudit:
     # --- one WAL file -------------------------------------------------------------------------
 
     def scan_file(self, ledger, view, path: str, start: int, end: int, chunk_frames: int,
-                  own: bool = True):
+                  own: bool = True, last: bool = False):
         """Apply a file's frames from `start`, past damage inside the log. `own`: the file is
         of the shard's own group, which holds only its topics' frames (a damaged header
-        naming another topic is damaged there too). Yields the offset reached now and then;
-        returns where the file's log ends (a torn tail starts there)."""
+        naming another topic is damaged there too); `last`: the last file of its group (it
+        may end in an unsynced tail, storage/wal_damage.py). Yields the offset reached now
+        and then; returns where the file's log ends (a torn tail starts there)."""
         self.path, offset = path, start
         while True:
             reached, ended = ledger.scan(view, offset, end, chunk_frames)
@@ -166,7 +167,7 @@ class RecoveryAudit:
             yield offset
             if not ended:
                 continue
-            damage = damage_at(view, offset, end) if offset < end else None
+            damage = damage_at(view, offset, end, last) if offset < end else None
             if damage is None:
                 return offset
             if damage.kind == "torn":

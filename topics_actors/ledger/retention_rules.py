@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from topics_actors.errors import InvariantViolation
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.storage import failpoint
 from topics_actors.record_envelope import payload_bytes
@@ -78,6 +79,9 @@ def dropped(topic: TopicState, read: Reader, earliest: int) -> tuple[int, int]:
 def apply(topic: TopicState, read: Reader, floors: Floors) -> int:
     """Raise the floors and account for the records now gone; returns how many went."""
     failpoint.hit("retention::before_apply")
+    if max(floors.evict, floors.expiry) > topic.head:
+        raise InvariantViolation(f"{topic.name!r}: retention floors {floors} past its head "
+                                 f"{topic.head} (records not yet written would be gone)")
     topic.evict_floor = max(topic.evict_floor, floors.evict)
     topic.expiry_floor = max(topic.expiry_floor, floors.expiry)
     return drop_below(topic, read, topic.earliest_seq())

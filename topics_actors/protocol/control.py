@@ -7,16 +7,17 @@ for `heartbeat_timeout_ms` is killed and restarted.
 
 from __future__ import annotations
 
+from topics_actors.config import ProcessRole, ProcessState
 from topics_actors.protocol.envelope import Message, message
 
 
 @message
 class Hello(Message):
-    """child -> supervisor. role: "shard" (later "compactor", "reclaimer", "gateway");
-    index: shard number; endpoint: the tcp:// endpoint it serves clients on; ipc: its
-    ipc:// endpoint for processes of the node."""
+    """child -> supervisor. role: a ProcessRole ("shard", "compactor", "reclaimer",
+    "gateway"); index: shard number; endpoint: the tcp:// endpoint it serves clients on;
+    ipc: its ipc:// endpoint for processes of the node."""
     KIND = "hello"
-    role: str
+    role: ProcessRole
     index: int
     pid: int
     endpoint: str = ""
@@ -25,16 +26,19 @@ class Hello(Message):
 
 @message
 class Heartbeat(Message):
-    """child -> supervisor. state: "replaying" | "ready" | "stopping"; replay_progress in
-    [0, 1], monotone while replaying; quarantined: a shard's quarantined topics (a cluster
-    never makes this node their leader)."""
+    """child -> supervisor. state: a ProcessState ("replaying" | "ready" | "stopping");
+    replay_progress in [0, 1], monotone while replaying; quarantined: a shard's quarantined
+    topics (a cluster never makes this node their leader); unsettled: {topic: leader epoch}
+    of a shard's replicated copies that recovered in that epoch and may not lead in it (a
+    cluster gives a topic whose leader reports one a new epoch)."""
     KIND = "heartbeat"
-    role: str
+    role: ProcessRole
     index: int
     pid: int
-    state: str
+    state: ProcessState
     replay_progress: float = 0.0
     quarantined: list | None = None
+    unsettled: dict | None = None
 
 
 @message
@@ -49,7 +53,9 @@ class ReplicaRoles(Message):
     names recently looked up (a place_topic with create false) that have no state.
     `peer_keys`: the CURVE public keys (Z85) the cluster's nodes registered (client keys
     configured): a shard admits them on its TCP socket as other nodes' shards, and each
-    role's `leader_curve` is the key its leader's shards serve under."""
+    role's `leader_curve` is the key its leader's shards serve under. `settled`: indexes of
+    the shards this supervisor restarted (a process crash loses no byte written: their
+    copies may lead again in the epoch they recovered in)."""
     KIND = "replica_roles"
     roles: list
     complete: bool = False
@@ -57,6 +63,7 @@ class ReplicaRoles(Message):
     refused: dict | None = None
     peer_keys: list | None = None
     absent: list | None = None
+    settled: list | None = None
 
 
 @message
@@ -64,7 +71,7 @@ class IsrChange(Message):
     """leader shard -> supervisor. Write `isr` as the in-sync replicas of `topic`, if this
     node still leads it in `leader_epoch` and the state is still at `version`."""
     KIND = "isr_change"
-    role: str
+    role: ProcessRole
     index: int
     pid: int
     topic: str
@@ -78,7 +85,7 @@ class PlaceTopic(Message):
     """shard -> supervisor. Create `topic` with `config` in the cluster unless it exists
     (with `create` false: only look it up); the answer comes back in `replica_roles`."""
     KIND = "place_topic"
-    role: str
+    role: ProcessRole
     index: int
     pid: int
     topic: str
@@ -93,7 +100,7 @@ class TopicChange(Message):
     `delete` its deletion (a tombstone). The answer comes back in `replica_roles`: every
     replica takes the change from there."""
     KIND = "topic_change"
-    role: str
+    role: ProcessRole
     index: int
     pid: int
     topic: str

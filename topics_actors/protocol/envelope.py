@@ -5,7 +5,8 @@
 A request kind names a frozen dataclass registered with @message; replies are kind "reply"
 (body = the result map) or "error" (body = {code, message, detail?}). Record payloads travel as
 msgpack bin and are never re-parsed on the way. Decoding validates every field's type, so
-handlers only see well-formed messages.
+handlers only see well-formed messages; a field of a closed set (an enum: _CLOSED_SETS)
+must hold one of its values, and arrives as its member.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from typing import Any, ClassVar
 
 import msgpack
 
+from topics_actors.config import ProcessRole, ProcessState
 from topics_actors.errors import ProtocolError, TopicsError
 from topics_actors.limits import MESSAGE_BYTES_MAX
+from topics_actors.topic_config import Acks
 
 PROTOCOL_VERSION = 3
 CORR_PREFIX_BYTES = 4096       # version, kind and corr come first: this many bytes hold them
@@ -29,13 +32,34 @@ _CHECKS: dict[str, tuple[type, ...]] = {
     "str": (str,), "int": (int,), "bool": (bool,), "bytes": (bytes,),
     "list": (list,), "dict": (dict,), "float": (float, int),
 }
+# Closed sets a field may be annotated with: the wire carries the value's string.
+_CLOSED_SETS = {cls.__name__: cls for cls in (Acks, ProcessRole, ProcessState)}
+
+
+def _closed_checker(closed, optional: bool):
+    members = {member.value: member for member in closed}
+
+    def check(value) -> bool:
+        return optional if value is None else type(value) is str and value in members
+    return check
+
+
+def _member_of(annotation: str):
+    """For a field of a closed set, the function from its wire string to its member."""
+    closed = [_CLOSED_SETS[p.strip()] for p in annotation.split("|")
+              if p.strip() in _CLOSED_SETS]
+    return closed[0] if closed else None
 
 
 def _checker(annotation: str):
-    """A predicate for a field annotation such as 'int', 'str | None' or 'Any'."""
+    """A predicate for a field annotation such as 'int', 'str | None', 'Acks | None' or
+    'Any'."""
     if annotation == "Any":
         return lambda value: True
     parts = [p.strip() for p in annotation.split("|")]
+    closed = [_CLOSED_SETS[p] for p in parts if p in _CLOSED_SETS]
+    if closed:
+        return _closed_checker(closed[0], "None" in parts)
     optional = "None" in parts
     types = tuple(t for p in parts if p != "None" for t in _CHECKS[p])
     no_bool = ("int" in parts or "float" in parts) and "bool" not in parts
@@ -55,22 +79,25 @@ class Message:
     _FIELDS: ClassVar[tuple] = ()
 
     def body(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name, _, _ in self._FIELDS}
+        return {name: getattr(self, name) for name, _, _, _ in self._FIELDS}
 
     @classmethod
     def from_body(cls, body: Any) -> "Message":
         if not isinstance(body, dict):
             raise ProtocolError(f"{cls.KIND}: body must be a map")
         values = {}
-        for name, required, check in cls._FIELDS:
+        for name, required, check, closed in cls._FIELDS:
             if name not in body:
                 if required:
                     raise ProtocolError(f"{cls.KIND}: missing field {name!r}")
                 continue
             value = body[name]
             if not check(value):
-                raise ProtocolError(f"{cls.KIND}: field {name!r} has the wrong type")
-            values[name] = value
+                raise ProtocolError(f"{cls.KIND}: field {name!r} has the wrong type"
+                                    if closed is None else
+                                    f"{cls.KIND}: field {name!r} must be one of "
+                                    f"{', '.join(closed)}")
+            values[name] = value if closed is None or value is None else closed(value)
         return cls(**values)
 
 
@@ -90,7 +117,7 @@ def message(cls):
     cls = dataclasses.dataclass(frozen=True, slots=True)(cls)
     cls._FIELDS = tuple(
         (f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-         _checker(str(f.type)))
+         _checker(str(f.type)), _member_of(str(f.type)))
         for f in dataclasses.fields(cls))
     cls.body = _body_method([f.name for f in dataclasses.fields(cls)])
     cls.body.__doc__ = Message.body.__doc__

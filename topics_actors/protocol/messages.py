@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from topics_actors.protocol.envelope import Message, message
+from topics_actors.topic_config import Acks
 
 
 @message
@@ -39,7 +40,7 @@ class Append(Message):
     config: dict | None = None
     return_seqs: bool = True
     prevalidated: bool = False
-    acks: str | None = None
+    acks: Acks | None = None
 
 
 @message

@@ -15,6 +15,7 @@ import time
 
 from topics_actors.allocator_policy import release_free_memory
 from topics_actors.client.sync_client import Client
+from topics_actors.config import ProcessState
 from topics_actors.errors import TopicsError
 from topics_actors.protocol.messages import Retain
 from topics_actors.reclaimer.segment_upkeep import SegmentUpkeep
@@ -36,7 +37,7 @@ class ReclaimerServer:
         self.passes = 0
 
     def serve(self) -> None:
-        self._beat("ready", force=True)
+        self._beat(ProcessState.READY, force=True)
         next_pass = time.monotonic() + self.interval_ms / 1000
         while not self.stopping:
             time.sleep(SLICE_S)
@@ -45,7 +46,7 @@ class ReclaimerServer:
                 self.reclaim()
                 self.keep_segments()
                 next_pass = time.monotonic() + self.interval_ms / 1000
-        self._beat("stopping", force=True)
+        self._beat(ProcessState.STOPPING, force=True)
         if self.upkeep is not None:   # the compactor stopped first: its final snapshot is in
             self._sweep_once()
         log.info("event=stopped passes=%d", self.passes)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from topics_actors.errors import ErrorCode, StorageError, TopicsError
+from topics_actors.errors import ErrorCode, InvariantViolation, StorageError, TopicsError
 from topics_actors.ledger.topic_ledger import accounting_rows
 from topics_actors.shard.batch_stager import BatchStager, Staged, read_op, write_op
 from topics_actors.shard.topic_registry import TopicRegistry
@@ -55,12 +55,19 @@ def absorb_snapshot(fs: Fs, data_dir: str, wal: WalFileSet, registry: TopicRegis
     except OSError as exc:
         raise StorageError(f"cannot read snapshot {snap_id}: {exc}") from None
     checkpoint = tuple(body["positions"].get(wal.group_key, (0, 0)))
+    writer = wal.writer
+    if checkpoint > (writer.idx, writer.tail):
+        raise InvariantViolation(f"snapshot {snap_id} checkpoints WAL position {checkpoint}, "
+                                 f"past the shard's end {(writer.idx, writer.tail)}")
     barrier = (wal.generation, *checkpoint)
     topics = 0
     for entry in body["topics"]:
         topic = registry.by_tid.get(entry["tid"])
         if topic is None or topic.name != entry["name"] or topic.created_at >= barrier:
             continue
+        if entry["absorbed"] > topic.head:
+            raise InvariantViolation(f"snapshot {snap_id} absorbed {topic.name!r} to seq "
+                                     f"{entry['absorbed']}, past its head {topic.head}")
         segments = entry["segments"]
         topic.absorb(entry["absorbed"], topic_dir(data_dir, entry["dir"]),
                      [s[0] for s in segments], [s[1] for s in segments])

@@ -138,7 +138,7 @@ class BatchStager:
 
     def frames(self, topic: TopicState, first: int, frames, sync: bool) -> int:
         """Stage Append frames of seqs from `first` as they are (a follower's copy of its
-        leader's frames, checked by shard/replica_frames.py); where they start in the
+        leader's frames, checked by shard/replication/replica_frames.py); where they start in the
         batch's buffer."""
         self._check_first(topic, first)
         self.batch.needs_sync |= sync
@@ -153,6 +153,9 @@ class BatchStager:
         if first <= topic.head:
             raise InvariantViolation(f"{topic.name!r}: seq {first} staged at or below the "
                                      f"head {topic.head}")
+        if first < topic.next_seq:
+            raise InvariantViolation(f"{topic.name!r}: seq {first} staged again in one batch "
+                                     f"(its next seq is {topic.next_seq})")
 
 
 # Where staged records' frames start in a buffer: one offset per record (Append frames),
@@ -180,7 +183,7 @@ def locations(base: int, offsets: Offsets, count: int) -> list[int] | array:
 
 def roll_back(batch: Batch, registry: TopicRegistry) -> None:
     """Put the registry and every staged topic back as they were before `batch`."""
-    for undo in reversed(batch.undo_fns):   # queue leases (shard/queue_ops.py)
+    for undo in reversed(batch.undo_fns):   # queue leases (shard/queues/queue_ops.py)
         undo()
     for topic, key in batch.dedupe_added:
         if topic.name not in batch.undo:
@@ -194,3 +197,6 @@ def roll_back(batch: Batch, registry: TopicRegistry) -> None:
             if current is not topic:
                 registry.register(topic)
             topic.next_seq, topic.reserved_head, topic.config = next_seq, reserved, config
+            if topic.next_seq <= topic.head:
+                raise InvariantViolation(f"{name!r} rolled back to next seq {next_seq} at or "
+                                         f"below its head {topic.head}")

@@ -3,7 +3,7 @@ or read in the WAL by the recovery, past the snapshot it loaded) until a snapsho
 in. The compactor runs one checkpoint at a time and sends `absorbed` only after writing
 its snapshot, so a snapshot taken in after the last barrier covers that barrier.
 
-A follower's in-place truncation (shard/replica_book.py) waits for a closed window: a
+A follower's in-place truncation (shard/replication/replica_book.py) waits for a closed window: a
 checkpoint whose barrier lies between the records a truncation drops and its Truncate frame
 would put those records into segments the shard then serves in place of the leader's.
 A checkpoint that fails keeps the window open until the next one succeeds (meanwhile a

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from topics_actors.errors import invalid, topic_not_found
+from topics_actors.errors import InvariantViolation, invalid, topic_not_found
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.limits import (
     DIFF_BATCH_BYTES_DEFAULT, DIFF_BATCH_BYTES_MAX, DIFF_LIMIT_DEFAULT, DIFF_LIMIT_MAX,
@@ -118,6 +118,9 @@ def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
         records.append(record)
         used += size
         seq += 1
+    if records and records[-1][0] > topic.visible:
+        raise InvariantViolation(f"{topic.name!r}: a read reached seq {records[-1][0]}, above "
+                                 f"what readers may see ({topic.visible})")
     topic.last_read_ts = now_ms
     return {"topic": topic.name, "records": records, "next_from_seq": seq, "head_seq": head,
             "earliest_seq": earliest, "caught_up": seq == head, "tombstone": tombstone,
@@ -129,7 +132,7 @@ def diff_request(stager: BatchStager, registry: TopicRegistry, reader: RecordRea
     """The shard's handler of `diff`: a read after the turn's commit; a caught-up empty
     page with `wait_ms` parks until the topic publishes (long_poll.py)."""
     validate_diff(msg)
-    retention.stage_unless_busy(stager, reader, registry.get(msg.topic))
+    retention.plan_unless_busy(stager, reader, registry.get(msg.topic))
 
     def now() -> dict:
         topic = registry.get(msg.topic)

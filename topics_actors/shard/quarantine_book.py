@@ -32,7 +32,7 @@ import logging
 import os
 import time
 
-from topics_actors.config import RECOVERY_POLICIES as POLICIES
+from topics_actors.config import RECOVERY_POLICY_DEFAULT, RecoveryPolicy
 from topics_actors.errors import CorruptionError, ErrorCode, TopicsError, quarantined
 from topics_actors.ledger.recovery_audit import Quarantine, RecoveryAudit
 from topics_actors.storage import failpoint, segment_audit
@@ -44,10 +44,10 @@ log = logging.getLogger(__name__)
 
 
 class QuarantineBook:
-    def __init__(self, fs: Fs, shard: int, policy: str = "park", data_dir: str = ""):
-        if policy not in POLICIES:
-            raise ValueError(f"recovery policy must be one of {POLICIES}, not {policy!r}")
-        self.fs, self.shard, self.policy, self.data_dir = fs, shard, policy, data_dir
+    def __init__(self, fs: Fs, shard: int, policy: RecoveryPolicy = RECOVERY_POLICY_DEFAULT,
+                 data_dir: str = ""):
+        self.policy = RecoveryPolicy(policy)      # ValueError: not one of the policies
+        self.fs, self.shard, self.data_dir = fs, shard, data_dir
         self.topics: dict[str, Quarantine] = {}
         self.total = 0           # quarantines found since the process started
         self.repaired = 0
@@ -69,7 +69,7 @@ class QuarantineBook:
                 known.first_bad_seq = min(known.first_bad_seq, found.first_bad_seq)
                 known.lost_records += found.lost_records
                 known.segment_faults += found.segment_faults
-        if self.policy == "ignore":
+        if self.policy is RecoveryPolicy.IGNORE:
             for name in [q.topic for q in audit.quarantined.values()]:
                 self._ignore(name)
 

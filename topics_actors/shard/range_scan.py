@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from topics_actors.errors import invalid, topic_not_found
+from topics_actors.errors import InvariantViolation, invalid, topic_not_found
 from topics_actors.limits import (
     DIFF_BATCH_BYTES_MAX, SCAN_LIMIT_DEFAULT, SCAN_LIMIT_MAX, clamp,
 )
@@ -103,6 +103,9 @@ def _scan_run(topic: TopicState, segments: SegmentReader, lo: int, hi: int, cols
 
 def _reply(topic: TopicState, cols: Columns, seq: int, head: int, earliest: int,
            tombstone) -> dict:
+    if seq > max(topic.visible, head):
+        raise InvariantViolation(f"{topic.name!r}: a scan reached seq {seq}, above what "
+                                 f"readers may see ({topic.visible})")
     if sys.byteorder == "big":     # the wire arrays are little-endian
         for column in (cols.seqs, cols.stamps, cols.offsets):
             column.byteswap()
@@ -117,7 +120,7 @@ def scan_request(stager: BatchStager, registry: TopicRegistry, reader: RecordRea
                  msg: Scan) -> Staged:
     """The shard's handler of `scan`: a read, answered after the turn's commit."""
     validate_scan(msg)
-    retention.stage_unless_busy(stager, reader, registry.get(msg.topic))
+    retention.plan_unless_busy(stager, reader, registry.get(msg.topic))
 
     def answer(_info) -> dict:
         topic = registry.get(msg.topic)

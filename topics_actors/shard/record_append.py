@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from topics_actors.errors import invalid, topic_not_found
+from topics_actors.errors import InvariantViolation, invalid, topic_not_found
 from topics_actors.ledger import retention_rules
 from topics_actors.ledger.dedupe_index import DedupeEntry
 from topics_actors.ledger.topic_state import TopicState
@@ -26,7 +26,7 @@ from topics_actors.shard.batch_stager import (
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.shard_stats import ShardStats
-from topics_actors.shard.topic_admin import stage_create
+from topics_actors.shard.topic_admin import create_topic
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage import frame_body
 from topics_actors.storage.file_table import make_loc
@@ -54,10 +54,10 @@ class RecordAppend:
             config.auto_create if config is not None else True)
         if not may_create:
             raise topic_not_found(msg.topic)
-        return stage_create(self.stager, self.registry, msg.topic,
+        return create_topic(self.stager, self.registry, msg.topic,
                             config or TopicConfig()), True
 
-    def stage(self, msg: Append) -> Staged:
+    def append(self, msg: Append) -> Staged:
         stager = self.stager
         stager.throttle()
         records = stage_batch(msg.records, msg.node)
@@ -93,27 +93,30 @@ class RecordAppend:
         """Capacity and quota checks (raise, nothing staged), then the frames: (first seq,
         frame offsets)."""
         if not created:
-            retention.stage(self.stager, self.reader, topic)
+            retention.plan(self.stager, self.reader, topic)
             retention.admit(self.stager, self.reader, topic, records)
         if self.quota.max_total_bytes:
             self.quota.admit(payload_total(records), self.registry.live_bytes)
         first = topic.next_seq
-        return first, self._stage_records(topic, records, first, now, key)
+        return first, self._frame_records(topic, records, first, now, key)
 
-    def stage_copies(self, topic: TopicState, records: list[StagedRecord]
+    def append_copies(self, topic: TopicState, records: list[StagedRecord]
                      ) -> Callable[[CommitInfo], None]:
-        """Stage records built by the shard itself (a router's copies, shard/router_book.py)
+        """Stage records built by the shard itself (a router's copies, shard/routers/router_book.py)
         into an existing topic, admitted like an append; returns their publish."""
         self.stager.throttle()
         now = self.stager.clock()
         first, offsets = self._admit(topic, records, False, now, None)
         return lambda info: self._publish(topic, records, first, offsets, info, now)
 
-    def _stage_records(self, topic: TopicState, records: list[StagedRecord], first: int,
+    def _frame_records(self, topic: TopicState, records: list[StagedRecord], first: int,
                        now: int, key: str | None) -> Offsets | None:
         """Encode the records' frames (logged classes; None for the others): where they are
         in the batch (batch_stager.encode_staged)."""
         stager = self.stager
+        if first != topic.next_seq or first <= topic.head:
+            raise InvariantViolation(f"{topic.name!r}: records framed at seq {first}, not at "
+                                     f"its next seq {topic.next_seq} above head {topic.head}")
         stager.save_undo(topic.name, topic)
         last = first + len(records) - 1
         durability = topic.config.durability
@@ -124,6 +127,9 @@ class RecordAppend:
             topic.reserved_head = last + HEAD_RESERVE
             stager.frame(FrameType.HEAD_WATERMARK, topic,
                          frame_body.encode_u64(topic.reserved_head))
+        if durability.reserves_head and last > topic.reserved_head:
+            raise InvariantViolation(f"{topic.name!r}: seq {last} handed out above its "
+                                     f"reservation {topic.reserved_head}")
         sync = durability.acks_after_fsync
         offsets = stager.appends(topic, first, now, records, sync)
         topic.next_seq = last + 1
@@ -138,6 +144,9 @@ class RecordAppend:
             locs = locations(make_loc(info.file_no, info.offset), offsets, len(records))
         else:
             locs = self._publish_ephemeral(topic, records, first, now)
+        if len(locs) != len(records):
+            raise InvariantViolation(f"{topic.name!r}: {len(records)} records published at "
+                                     f"{len(locs)} locations")
         topic.publish(first, locs, payload_total(records), now)
         if topic.tags is not None:
             for seq, rec in enumerate(records, first):

@@ -28,7 +28,7 @@ def request(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
     topic = registry.get(msg.topic)
     if topic is None:
         raise topic_not_found(msg.topic)
-    retention.stage(stager, reader, topic)
+    retention.plan(stager, reader, topic)
     bound = topic.head + 1          # point in time: later appends are never touched
     if topic.config.logged:
         stager.frame(FrameType.DELETE, topic, frame_body.encode_delete(

@@ -5,7 +5,7 @@ and by the reclaimer's periodic `retain`. A TTL or byte-cap advance depends on t
 on sizes, so it is logged as an fsynced EvictWatermark in the batch and the floors rise only
 when that batch commits; the records cap follows the head and needs no frame. A follower's
 copy of a replicated topic plans none: it takes its leader's floors with the records it
-fetches (shard/replica_records.py).
+fetches (shard/replication/replica_records.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from topics_actors.storage import frame_body
 from topics_actors.storage.frame_types import FrameType
 
 
-def stage(stager: BatchStager, reader: RecordReader, topic: TopicState) -> None:
+def plan(stager: BatchStager, reader: RecordReader, topic: TopicState) -> None:
     """Plan the topic's floors now; log a TTL or byte-cap advance as an fsynced
     EvictWatermark; the commit raises them (retention_rules.apply)."""
     config = topic.config
@@ -41,11 +41,11 @@ def stage(stager: BatchStager, reader: RecordReader, topic: TopicState) -> None:
     batch.retention[topic.name] = (topic, floors)
 
 
-def stage_unless_busy(stager: BatchStager, reader: RecordReader,
+def plan_unless_busy(stager: BatchStager, reader: RecordReader,
                       topic: TopicState | None) -> None:
     """A read's retention: only when the batch has room (a read is never refused for it)."""
     if topic is not None and not stager.inbox_full():
-        stage(stager, reader, topic)
+        plan(stager, reader, topic)
 
 
 def retain_request(stager: BatchStager, reader: RecordReader,
@@ -55,7 +55,7 @@ def retain_request(stager: BatchStager, reader: RecordReader,
     stager.throttle()
     before = len(stager.batch.retention)
     for topic in registry:
-        stage(stager, reader, topic)
+        plan(stager, reader, topic)
     staged = len(stager.batch.retention) - before
     return write_op(lambda _info: {"topics": staged})
 

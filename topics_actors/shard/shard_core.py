@@ -19,39 +19,39 @@ from collections.abc import Callable
 
 from topics_actors.allocator_policy import release_free_memory
 from topics_actors.config import ShardOptions
-from topics_actors.errors import ErrorCode, ProtocolError, StorageError, TopicsError
+from topics_actors.errors import (
+    ErrorCode, ProtocolError, StorageError, TopicsError, storage_error,
+)
 from topics_actors.ledger import retention_rules
-from topics_actors.protocol import encode_error, encode_reply
+from topics_actors.protocol import encode_error
 from topics_actors.protocol.messages import (
     Absorbed, Ack, Append, Checkpoint, Claim, DeleteRecords, DeleteTopic, Diff, Extend,
     GetTopic, Held, ListTopics, Nack, PutTopic, RepairTopic, Retain, Scan, Status, StreamLease,
     WatchCreate, WatchCursor, WatchOpen,
 )
 from topics_actors.protocol.messages import DeleteRouters, ListRouters, PutRouter, RouterSync
-from topics_actors.protocol.control import ReplicaRoles
-from topics_actors.protocol.messages import EpochQuery, ReplicaFetch
 from topics_actors.shard import (
-    absorption, diff_read, head_marks, range_scan, record_delete, replica_report, retention,
-    topic_admin,
+    absorption, diff_read, head_marks, range_scan, record_delete, retention, topic_admin,
 )
+from topics_actors.shard.replication import replica_report
 from topics_actors.shard.batch_stager import (
     Batch, BatchStager, CommitInfo, Op, Staged, fail_with, read_op, roll_back,
 )
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.checkpoint_window import CheckpointWindow
-from topics_actors.shard.long_poll import LongPolls, Park, Waiter
-from topics_actors.shard.claim_windows import ClaimPass
+from topics_actors.shard.long_poll import LongPolls
+from topics_actors.shard.queues.claim_windows import ClaimPass
 from topics_actors.shard.commit_window import CommitWindow
-from topics_actors.shard.dead_letter_moves import MoveDone
+from topics_actors.shard.queues.dead_letter_moves import MoveDone
 from topics_actors.shard.quarantine_book import QuarantineBook
-from topics_actors.shard.queue_ops import QueueOps
+from topics_actors.shard.queues.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replay import Replay
-from topics_actors.shard.replica_book import AwaitHw, ReplicaAnswer, ReplicaBook
-from topics_actors.shard.replica_ops import AwaitOp
-from topics_actors.shard.replica_rules import ReplicaRules
-from topics_actors.shard.router_book import RouterBook, RouterPass
+from topics_actors.shard.reply_desk import Reply, ReplyDesk
+from topics_actors.shard.replication.replica_book import ReplicaBook
+from topics_actors.shard.replication.replica_rules import ReplicaRules
+from topics_actors.shard.routers.router_book import RouterBook, RouterPass
 from topics_actors.shard.shard_stats import ShardStats
 from topics_actors.shard.stream_leases import StreamLeases
 from topics_actors.shard.topic_registry import TopicRegistry
@@ -64,7 +64,8 @@ from topics_actors.topic_identity import topic_id
 
 log = logging.getLogger(__name__)
 
-Reply = tuple[bytes, bytes]     # (peer, encoded reply)
+Handler = Callable[[object], Staged]     # a request -> (is write, its answer after commit)
+FAILURE_LOG_INTERVAL_S = 1.0    # a full disk fails every batch: one log line a second
 
 
 def now_ms() -> int:
@@ -77,6 +78,7 @@ class ShardCore:
         self.options = options
         self.clock = clock
         self.stats = ShardStats()
+        self._failure_logged_at = -FAILURE_LOG_INTERVAL_S
         self.registry = TopicRegistry(options.shard, options.shard_count)
         self.wal = WalFileSet(fs, options, self.stats)
         self.tiers = Tiers(options.data_dir, options.cold_dir)
@@ -101,30 +103,38 @@ class ShardCore:
         self.replicas = ReplicaBook(options.node_id, self.stager, self.registry, self.reader,
                                     self.wal.files.remove, checkpoints=self.checkpoints)
         self.replica_rules = ReplicaRules(self.replicas, self.registry)
-        if self.replicas.enabled:
-            self.queues.replication = self.replicas
+        self.replicated = self.replicas.enabled     # a cluster node (TOPICS_ZK)
+        if self.replicated:
+            self.queues.replication = self.replicas.leader
+        self.replies = ReplyDesk(options.shard, self.registry, self.polls, self.replicas)
         self._handlers = self._handler_table()
 
-    def _handler_table(self) -> dict[type, Callable[[object], Staged]]:
+    def _handler_table(self) -> dict[type, Handler]:
+        """Each request kind -> the function that stages it and returns (whether it
+        writes, the function that answers it after the commit). A cluster node's table
+        adds replication's rules (ReplicaRules.handlers); a single node's asks nothing of
+        replication."""
         stager, registry, reader = self.stager, self.registry, self.reader
-        data_dir, appends, queues = self.options.data_dir, self.appends, self.queues
-        return {
-            Append: self._append,
-            PutTopic: self._put_topic,
-            DeleteTopic: self._delete_topic,
-            GetTopic: self._get_topic,
+        queues, routers, watch, leases = self.queues, self.routers, self.watch, \
+            self.stream_leases
+        drop_buffer = self.wal.files.remove
+        table: dict[type, Handler] = {
+            Append: self.appends.append,
+            PutTopic: lambda m: topic_admin.put(stager, registry, m),
+            DeleteTopic: lambda m: topic_admin.delete(stager, registry, m, drop_buffer),
+            GetTopic: lambda m: topic_admin.get(stager, registry, reader, m),
             ListTopics: lambda m: topic_admin.list_page(stager, registry, m),
             Diff: lambda m: diff_read.diff_request(stager, registry, reader, m),
             Scan: lambda m: range_scan.scan_request(stager, registry, reader, m),
-            DeleteRecords: self._delete_records,
+            DeleteRecords: lambda m: record_delete.request(stager, registry, reader, m),
             Retain: lambda m: retention.retain_request(stager, reader, registry),
             Checkpoint: self._barrier,
             Absorbed: self._absorbed,
             Status: lambda m: read_op(lambda info: self.status()),
-            WatchCreate: lambda m: read_op(lambda info: self.watch.create(m)),
-            WatchOpen: lambda m: read_op(lambda info: self.watch.open(m)),
-            WatchCursor: lambda m: read_op(lambda info: self.watch.cursor(m)),
-            StreamLease: lambda m: read_op(lambda info: self.stream_leases.renew(m)),
+            WatchCreate: lambda m: read_op(lambda info: watch.create(m)),
+            WatchOpen: lambda m: read_op(lambda info: watch.open(m)),
+            WatchCursor: lambda m: read_op(lambda info: watch.cursor(m)),
+            StreamLease: lambda m: read_op(lambda info: leases.renew(m)),
             Claim: queues.claim,
             Ack: queues.ack,
             Nack: queues.nack,
@@ -132,63 +142,16 @@ class ShardCore:
             Held: queues.held,
             MoveDone: queues.moves.done,
             ClaimPass: queues.claim_pass,
-            PutRouter: self.routers.put,
-            ListRouters: self.routers.list,
-            DeleteRouters: self.routers.delete,
-            RouterPass: self.routers.forward,
-            RouterSync: self.routers.sync,
+            PutRouter: routers.put,
+            ListRouters: routers.list,
+            DeleteRouters: routers.delete,
+            RouterPass: routers.forward,
+            RouterSync: routers.sync,
             RepairTopic: lambda m: read_op(lambda info: self.quarantine.repair(m.topic)),
-            ReplicaRoles: self.replicas.take_roles,
-            ReplicaFetch: self.replicas.fetch,
-            EpochQuery: self.replicas.epoch_end,
-            ReplicaAnswer: self.replicas.apply,
         }
-
-    # --- replicated topics (shard/replica_book.py) ------------------------------------------
-
-    def _append(self, msg: Append) -> Staged:
-        rules = self.replica_rules
-        if rules.unplaced(msg.topic):
-            return rules.locate(msg)
-        if not rules.applies(msg):
-            return self.appends.stage(msg)
-        waits = self.replicas.check_append(msg)
-        is_write, fn = self.appends.stage(msg)
-        if not waits:
-            return is_write, fn
-
-        def held(info: CommitInfo) -> AwaitHw:
-            body = fn(info)
-            return AwaitHw(msg.topic, body["last_seq"], body)
-        return is_write, held
-
-    def _delete_records(self, msg: DeleteRecords) -> Staged:
-        if self.replica_rules.ops_replicated(msg):
-            return self.replicas.delete(msg)
-        return record_delete.request(self.stager, self.registry, self.reader, msg)
-
-    def _put_topic(self, msg: PutTopic) -> Staged:
-        if self.replica_rules.places(msg):
-            return self.replica_rules.place(msg)
-        if self.replica_rules.reconfigures(msg):
-            return self.replica_rules.reconfigure(msg)
-        return topic_admin.put(self.stager, self.registry, msg)
-
-    def _delete_topic(self, msg: DeleteTopic) -> Staged:
-        if self.replica_rules.retires(msg):
-            return self.replica_rules.retire(msg)
-        return topic_admin.delete(self.stager, self.registry, msg, self.wal.files.remove)
-
-    def _get_topic(self, msg: GetTopic) -> Staged:
-        is_write, fn = topic_admin.get(self.stager, self.registry, self.reader, msg)
-        if msg.topic not in self.replicas.roles:
-            return is_write, fn
-
-        def with_replication(info: CommitInfo) -> dict:
-            state = fn(info)
-            state["replication"] = replica_report.view(self.replicas, msg.topic)
-            return state
-        return is_write, with_replication
+        if self.replicated:
+            table = self.replica_rules.handlers(table)
+        return table
 
     def _barrier(self, msg: Checkpoint) -> Staged:
         self.quarantine.check_checkpoint()
@@ -229,8 +192,6 @@ class ShardCore:
                                   {"reason": "wrong_shard", "shard": self.options.shard})
             if name is not None and type(msg) is not RepairTopic:
                 self.quarantine.check(name)
-            if name is not None and self.replicas.enabled:
-                self.replica_rules.check(msg)
             handler = self._handlers.get(type(msg))
             if handler is None:     # a kind for another process (a heartbeat, a placement)
                 raise ProtocolError(f"a shard does not serve {msg.KIND} requests")
@@ -281,93 +242,53 @@ class ShardCore:
         if failure is None:   # floors rise only once their watermark is durable
             for topic, floors in batch.retention.values():
                 retention_rules.apply(topic, self.reader.read, floors)
-        replies = []
+        replies, reply_to = [], self.replies.reply
         for op in batch.ops:
             if failure is not None and op.is_write:
                 replies.append((op.peer, encode_error(op.corr, failure)))
                 continue
-            reply = self._reply(op.peer, op.corr, op.t0_ns, op.fn, info)
+            reply = reply_to(op.peer, op.corr, op.t0_ns, op.fn, info)
             if reply is not None:
                 replies.append(reply)
         if self.quota.max_total_bytes and batch.writes:   # reads leave the bytes alone
             self.quota.publish(self.registry.live_bytes())
-        woken = self.replicas.after_commit(info.woken) if self.replicas.enabled else info.woken
+        woken = self.replicas.after_commit(info.woken) if self.replicated else info.woken
+        polls = self.polls
         for name in woken:
-            replies += self._answer_waiters(self.polls.wake(name))
+            if polls.count:
+                replies += self.replies.answer_waiters(polls.wake(name))
             if name[0] != "\0":   # from \0 on: internal wake-ups (claim windows), not topics
                 self.feed_pending.add(name)
-        if self.replicas.released:
-            replies += self._released()
-        return replies
-
-    def released_replies(self) -> list[Reply]:
-        """What the replica book can answer now, before any commit: `acks: all` writes a
-        follower's fetch just covered (their own commit is long done), so they do not wait
-        for the fsync of the batch being gathered."""
-        return self._released() if self.replicas.released else []
-
-    def _released(self) -> list[Reply]:
-        """Answers the replica book let go: `acks: all` writes the watermark now covers, or
-        that lost their leader."""
-        done, self.replicas.released = self.replicas.released, []
-        replies = []
-        for peer, corr, t0_ns, body, error in done:
-            if error is not None:
-                replies.append((peer, encode_error(corr, error)))
-            else:
-                body["performance"]["server_total_ms"] = (time.perf_counter_ns() - t0_ns) / 1e6
-                replies.append((peer, encode_reply(corr, body)))
+        if self.replicated:
+            replies += self.replies.released()
         return replies
 
     def _fail(self, batch: Batch, exc: BaseException) -> TopicsError:
+        """A batch the WAL refused: nothing of it happened. A full disk answers 507
+        `insufficient_storage` until space returns; the log says so once per second."""
         self.stats.failed_batches += 1
-        log.error("event=batch_failed shard=%d error=%r", self.options.shard, exc)
+        now = time.monotonic()
+        if now - self._failure_logged_at >= FAILURE_LOG_INTERVAL_S:
+            log.error("event=batch_failed shard=%d failed_batches=%d error=%r",
+                      self.options.shard, self.stats.failed_batches, exc)
+            self._failure_logged_at = now
         roll_back(batch, self.registry)
-        for name in list(self.replicas.following):
-            self.replicas.failed(name)
-        return StorageError(f"WAL commit failed: {exc}")
+        self.replicas.follower.failed()
+        return storage_error(f"WAL commit failed: {exc}", exc)
 
-    def _reply(self, peer: bytes, corr: int, t0_ns: int, fn, info: CommitInfo) -> Reply | None:
-        try:
-            body = fn(info)
-            if type(body) is AwaitOp:
-                topic = self.registry.get(body.topic)
-                if self.replicas.ops.hold(peer, corr, t0_ns, body, topic and topic.ops):
-                    return None   # answered once every in-sync replica applies it
-                body = (body.reply or (lambda _gone: {"topic": body.topic, "deleted": 0}))(0)
-            if type(body) is AwaitHw:
-                if self.replicas.hold(peer, corr, t0_ns, body):
-                    body.body["performance"] = {"wal_append_ms": info.wal_ms,
-                                                "fsync_ms": info.fsync_ms}
-                    return None   # answered when the high watermark covers it
-                body = body.body
-            if isinstance(body, Park):
-                if self.polls.park(Waiter(peer, corr, t0_ns, body, time.monotonic_ns())):
-                    return None   # answered when the topic publishes or the wait is over
-                body = body.answer()
-        except TopicsError as error:
-            return peer, encode_error(corr, error)
-        except OSError as exc:   # an I/O error of a read: answer it, keep serving
-            log.error("event=read_failed shard=%d error=%r", self.options.shard, exc)
-            return peer, encode_error(corr, StorageError(f"I/O error: {exc}"))
-        body["performance"] = {"server_total_ms": (time.perf_counter_ns() - t0_ns) / 1e6,
-                               "wal_append_ms": info.wal_ms, "fsync_ms": info.fsync_ms}
-        return peer, encode_reply(corr, body)
+    # --- replies that wait (reply_desk.py) ----------------------------------------------
 
-    # --- long polls -----------------------------------------------------------------------
-
-    def _answer_waiters(self, waiters: list[Waiter]) -> list[Reply]:
-        return [self._reply(w.peer, w.corr, w.t0_ns, lambda _info, w=w: w.answer(),
-                            CommitInfo())
-                for w in waiters]
+    def released_replies(self) -> list[Reply]:
+        """What replication lets go before any commit (ReplyDesk.released)."""
+        return self.replies.released() if self.replicated else []
 
     def release_polls(self) -> list[Reply]:
         """Answer every parked read now (shutdown)."""
-        return self._answer_waiters(self.polls.expire(2**63))
+        return self.replies.answer_waiters(self.polls.expire(2**63))
 
     def expire_polls(self) -> list[Reply]:
         """Answer parked reads whose wait is over (an empty, caught-up page)."""
-        return self._answer_waiters(self.polls.expire(time.monotonic_ns()))
+        return self.replies.answer_waiters(self.polls.expire(time.monotonic_ns()))
 
     # --- upkeep ---------------------------------------------------------------------------
 
@@ -383,6 +304,11 @@ class ShardCore:
         self.quarantine.audit_segments(self.registry, self.fs.map_read,
                                        lambda d, first: self.tiers.resolve(self.fs, d, first),
                                        budget_ms)
+
+    def unsettled(self) -> dict[str, int]:
+        """Replicated copies that recovered in the leader epoch they name and may not lead
+        in it (shard/replication/replica_book.py); {} before the shard is ready."""
+        return self.replicas.unsettled() if self.ready and self.replicas.enabled else {}
 
     def status(self) -> dict:
         writer = self.wal.writer

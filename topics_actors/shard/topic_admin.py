@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 UNCOMMITTED = 1 << 62     # created_at of a topic whose creation is not durable yet
 
 
-def stage_create(stager: BatchStager, registry: TopicRegistry, name: str,
+def create_topic(stager: BatchStager, registry: TopicRegistry, name: str,
                  config: TopicConfig) -> TopicState:
     """Register a new topic now (later requests of the batch see it) and log it."""
     if not valid_topic_name(name):
@@ -49,7 +49,7 @@ def stage_create(stager: BatchStager, registry: TopicRegistry, name: str,
     return topic
 
 
-def stage_config(stager: BatchStager, topic: TopicState, config: TopicConfig) -> None:
+def configure_topic(stager: BatchStager, topic: TopicState, config: TopicConfig) -> None:
     """Give `topic` a new config now and log it (a put_topic, or a cluster's config of a
     placed topic arriving in its replication state)."""
     stager.save_undo(topic.name, topic)
@@ -79,7 +79,7 @@ def take_cluster_config(stager: BatchStager, topic: TopicState, raw: dict) -> No
                   error.message)
         return
     if config != topic.config:
-        stage_config(stager, topic, config)
+        configure_topic(stager, topic, config)
         log.info("event=cluster_config_taken topic=%s", topic.name)
 
 
@@ -104,13 +104,13 @@ def put(stager: BatchStager, registry: TopicRegistry, msg: PutTopic) -> Staged:
     topic = registry.get(msg.topic)
     created = topic is None
     if created:
-        stage_create(stager, registry, msg.topic, config)
+        create_topic(stager, registry, msg.topic, config)
     elif topic.config.type != config.type:
         raise TopicsError("a topic's type cannot change", ErrorCode.TOPIC_EXISTS_INCOMPATIBLE,
                           {"topic": msg.topic, "existing_type": topic.config.type,
                            "requested_type": config.type})
     elif topic.config != config:
-        stage_config(stager, topic, config)
+        configure_topic(stager, topic, config)
     return write_op(lambda info: {"topic": msg.topic, "created": created,
                                   "config": config.to_json()})
 
@@ -124,7 +124,7 @@ def delete(stager: BatchStager, registry: TopicRegistry, msg: DeleteTopic,
         return write_op(lambda info: {"topic": msg.topic, "deleted": False,
                                       "routers_removed": []})
     check_if_empty(msg, topic)
-    routers = stage_delete(stager, registry, topic)
+    routers = drop_topic(stager, registry, topic)
 
     def publish(info: CommitInfo) -> dict:
         ram_buffer.drop_all(topic, drop_buffer)
@@ -140,7 +140,7 @@ def check_if_empty(msg: DeleteTopic, topic: TopicState) -> None:
                           {"topic": msg.topic, "count": topic.count})
 
 
-def stage_delete(stager: BatchStager, registry: TopicRegistry, topic: TopicState) -> list[str]:
+def drop_topic(stager: BatchStager, registry: TopicRegistry, topic: TopicState) -> list[str]:
     """Unregister `topic` now (later requests of the batch do not see it) and log its
     deletion; the routers feeding it, which go with it."""
     stager.save_undo(topic.name, topic)
@@ -151,7 +151,7 @@ def stage_delete(stager: BatchStager, registry: TopicRegistry, topic: TopicState
 
 def get(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
         msg: GetTopic) -> Staged:
-    retention.stage_unless_busy(stager, reader, registry.get(msg.topic))
+    retention.plan_unless_busy(stager, reader, registry.get(msg.topic))
 
     def answer(_info: CommitInfo) -> dict:
         topic = registry.get(msg.topic)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 
+from topics_actors.errors import InvariantViolation
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.shard import ram_buffer
 from topics_actors.topic_identity import shard_of
@@ -44,6 +45,10 @@ class TopicRegistry:
         return owned
 
     def register(self, topic: TopicState) -> None:
+        other = self.by_tid.get(topic.tid)
+        if other is not None and other.name != topic.name:
+            raise InvariantViolation(f"topic id {topic.tid} of {topic.name!r} already names "
+                                     f"{other.name!r}")
         self.topics[topic.name] = topic
         self.by_tid[topic.tid] = topic
         index = bisect.bisect_left(self.names, topic.name)

@@ -12,6 +12,12 @@ A scan stops at the first frame that fails a check. What follows decides what it
 - a valid frame after the damaged bytes: frames were written after them, so the damage is
   inside the log (`kind` "mid"). Recovery never cuts this off by itself; it goes to the
   recovery policy (ledger/recovery_audit.py). `resume` is where that next frame starts.
+  One exception, in the last file of a WAL group only: a zeroed sector in the damaged
+  bytes, and no frame after them that a sync must have covered (an fsync-class record or
+  any control frame: only `disk` and `memory` records and their keys follow). That is what
+  a machine crash leaves when the kernel wrote back a later page of the unsynced tail but
+  not an earlier one, which it may: nothing there was ever synced, so it is a torn tail
+  ("torn"), cut as one, and the classes that do not sync lose their tail as promised.
   When the damaged frame's header adds up (its lengths agree and the next frame starts at
   its claimed end) the damage is one frame, and `topic_id` is what its header names;
   otherwise the damaged bytes up to `resume` cannot be attributed (`topic_id` None).
@@ -28,11 +34,15 @@ from typing import NamedTuple
 from topics_actors.storage.frame import (
     FRAME_LEN_MIN, HEADER, HEADER_BYTES, decode_at, encode_frame,
 )
-from topics_actors.storage.frame_types import FrameType
+from topics_actors.storage.frame_types import FLAG_DURABLE, FrameType
 from topics_actors.storage.wal_scan import describe_end, zeros_from
 
 _SEARCH_CHUNK = 1 << 16
 ZERO_RUN_MAX = 1 << 20         # zeros inside the log up to this long are damage, not the end
+SECTOR_BYTES = 512             # a page never written back leaves at least one zeroed sector
+# Frames a writer may leave unsynced: records (and their idempotency keys) of the classes that
+# do not sync, unless flagged durable. Any other frame was synced before it counted.
+_UNSYNCED_TYPES = frozenset({FrameType.APPEND, FrameType.APPEND_BATCH, FrameType.IDEM_KEY})
 
 
 class WalDamage(NamedTuple):
@@ -45,9 +55,20 @@ class WalDamage(NamedTuple):
     reason: str
 
 
-def damage_at(view, offset: int, end: int) -> WalDamage | None:
+def damage_at(view, offset: int, end: int, last: bool = False) -> WalDamage | None:
     """The damage at `offset`, where a scan of `view[:end]` stopped; None for a clean end
-    (the end of the data, or zeros: the preallocated rest of the file)."""
+    (the end of the data, or zeros: the preallocated rest of the file). `last`: the file is
+    the last of its group, the only one that may end in an unsynced tail."""
+    damage = _damage_at(view, offset, end)
+    if last and damage is not None and damage.kind == "mid" and _unsynced_tail(view, damage,
+                                                                                end):
+        return WalDamage("torn", offset, _data_end(view, offset, end) - offset, None, None,
+                         None, f"a lost page in the unsynced tail ({damage.reason}); no "
+                         "synced frame follows it")
+    return damage
+
+
+def _damage_at(view, offset: int, end: int) -> WalDamage | None:
     reason = describe_end(view, offset, end)
     if not reason.startswith("torn"):
         if offset >= end or zeros_from(_Window(view, min(end, offset + ZERO_RUN_MAX)),
@@ -69,6 +90,26 @@ def damage_at(view, offset: int, end: int) -> WalDamage | None:
     if resume is None:
         return WalDamage("torn", offset, end - offset, None, None, None, reason)
     return WalDamage("mid", offset, resume - offset, resume, None, None, reason)
+
+
+def _unsynced_tail(view, damage: WalDamage, end: int) -> bool:
+    """A zeroed, sector-aligned run in the damaged bytes, and only frames a writer may
+    leave unsynced after them (past any further damage) up to the end of the data."""
+    first = -(-damage.offset // SECTOR_BYTES) * SECTOR_BYTES
+    zeroed = any(not bytes(view[at:at + SECTOR_BYTES]).strip(b"\x00")
+                 for at in range(first, damage.resume - SECTOR_BYTES + 1, SECTOR_BYTES))
+    if not zeroed:
+        return False
+    offset = damage.resume
+    while offset is not None and offset < end:
+        frame = decode_at(view, offset, end)
+        if frame is None:
+            offset = next_frame(view, offset + 1, end)
+            continue
+        if frame.type not in _UNSYNCED_TYPES or frame.flags & FLAG_DURABLE:
+            return False
+        offset += frame.size
+    return True
 
 
 def next_frame(view, start: int, end: int) -> int | None:

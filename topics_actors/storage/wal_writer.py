@@ -13,14 +13,14 @@ import os
 import threading
 import time
 
-from topics_actors.errors import StorageError
+from topics_actors.config import WAL_FILE_BYTES_DEFAULT
+from topics_actors.errors import InvariantViolation, StorageError, storage_error
 from topics_actors.storage import failpoint
 from topics_actors.storage.fs import Fs, FsFile
 from topics_actors.storage.wal_layout import PRE_SUFFIX, wal_file_name
 
 log = logging.getLogger(__name__)
 
-WAL_FILE_BYTES_DEFAULT = 64 * 1024 * 1024
 # A new WAL group's first file is this small, so that a node on an empty data dir is ready
 # after zeroing 8 MiB per shard instead of 64 (about 35 ms against 300 ms here); the next
 # file, full size, is prepared in the background meanwhile.
@@ -60,6 +60,10 @@ class Preallocator:
             self._ready = (idx, path)
         except BaseException as exc:  # reported to the writer at rotation
             self._error = exc
+            try:   # a half-made file would hold the last free blocks of a full disk
+                self.fs.remove(path)
+            except OSError:
+                pass
 
     def start(self, idx: int) -> None:
         """Begin preparing file `idx` unless it is already in hand."""
@@ -113,6 +117,7 @@ class WalWriter:
         self.tail = 0
         self.capacity = 0
         self.latched: str | None = None
+        self.rotation_error: str | None = None   # the last rotation failed (a full disk)
         self.dirty = False           # bytes written since the last sync
         self.dirty_since_ns = 0      # when the oldest unsynced write happened
         self.syncs = 0
@@ -152,13 +157,21 @@ class WalWriter:
         log.info("event=wal_rotated dir=%s idx=%d", self.directory, idx)
 
     def _rotate(self, batch_len: int) -> None:
+        """Move to the next file. A failure leaves the writer on the old file, synced and
+        whole, and the next write tries again: a full disk refuses writes only until space
+        returns (the reference latches read-only here; docs/DURABILITY.md 5)."""
         if self.dirty:
             self.sync()   # frames of the old file must not trail frames synced in the new one
         try:
             self._activate(self.idx + 1, self.prealloc.take(self.idx + 1, batch_len))
         except OSError as exc:
-            self.latched = f"rotation failed: {exc}"
-            raise StorageError(f"WAL rotation failed: {exc}") from exc
+            if self.rotation_error is None:
+                log.error("event=wal_rotation_failed dir=%s error=%r", self.directory, exc)
+            self.rotation_error = repr(exc)
+            raise storage_error(f"WAL rotation failed: {exc}", exc) from exc
+        if self.rotation_error is not None:
+            log.info("event=wal_rotation_resumed dir=%s idx=%d", self.directory, self.idx)
+            self.rotation_error = None
         self.prealloc.start(self.idx + 1)
 
     def write(self, buf: bytes | bytearray) -> tuple[int, int]:
@@ -170,6 +183,9 @@ class WalWriter:
         elif self.tail + len(buf) > self.capacity:
             self.capacity = self.tail + len(buf)   # a lone oversized batch extends the file
         offset = self.tail
+        if offset + len(buf) > self.capacity:
+            raise InvariantViolation(f"a batch of {len(buf)} bytes at {offset} passes the WAL "
+                                     f"file's end {self.capacity}")
         try:
             self.handle.write_all_at(buf, offset)
             failpoint.hit("wal::after_write")
@@ -190,6 +206,9 @@ class WalWriter:
 
     def undo(self, offset: int, length: int) -> None:
         """Erase a failed batch [offset, offset+length) so no later scan can read it back."""
+        if offset > self.tail:
+            raise InvariantViolation(f"erasing a batch at {offset}, past the WAL tail "
+                                     f"{self.tail}: bytes before it would stay")
         self.tail = offset
         try:
             zero_fill(self.handle, offset, offset + length)

@@ -91,7 +91,7 @@ class ReplicaOps:
         ops = ops_of(topic).take_committed(upto)
         if not ops:
             return
-        applied = self._stage_apply(topic, ops, own=True)
+        applied = self._apply_ops(topic, ops, own=True)
 
         def publish(info: CommitInfo) -> dict:
             for op, gone in zip(ops, applied(info)):
@@ -144,11 +144,11 @@ class ReplicaOps:
                 break
             upto = op.no
         applied = ops.take_committed(upto)
-        return self._stage_apply(topic, applied, own=False) if applied else None
+        return self._apply_ops(topic, applied, own=False) if applied else None
 
     # --- both ---------------------------------------------------------------------------------
 
-    def _stage_apply(self, topic: TopicState, ops: list[Op],
+    def _apply_ops(self, topic: TopicState, ops: list[Op],
                      own: bool) -> Callable[[CommitInfo], list]:
         """Stage what applies `ops`: the Delete frames of deletes and acks; the Lease frames
         of lease events, on a follower (`own`: the leader, whose claims, nacks and extends

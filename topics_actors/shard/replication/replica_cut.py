@@ -22,13 +22,14 @@ from collections.abc import Callable
 
 from topics_actors.cluster.epoch_cache import EpochCache
 from topics_actors.cluster.follower_fetch import FollowerFetch
+from topics_actors.errors import InvariantViolation
 from topics_actors.ledger import log_truncation
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.shard import ram_buffer, topic_admin
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, write_op
 from topics_actors.shard.checkpoint_window import CheckpointWindow
 from topics_actors.shard.record_reader import RecordReader
-from topics_actors.shard.replica_ops import ops_of
+from topics_actors.shard.replication.replica_ops import ops_of
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame_types import FrameType
@@ -53,7 +54,7 @@ class ReplicaCut:
         reason = self.refusal(topic, fetch, last)
         if reason is not None:
             return reset(reason)
-        return self.stage(topic, fetch, last, epochs)
+        return self.truncate(topic, fetch, last, epochs)
 
     def refusal(self, topic: TopicState, fetch: FollowerFetch, last: int) -> str | None:
         """Why the copy cannot be cut after `last` in place now (None: it can)."""
@@ -69,12 +70,15 @@ class ReplicaCut:
             self.refused[reason] = self.refused.get(reason, 0) + 1
         return reason
 
-    def stage(self, topic: TopicState, fetch: FollowerFetch, last: int,
+    def truncate(self, topic: TopicState, fetch: FollowerFetch, last: int,
               epochs: list[tuple[int, int]]) -> Staged:
         """Cut the copy after `last` (the fetch state machine already stands at last + 1).
         `epochs`: the epoch cache before the leader's answer, put back should the batch
         fail, and then the follower asks again where the logs part."""
         head = topic.head
+        if last < (topic.hw or 0) or last < fetch.hw_seq:
+            raise InvariantViolation(f"a cut of {topic.name!r} after seq {last}, below its "
+                                     f"high watermark {max(topic.hw or 0, fetch.hw_seq)}")
         self.stager.save_undo(topic.name, topic)
         self.stager.frame(FrameType.TRUNCATE, topic, frame_body.encode_u64(last), seq=last)
         dropped = log_truncation.cut(topic, last, self.reader.read, undoable=True)
@@ -106,7 +110,7 @@ class ReplicaCut:
         stager.save_undo(topic.name, topic)
         stager.frame(FrameType.TOPIC_DELETE, topic, frame_body.encode_topic(topic.name, b""))
         registry.unregister(topic)
-        fresh = topic_admin.stage_create(stager, registry, topic.name, topic.config)
+        fresh = topic_admin.create_topic(stager, registry, topic.name, topic.config)
         fresh.epochs, fresh.hw, fresh.follower = EpochCache(), 0, True
         if ops_applied:
             stager.frame(FrameType.OPS_COMMIT, fresh, frame_body.encode_u64(0),

@@ -1,7 +1,7 @@
 """Records between a replicated topic's leader and its followers: what a leader reads for
 a fetch, and how a follower stages what it fetched, at the leader's seqs, through its own
-WAL (shard/replica_book.py). Records still in the leader's WAL travel as its Append frames
-when the follower asks for them (shard/replica_frames.py), those in segments as records.
+WAL (replica_book.py). Records still in the leader's WAL travel as its Append frames
+when the follower asks for them (replica_frames.py), those in segments as records.
 The leader's retention floors travel with the records: a follower plans no retention of
 its own, so every copy drops the same records, at the leader's word, logged like the
 leader's (an EvictWatermark)."""
@@ -11,13 +11,15 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from topics_actors.cluster.epoch_cache import EpochCache
+from topics_actors.errors import InvariantViolation
 from topics_actors.ledger.retention_rules import Floors
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
-from topics_actors.shard import replica_frames
+from topics_actors.shard.replication import replica_frames
 from topics_actors.shard.batch_stager import BatchStager
+from topics_actors.shard.record_append import HEAD_RESERVE
 from topics_actors.shard.record_reader import RecordReader
-from topics_actors.shard.replica_frames import FrameRun
+from topics_actors.shard.replication.replica_frames import FrameRun
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame_types import FrameType
 
@@ -100,13 +102,18 @@ class CopiedRun(NamedTuple):
         return [at + rel for rel in self.offsets]
 
 
-def stage(stager: BatchStager, topic: TopicState, records: list, runs: list[FrameRun],
-          new_epochs: list[tuple[int, int]], end_leo: int) -> list[CopiedRun]:
+def append_fetched(stager: BatchStager, topic: TopicState, records: list,
+                   runs: list[FrameRun], new_epochs: list[tuple[int, int]],
+                   end_leo: int) -> list[CopiedRun]:
     """Stage fetched records, then fetched frames (`runs`, checked: replica_frames.py), and
     the epochs that start among them, up to `end_leo`: head marks for the holes, Append
     frames for each run of one timestamp, the leader's frames as they are. Returns the
     runs to publish."""
     sync = topic.config.durability.acks_after_fsync
+    for (epoch, start), (after, after_start) in zip(new_epochs, new_epochs[1:]):
+        if after <= epoch or after_start < start:
+            raise InvariantViolation(f"epochs of {topic.name!r} staged out of order: "
+                                     f"{epoch}@{start} then {after}@{after_start}")
     for epoch, start in new_epochs:
         stager.frame(FrameType.EPOCH, topic, frame_body.encode_u64(epoch), seq=start)
     staged = []
@@ -122,7 +129,19 @@ def stage(stager: BatchStager, topic: TopicState, records: list, runs: list[Fram
         staged.append(CopiedRun(run.first, run.ts, start, run.offsets, run.payload_bytes))
     _pad(stager, topic, end_leo)
     topic.next_seq = max(topic.next_seq, end_leo)
+    _reserve(stager, topic, end_leo - 1)
     return staged
+
+
+def _reserve(stager: BatchStager, topic: TopicState, last: int) -> None:
+    """A `disk` copy reserves seqs ahead of what it holds, as its leader does
+    (record_append.py): synced with the batch, before its fetch reports the batch, so if it
+    leads after a power loss of every copy it never issues a seq it may have held (and its
+    leader acked). Staged after the batch's head marks, which replay reads as the end of
+    any earlier reservation."""
+    if topic.config.durability.reserves_head and last > topic.reserved_head:
+        topic.reserved_head = last + HEAD_RESERVE
+        stager.frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(topic.reserved_head))
 
 
 def _pad(stager: BatchStager, topic: TopicState, seq: int) -> None:
@@ -132,7 +151,7 @@ def _pad(stager: BatchStager, topic: TopicState, seq: int) -> None:
                      seq=seq - 1)
 
 
-def stage_floors(stager: BatchStager, topic: TopicState, floors: list | None,
+def take_floors(stager: BatchStager, topic: TopicState, floors: list | None,
                  log_end: int) -> Floors | None:
     """The leader's floors as far as this copy's log goes once the batch commits (`log_end`:
     its next seq then), logged when they rise; None when they do not. The caller raises

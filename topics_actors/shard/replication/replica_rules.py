@@ -17,16 +17,25 @@ own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
+from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import (
-    Append, DeleteRecords, DeleteTopic, EpochQuery, PutRouter, PutTopic, ReplicaFetch,
+    Append, DeleteRecords, DeleteTopic, EpochQuery, GetTopic, PutRouter, PutTopic,
+    ReplicaFetch,
 )
 from topics_actors.shard import topic_admin
-from topics_actors.shard.batch_stager import Staged, read_op
+from topics_actors.shard.replication import replica_report
+from topics_actors.shard.batch_stager import CommitInfo, Staged, read_op
 from topics_actors.shard.long_poll import Park
-from topics_actors.shard.replica_book import PLACE_PREFIX, ReplicaAnswer, ReplicaBook
+from topics_actors.shard.replication.leader_duties import AwaitHw
+from topics_actors.shard.replication.placement import PlacementState
+from topics_actors.shard.replication.replica_book import PLACE_PREFIX, ReplicaAnswer, ReplicaBook
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.topic_config import TopicConfig, parse_config
+
+Handler = Callable[[object], Staged]
 
 PLACE_WAIT_MS = 5_000
 NOT_REPLICATED_YET = (PutRouter,)
@@ -38,11 +47,84 @@ class ReplicaRules:
         self.book = book
         self.registry = registry
 
+    def handlers(self, plain: dict[type, Handler]) -> dict[type, Handler]:
+        """A cluster node's handler table from a single node's (ShardCore._handler_table):
+        every request naming a topic is checked first (check); appends, topic requests
+        and record deletes of replicated topics go by the rules here; the replication
+        requests are the replica book's."""
+        table = {kind: self._checked(handler) for kind, handler in plain.items()}
+        put, delete, get = plain[PutTopic], plain[DeleteTopic], plain[GetTopic]
+        append, delete_records = plain[Append], plain[DeleteRecords]
+        table.update({
+            Append: lambda m: self.append(m, append),       # its own checks
+            PutTopic: self._checked(lambda m: self.put_topic(m, put)),
+            DeleteTopic: self._checked(lambda m: self.delete_topic(m, delete)),
+            GetTopic: self._checked(lambda m: self.get_topic(m, get)),
+            DeleteRecords: self._checked(lambda m: self.delete_records(m, delete_records)),
+            ReplicaRoles: self.book.take_roles,
+            ReplicaFetch: self.book.leader.fetch,
+            EpochQuery: self.book.leader.epoch_end,
+            ReplicaAnswer: self.book.follower.apply,
+        })
+        return table
+
+    def _checked(self, handler: Handler) -> Handler:
+        def checked(msg) -> Staged:
+            if getattr(msg, "topic", None) is not None:
+                self.check(msg)
+            return handler(msg)
+        return checked
+
+    # --- the requests that differ on a cluster node ------------------------------------------
+
+    def append(self, msg: Append, plain: Handler) -> Staged:
+        if self.unplaced(msg.topic):
+            return self.locate(msg)
+        if not self.applies(msg):
+            return plain(msg)
+        waits = self.book.leader.check_append(msg)
+        is_write, fn = plain(msg)
+        if not waits:
+            return is_write, fn
+
+        def held(info: CommitInfo) -> AwaitHw:
+            body = fn(info)
+            return AwaitHw(msg.topic, body["last_seq"], body)
+        return is_write, held
+
+    def delete_records(self, msg: DeleteRecords, plain: Handler) -> Staged:
+        if self.ops_replicated(msg):
+            return self.book.leader.delete(msg)
+        return plain(msg)
+
+    def put_topic(self, msg: PutTopic, plain: Handler) -> Staged:
+        if self.places(msg):
+            return self.place(msg)
+        if self.reconfigures(msg):
+            return self.reconfigure(msg)
+        return plain(msg)
+
+    def delete_topic(self, msg: DeleteTopic, plain: Handler) -> Staged:
+        if self.retires(msg):
+            return self.retire(msg)
+        return plain(msg)
+
+    def get_topic(self, msg: GetTopic, plain: Handler) -> Staged:
+        is_write, fn = plain(msg)
+        if self.book.role(msg.topic) is None:
+            return is_write, fn
+
+        def with_replication(info: CommitInfo) -> dict:
+            state = fn(info)
+            state["replication"] = replica_report.view(self.book, msg.topic)
+            return state
+        return is_write, with_replication
+
     def _require_state(self, name: str) -> None:
         """A topic created from a cluster state whose state this shard lost (a restart)
         waits for the supervisor's next roles."""
         topic = self.registry.get(name)
-        if name not in self.book.roles and topic is not None and topic.config.replicated:
+        if self.book.role(name) is None and topic is not None and topic.config.replicated:
             raise TopicsError(f"the replication state of {name!r} has not arrived yet",
                               ErrorCode.NOT_READY, {"reason": "replication_state"})
 
@@ -51,14 +133,14 @@ class ReplicaRules:
         if type(msg) in _OWN_CHECKS:
             return
         self._require_state(msg.topic)
-        role = self.book.roles.get(msg.topic)
+        role = self.book.role(msg.topic)
         if role is None:
             return
         copies = len(role.replicas)
         if copies > 1 and type(msg) in NOT_REPLICATED_YET:
             raise invalid(f"{msg.KIND} is not supported on replicated topics yet "
                           f"(docs/CLUSTER.md)")
-        self.book.check_request(msg)
+        self.book.leader.check_led(msg.topic)
         if type(msg) is PutTopic:
             topic = self.registry.get(msg.topic)
             config = parse_config(msg.config, msg.topic)
@@ -70,22 +152,19 @@ class ReplicaRules:
     def ops_replicated(self, msg) -> bool:
         """Whether a record delete goes through the topic's op log: the topic has several
         copies (queue requests ask the replica book themselves, queue_ops.py)."""
-        role = self.book.roles.get(msg.topic)
+        role = self.book.role(msg.topic)
         return role is not None and len(role.replicas) > 1
 
     # --- appends -----------------------------------------------------------------------------
 
     def unplaced(self, name: str) -> bool:
         """A topic this cluster node neither holds nor knows the state of."""
-        return (self.book.enabled and name not in self.book.roles
-                and self.registry.get(name) is None)
+        return self.book.role(name) is None and self.registry.get(name) is None
 
     def applies(self, msg: Append) -> bool:
         """Whether an append goes by the replication rules (its topic has a state)."""
-        if not self.book.enabled:
-            return False          # a single node: the hot path asks nothing more
         self._require_state(msg.topic)
-        return msg.topic in self.book.roles
+        return self.book.role(msg.topic) is not None
 
     def locate(self, msg: Append) -> Staged:
         """An append to a topic this node does not know: have the cluster find it, or place
@@ -106,7 +185,7 @@ class ReplicaRules:
     def retires(self, msg: DeleteTopic) -> bool:
         """A delete_topic of a placed topic (on its leader: check() ran): the topic's
         cluster state becomes a tombstone, and every copy drops the topic from there."""
-        return msg.topic in self.book.roles
+        return self.book.role(msg.topic) is not None
 
     def retire(self, msg: DeleteTopic) -> Staged:
         """Ask the supervisor to write the topic's tombstone (the shell sends it while it
@@ -116,11 +195,12 @@ class ReplicaRules:
         topic = self.registry.get(name)
         if topic is not None:
             topic_admin.check_if_empty(msg, topic)
-        self.book.deleting.add(name)
+        placements = self.book.placements
+        placements.want_deleted(name)
         return self._park_until(
-            name, lambda: name in self.book.tombstones and self.registry.get(name) is None,
+            name, lambda: self.book.tombstoned(name) and self.registry.get(name) is None,
             {"topic": name, "deleted": True, "routers_removed": []}, "deleting",
-            lambda: self.book.deleting.discard(name))
+            lambda: placements.forget_deletion(name))
 
     def reconfigures(self, msg: PutTopic) -> bool:
         """A put_topic that changes the config of a placed topic (on its leader: check()
@@ -128,7 +208,7 @@ class ReplicaRules:
         copy takes it from there (replica_book.py); a type change is refused as on a single
         node (topic_admin.put)."""
         topic = self.registry.get(msg.topic)
-        if topic is None or msg.topic not in self.book.roles:
+        if topic is None or self.book.role(msg.topic) is None:
             return False
         config = parse_config(msg.config, msg.topic)
         return config != topic.config and config.type == topic.config.type
@@ -140,11 +220,12 @@ class ReplicaRules:
         again (it is idempotent)."""
         name = msg.topic
         wanted = parse_config(msg.config, name).to_json()
-        self.book.reconfiguring[name] = wanted
+        placements = self.book.placements
+        placements.want_config(name, wanted)
         return self._park_until(
-            name, lambda: getattr(self.book.roles.get(name), "config", None) == wanted,
+            name, lambda: getattr(self.book.role(name), "config", None) == wanted,
             {"topic": name, "created": False, "config": wanted}, "reconfiguring",
-            lambda: self.book.reconfiguring.pop(name, None))
+            lambda: placements.forget_config(name))
 
     def _park_until(self, name: str, done, answer: dict, reason: str, forget) -> Staged:
         """Answer `answer` once `done()` (woken by the roles that bring the change), or
@@ -163,19 +244,18 @@ class ReplicaRules:
         """Ask the supervisor for the topic's state (creating it if `create`); park until it
         arrives. Then a retried append gets `not_ready` (the client sends it again and the
         shard that leads the topic takes it); a put_topic is answered here."""
-        self.book.placing[name] = (config.to_json(), create)
-        self.book.refusals.pop(name, None)
-        self.book.absent.discard(name)
+        book, placements = self.book, self.book.placements
+        placements.ask(name, config.to_json(), create)
 
         def now() -> dict:
-            refused = self.book.refusals.pop(name, None)
-            if refused is not None:
-                raise TopicsError(refused, ErrorCode.NOT_ENOUGH_REPLICAS, {"topic": name})
-            if name in self.book.absent:
-                self.book.absent.discard(name)
+            placement = placements.take(name)
+            state = placement.state if placement is not None else None
+            if state is PlacementState.REFUSED:
+                raise TopicsError(placement.reason, ErrorCode.NOT_ENOUGH_REPLICAS,
+                                  {"topic": name})
+            if state is PlacementState.ABSENT:
                 raise topic_not_found(name)
-            if name not in self.book.roles:
-                self.book.placing.pop(name, None)
+            if book.role(name) is None:
                 if not create:
                     raise topic_not_found(name)
                 raise TopicsError(f"the cluster has not placed {name!r} yet; retry",
@@ -183,14 +263,13 @@ class ReplicaRules:
             if retry:
                 raise TopicsError(f"{name!r} is placed; retry", ErrorCode.NOT_READY,
                                   {"reason": "placed"})
-            self.book.check_request_named(name)
+            book.leader.check_led(name)
             topic = self.registry.get(name)
             return {"topic": name, "created": True,
                     "config": (topic.config if topic is not None else config).to_json()}
 
         def answer(_info):
-            book = self.book
-            if name in book.roles or name in book.refusals or name in book.absent:
+            if book.role(name) is not None or placements.settled(name):
                 return now()
             return Park(PLACE_PREFIX + name, PLACE_WAIT_MS, now)
         return read_op(answer)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 
 from topics_actors.topic_identity import shard_of_name
 
@@ -39,3 +40,9 @@ class Role:
         return {"topic": self.topic, "leader": self.leader, "leader_epoch": self.leader_epoch,
                 "leader_front": self.leader_front, "leader_http": self.leader_http,
                 "leader_curve": self.leader_curve}
+
+
+class AnswerKind(enum.Enum):
+    """Which request of this shard a leader's answer (ReplicaAnswer) is for."""
+    EPOCH_QUERY = "epoch_query"
+    REPLICA_FETCH = "replica_fetch"

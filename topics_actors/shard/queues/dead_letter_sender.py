@@ -1,5 +1,5 @@
 """Sending a queue's jobs to dead-letter topics in other shards: the shell's part of
-shard/dead_letter_moves.py.
+shard/queues/dead_letter_moves.py.
 
 Once per loop turn, and never blocking the loop: replies that came in are turned into
 MoveDone requests for the core (a success, or `deduped`), and moves that are due are sent
@@ -20,7 +20,7 @@ import zmq
 
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
-from topics_actors.shard.dead_letter_moves import DeadLetterMoves, Move, MoveDone
+from topics_actors.shard.queues.dead_letter_moves import DeadLetterMoves, Move, MoveDone
 from topics_actors.shard.peer_sockets import PeerSockets
 from topics_actors.topic_identity import shard_of_name
 

@@ -1,7 +1,7 @@
 """The routers whose destination is in this shard (spec/api.md 6), the core's part: define,
 list and delete them, and apply what the shell's feed read from their sources.
 
-Pull model, owned by the destination's shard. The shell (shard/router_feed.py) keeps one
+Pull model, owned by the destination's shard. The shell (shard/routers/router_feed.py) keeps one
 long-polling diff per router open against the source's shard (this one included) from the
 router's cursor; its answer comes back here as a RouterPass. The copies and the advanced
 cursor (a RouterCursor frame) are staged in one WAL batch, after the copies, so the log
@@ -18,6 +18,7 @@ import dataclasses
 
 import orjson
 
+from topics_actors.errors import InvariantViolation
 from topics_actors.errors import (
     ErrorCode, TopicsError, invalid, router_fan_in, router_repoint, topic_not_found,
 )
@@ -30,7 +31,7 @@ from topics_actors.record_batch import StagedRecord
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op, write_op
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_append import RecordAppend
-from topics_actors.shard.topic_admin import stage_create
+from topics_actors.shard.topic_admin import create_topic
 from topics_actors.shard.topic_registry import TopicRegistry
 from topics_actors.storage import frame_body
 from topics_actors.storage.frame_types import FLAG_META, HOPS_SHIFT, FrameType
@@ -109,7 +110,7 @@ class RouterBook:
         if found is not None and (found[1].source, found[1].dest) != (msg.source, msg.topic):
             raise router_repoint(msg.router, found[1].source, found[1].dest)
         if topic is None:
-            topic = stage_create(self.stager, self.registry, msg.topic, TopicConfig())
+            topic = create_topic(self.stager, self.registry, msg.topic, TopicConfig())
         old = found[1] if found is not None else None
         if old is not None:
             wanted.cursor, wanted.forwarded_total = old.cursor, old.forwarded_total
@@ -173,7 +174,7 @@ class RouterBook:
 
     # --- forwarding ---------------------------------------------------------------------------
 
-    def _stage_fitting(self, topic: TopicState, copies: list,
+    def _append_fitting(self, topic: TopicState, copies: list,
                        staged: bool) -> tuple[object, int]:
         """Stage the longest prefix of `copies` the destination admits, halving on a full
         `discard: reject` destination; (its publish or None, how many). With frames of
@@ -181,14 +182,14 @@ class RouterBook:
         kept = len(copies)
         while kept:
             try:
-                return self.appends.stage_copies(topic, [c for _, c in copies[:kept]]), kept
+                return self.appends.append_copies(topic, [c for _, c in copies[:kept]]), kept
             except TopicsError as error:
                 if error.code not in _FULL and not staged:
                     raise
                 kept = kept // 2 if error.code in _FULL else 0
         return None, 0
 
-    def _stage_trim(self, topic: TopicState, tombstone: dict | None) -> tuple[int, int] | None:
+    def _pad_trim(self, topic: TopicState, tombstone: dict | None) -> tuple[int, int] | None:
         """Source records evicted before the router read them (a cap, TTL or source_trim
         tombstone of the page) become a run of dest seqs without records, so the dest's
         readers get a `source_trim` tombstone there; its HeadWatermark comes before the
@@ -220,13 +221,19 @@ class RouterBook:
             return read_op(lambda info: {})
         copies = [(rec[0], _copy(router, rec)) for rec in reply["records"]
                   if router.passes(rec[3], rec[6])]
-        trim = self._stage_trim(topic, reply["tombstone"])
-        publish, kept = self._stage_fitting(topic, copies, trim is not None)
+        if copies and copies[0][0] <= router.cursor:
+            raise InvariantViolation(f"router {router.name!r} would copy seq {copies[0][0]} "
+                                     f"again (its cursor is {router.cursor})")
+        trim = self._pad_trim(topic, reply["tombstone"])
+        publish, kept = self._append_fitting(topic, copies, trim is not None)
         if kept < len(copies):
             end = copies[kept][0] - 1     # the refused copy is the next page's first
             if end == router.cursor and trim is None:
                 return read_op(lambda info: {})
         copies = copies[:kept]
+        if end < router.cursor:
+            raise InvariantViolation(f"router {router.name!r} would move its cursor back from "
+                                     f"{router.cursor} to {end}")
         moved = dataclasses.replace(router, cursor=end,
                                     forwarded_total=router.forwarded_total + len(copies))
         self.stager.frame(FrameType.ROUTER_CURSOR, topic,

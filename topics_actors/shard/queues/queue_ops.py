@@ -10,7 +10,7 @@ batch cannot commit it fails and its lease changes are undone (fail closed). One
 staged nothing (memory-only leases) is a read: its leases stand whatever the batch does.
 
 A job claimed more than `max_deliveries` times moves to the topic's `dead_letter` topic
-instead (shard/dead_letter_moves.py).
+instead (shard/queues/dead_letter_moves.py).
 
 On a replicated queue's leader (docs/CLUSTER.md 7) an ack is an op of the topic's op log
 (its jobs are deleted on every replica once all in-sync ones hold it), and so are the lease
@@ -35,10 +35,10 @@ from topics_actors.protocol.messages import Ack, Claim, Extend, Held, Nack
 from topics_actors.record_envelope import has_meta
 from topics_actors.shard import retention
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op
-from topics_actors.shard.claim_windows import (
+from topics_actors.shard.queues.claim_windows import (
     PASS_GRACE_MS, ClaimPass, ClaimWindows, Member,
 )
-from topics_actors.shard.dead_letter_moves import DeadLetterMoves, stage_lease_frame
+from topics_actors.shard.queues.dead_letter_moves import DeadLetterMoves, log_lease
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
@@ -47,7 +47,7 @@ from topics_actors.topic_config import LEASE_MS_MAX, LEASE_MS_MIN
 
 
 class QueueReplication(Protocol):
-    """What a cluster node's replica book does for queues (shard/replica_book.py)."""
+    """What a cluster node's leader does for queues (shard/replication/leader_duties.py)."""
 
     def queue_replicated(self, name: str, what: str) -> bool: ...
 
@@ -177,7 +177,7 @@ class QueueOps:
         jobs past max_deliveries are moved instead. Returns (writes, the function giving
         each member's reply after the commit); the claims' lease events go to `events`."""
         config, now = topic.config, self.stager.clock()
-        retention.stage(self.stager, self.reader, topic)
+        retention.plan(self.stager, self.reader, topic)
         state.cursor = max(state.cursor, topic.earliest_seq())
         state.prune(topic.count, known_jobs(topic))
         deadlines = [now + _clamp_lease(config.lease_ms if m.lease_ms is None else m.lease_ms)
@@ -201,9 +201,9 @@ class QueueOps:
         durable = config.logged and config.leases_durable
         if durable:
             for seq, lease in claimed:
-                stage_lease_frame(self.stager, topic, seq, CLAIMED, lease, state.deliveries[seq],
+                log_lease(self.stager, topic, seq, CLAIMED, lease, state.deliveries[seq],
                                   events)
-        staged, undo_moves, publish_moves = self.moves.stage(topic, state, moving)
+        staged, undo_moves, publish_moves = self.moves.move(topic, state, moving)
         writes = staged or (durable and bool(claimed))
         if writes:
             self.stager.batch.undo_fns.append(lambda: _unclaim(state, claimed, undo_moves))
@@ -241,7 +241,7 @@ class QueueOps:
             frame_lease = change(seq, lease)
             done.append(seq)
             if log:
-                stage_lease_frame(self.stager, topic, seq, event, frame_lease, undo[-1][2],
+                log_lease(self.stager, topic, seq, event, frame_lease, undo[-1][2],
                                   events)
         if undo:
             self.stager.batch.undo_fns.append(lambda: _restore(state, undo))
@@ -264,8 +264,9 @@ class QueueOps:
 
     def _ack_replicated(self, msg: Ack, topic: TopicState, state: QueueState) -> Staged:
         """An ack on a replicated queue (its leader): the leases go here and now; the jobs'
-        records are deleted by an op of the topic's op log (shard/replica_ops.py), on every
-        replica once all in-sync ones hold it, and the reply waits for that."""
+        records are deleted by an op of the topic's op log (shard/replication/
+        replica_ops.py), on every replica once all in-sync ones hold it, and the reply
+        waits for that."""
         acked, skipped, _ = self._held(msg, topic, state, ACKED,
                                        lambda seq, lease: state.leave(seq) or lease,
                                        logged=False)

@@ -13,7 +13,7 @@ among its own frames.
 
 The follower checks every frame of an answer before it stages any (lengths, checksum,
 type, topic, seqs, flags: `check`), refuses the whole answer on the first fault, and
-otherwise copies them into its batch unchanged (shard/replica_records.py `stage`):
+otherwise copies them into its batch unchanged (replica_records.py `append_fetched`):
 no record is decoded on either side, and neither side encodes one again.
 """
 

@@ -1,5 +1,5 @@
 """A follower shard's fetches from the leaders of its topics: the shell's part of
-shard/replica_book.py.
+shard/replication/replica_book.py.
 
 Once per loop turn, never blocking: answers that came in become ReplicaAnswer requests for
 the core, and each followed topic with nothing in flight gets its next request (an epoch
@@ -20,7 +20,8 @@ import zmq
 from topics_actors.protocol import encode
 from topics_actors.server_keys import ServerKeys
 from topics_actors.shard.peer_sockets import PeerSockets, decode_answer
-from topics_actors.shard.replica_book import FETCH_WAIT_MS, ReplicaAnswer, ReplicaBook
+from topics_actors.shard.replication.follower_duties import FETCH_WAIT_MS
+from topics_actors.shard.replication.replica_book import ReplicaAnswer, ReplicaBook
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class ReplicaFetcher:
         self.sent = self.failed = 0
 
     def pump(self) -> None:
-        if not self.book.following and not self.in_flight:
+        if not self.book.replicas.follows_any() and not self.in_flight:
             return
         now = time.monotonic()
         for corr, (name, _kind, sent_at) in list(self.in_flight.items()):
@@ -54,17 +55,17 @@ class ReplicaFetcher:
                 del self.in_flight[corr]
                 self.busy.discard(name)
         self._receive(now)
-        for name, endpoint, msg in self.book.requests():
+        for name, endpoint, msg in self.book.follower.requests():
             if name in self.busy or self.not_before.get(name, 0) > now:
                 continue
             self._send(name, endpoint, msg, now)
 
     def ms_until_due(self) -> float | None:
-        if not self.book.following:
+        if not self.book.replicas.follows_any():
             return None
         now = time.monotonic()
         waits = [max(0.0, (self.not_before.get(n, 0) - now) * 1000)
-                 for n in self.book.following if n not in self.busy]
+                 for n in self.book.replicas.following() if n not in self.busy]
         return min(waits) if waits else None
 
     def _send(self, name: str, endpoint: str, msg, now: float) -> None:
@@ -80,7 +81,7 @@ class ReplicaFetcher:
         self.sent += 1
 
     def _curve(self, name: str) -> tuple[str, ServerKeys] | None:
-        role = self.book.roles.get(name)
+        role = self.book.role(name)
         if self.keys is None or role is None or not role.leader_curve:
             return None
         return role.leader_curve, self.keys
@@ -99,7 +100,7 @@ class ReplicaFetcher:
             self.failed += 1
             self.not_before[name] = now + RETRY_MS / 1000
             if (error.detail or {}).get("reason") == "seq_out_of_range":
-                self.book.leader_behind(name)
+                self.book.follower.leader_behind(name)
             log.debug("event=replica_fetch_failed topic=%s code=%s", name, error.code.wire)
             return
         self.submit(ReplicaAnswer(name, kind, reply))

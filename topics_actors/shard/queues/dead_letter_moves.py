@@ -9,7 +9,7 @@ the same: at least once into the dead-letter topic, never lost.
   the Append (the job is then moved again on a later claim).
 - In another shard: the job is first marked moving, a Lease frame (event 5) logged with the
   queue's class: it leaves the ready set, the mark survives crashes and checkpoints (the
-  snapshot carries it). The shard's socket shell (shard/dead_letter_sender.py) then sends
+  snapshot carries it). The shard's socket shell (shard/queues/dead_letter_sender.py) then sends
   the Append to the owning shard, with an idempotency key naming the job, and retries until
   it is acknowledged; only then does a MoveDone stage the dead-lettered frame and delete the
   job. A crash between the two sends it again (deduplicated within the dead-letter topic's
@@ -52,10 +52,10 @@ class MoveDone:
     seq: int
 
 
-def stage_lease_frame(stager: BatchStager, topic: TopicState, seq: int, event: int,
+def log_lease(stager: BatchStager, topic: TopicState, seq: int, event: int,
                       lease: Lease, deliveries: int, events: list | None = None) -> None:
     """One Lease frame of job `seq`, with the topic's class; its event also goes to
-    `events` (a replicated queue's lease op, shard/replica_ops.py)."""
+    `events` (a replicated queue's lease op, shard/replication/replica_ops.py)."""
     stager.frame(FrameType.LEASE, topic, frame_body.encode_lease(frame_body.LeaseBody(
         event, lease.lease_id, lease.deadline, deliveries, lease.node)),
         seq=seq, sync=topic.config.durability.acks_after_fsync)
@@ -73,18 +73,18 @@ class DeadLetterMoves:
         self.outbox: set[Move] = set()      # moves to other shards not acknowledged yet
         self.recovered = False
 
-    def stage(self, topic: TopicState, state: QueueState, moving: list[int]
+    def move(self, topic: TopicState, state: QueueState, moving: list[int]
               ) -> tuple[bool, Callable[[], None], Callable[[CommitInfo], None]]:
         """Stage the moves of `moving`. Returns (whether it logged or appended anything, the
         undo, the publish to run after the commit)."""
         if not moving:
             return False, lambda: None, lambda info: None
         if self.registry.owns(topic_id(topic.config.dead_letter)):
-            return self._stage_local(topic, state, moving)
+            return self._move_local(topic, state, moving)
         for seq in moving:
             state.move(seq)
             if topic.config.logged:
-                stage_lease_frame(self.stager, topic, seq, MOVING, Lease("", 0, 0),
+                log_lease(self.stager, topic, seq, MOVING, Lease("", 0, 0),
                                   state.deliveries.get(seq, 0))
 
         def undo() -> None:
@@ -96,13 +96,13 @@ class DeadLetterMoves:
             self.outbox.update((topic.name, seq) for seq in moving)
         return topic.config.logged, undo, publish
 
-    def _stage_local(self, topic: TopicState, state: QueueState, moving: list[int]):
+    def _move_local(self, topic: TopicState, state: QueueState, moving: list[int]):
         """An Append to the dead-letter topic and a dead-lettered Lease frame per job, in
         this batch. Jobs the dead-letter topic refuses (full, throttled) stay."""
         moved, publishes = [], []
         for n, seq in enumerate(moving):
             try:
-                _, publish = self.appends.stage(self._append(topic, seq))
+                _, publish = self.appends.append(self._append(topic, seq))
             except TopicsError:
                 for rest in moving[n:]:
                     state.give_back(rest)
@@ -110,7 +110,7 @@ class DeadLetterMoves:
             publishes.append(publish)
             moved.append(seq)
             if topic.config.logged:
-                stage_lease_frame(self.stager, topic, seq, DEAD_LETTERED, Lease("", 0, 0),
+                log_lease(self.stager, topic, seq, DEAD_LETTERED, Lease("", 0, 0),
                                   state.deliveries.get(seq, 0))
 
         def undo() -> None:
@@ -166,7 +166,7 @@ class DeadLetterMoves:
         if state is None or msg.seq not in state.moving:
             return read_op(lambda info: {})
         if topic.config.logged:
-            stage_lease_frame(self.stager, topic, msg.seq, DEAD_LETTERED, Lease("", 0, 0),
+            log_lease(self.stager, topic, msg.seq, DEAD_LETTERED, Lease("", 0, 0),
                               state.deliveries.get(msg.seq, 0))
         self.stager.batch.undo_fns.append(lambda: self.outbox.add((msg.topic, msg.seq)))
 

@@ -1,4 +1,4 @@
-"""Reading the routers' sources: the shell's part of shard/router_book.py.
+"""Reading the routers' sources: the shell's part of shard/routers/router_book.py.
 
 Once per loop turn, never blocking: replies that came in become RouterPass requests for the
 core, and every router of this shard with no read in flight gets one, a long-polling diff of
@@ -20,7 +20,7 @@ import zmq
 from topics_actors.protocol import encode
 from topics_actors.protocol.messages import Diff
 from topics_actors.shard.peer_sockets import PeerSockets, decode_answer
-from topics_actors.shard.router_book import RouterBook, RouterPass
+from topics_actors.shard.routers.router_book import RouterBook, RouterPass
 from topics_actors.topic_identity import shard_of_name
 
 log = logging.getLogger(__name__)

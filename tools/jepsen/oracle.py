@@ -1,0 +1,165 @@
+"""The oracle: what the writers were told and the readers were shown, against every node's
+copy of each topic read offline after the run (all faults healed, followers caught up).
+
+Per topic, each a violation when broken:
+
+- **acked**: every write acked with `acks: all` is on every copy at the seq its ack named,
+  with its payload (I1);
+- **once, in order**: the acks' seqs rise with the writer's order (one writer, one record
+  at a time), no seq was acked for two records, and no copy holds an acked record again at
+  a seq above its ack (a second copy below it is an earlier attempt of that write whose
+  answer was lost to a failover, stored by the old leader before the retry: counted, not a
+  violation; docs/CLUSTER.md 4);
+- **identical**: the copies hold the same records (I2);
+- **nothing invented**: every stored record is one the writer sent;
+- **reads stay**: every record a reader was shown (at or below the high watermark) is on
+  the copies at that seq with that number.
+
+A power loss of every node at once is the one fault `acks: all` does not cover for the
+`disk` and `memory` classes (their records are written, not synced, on each replica:
+docs/CLUSTER.md 4). For those topics only, a record acked (or shown to a reader) before such
+a power loss may be missing, if what is missing is the tail: nothing acked before that
+power loss with a higher seq survived. Those are counted as allowed losses. An `fsync`
+topic may lose nothing, whatever the fault.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import dataclasses
+
+import orjson
+
+SHOWN_MAX = 10        # lines per kind of violation
+
+
+@dataclasses.dataclass
+class TopicVerdict:
+    durability: str
+    acked: int = 0
+    lost_allowed: int = 0          # disk/memory records lost to an all-node power loss
+    retry_copies: int = 0          # an earlier attempt of an acked write, also stored
+    in_doubt: int = 0
+    records: int = 0
+    reads: int = 0
+    violations: list = dataclasses.field(default_factory=list)
+
+
+def check_topic(durability: str, writer, reader, found: dict,
+                power_losses: list[float]) -> TopicVerdict:
+    """`writer`: a LedgerWriter (ack_log, ack_times, sent, in_doubt); `reader`: a Reader
+    (seen, changed) or None; `found`: {node id: {seq: envelope} | None}; `power_losses`:
+    time.monotonic() of every all-node power loss."""
+    verdict = TopicVerdict(durability, len(writer.ack_log), in_doubt=len(writer.in_doubt))
+    problems: dict[str, list[str]] = collections.defaultdict(list)
+    lossy = durability != "fsync"
+    decoded = {nid: ({seq: _number(env) for seq, env in copy.items()} if copy is not None
+                     else None) for nid, copy in found.items()}
+    for nid, copy in sorted(decoded.items()):
+        if copy is None:
+            problems["copy"].append(f"{nid} has no copy")
+    copies = {nid: c for nid, c in decoded.items() if c is not None}
+    _check_order(writer.ack_log, problems)
+    for nid, copy in sorted(copies.items()):
+        verdict.records = max(verdict.records, len(copy))
+        lost = _check_acked(nid, copy, writer, power_losses if lossy else [], problems)
+        verdict.lost_allowed = max(verdict.lost_allowed, lost)
+        problems["invented"] += [f"{nid}: seq {seq} holds n={n}, never sent"
+                                 for seq, n in sorted(copy.items())
+                                 if not (isinstance(n, int) and 1 <= n <= writer.sent)]
+        verdict.retry_copies = max(verdict.retry_copies,
+                                   _check_once(nid, copy, writer.ack_log, problems))
+    if len({tuple(sorted(c.items())) for c in copies.values()}) > 1:
+        problems["identical"].append(_first_difference(copies))
+    if reader is not None:
+        verdict.reads = len(reader.seen)
+        problems["read"] += list(reader.changed)
+        _check_reads(copies, reader.seen, power_losses if lossy else [], problems)
+    for kind, lines in problems.items():
+        verdict.violations += [f"{kind}: {line}" for line in lines[:SHOWN_MAX]]
+        if len(lines) > SHOWN_MAX:
+            verdict.violations.append(f"{kind}: ... {len(lines) - SHOWN_MAX} more")
+    return verdict
+
+
+def _number(envelope: bytes):
+    data = orjson.loads(envelope).get("d")
+    return data.get("n") if isinstance(data, dict) and list(data) == ["n"] else data
+
+
+def _check_order(ack_log: list, problems: dict) -> None:
+    by_seq: dict[int, set] = collections.defaultdict(set)
+    previous = 0
+    for seq, number in ack_log:
+        by_seq[seq].add(number)
+        if seq <= previous:
+            problems["order"].append(f"n={number} acked at seq {seq}, after an ack at "
+                                     f"seq {previous}")
+        previous = max(previous, seq)
+    problems["reuse"] += [f"seq {seq} acked for numbers {sorted(numbers)}"
+                          for seq, numbers in sorted(by_seq.items()) if len(numbers) > 1]
+
+
+def _check_acked(nid: str, copy: dict, writer, power_losses: list[float],
+                 problems: dict) -> int:
+    """I1 on one copy; the number of acked records it lacks that an all-node power loss
+    excuses."""
+    excused = collections.defaultdict(list)        # power loss index -> missing seqs
+    for (seq, number), acked_at in zip(writer.ack_log, writer.ack_times):
+        if copy.get(seq) == number:
+            continue
+        loss = bisect.bisect_right(power_losses, acked_at)
+        if seq not in copy and loss < len(power_losses):
+            excused[loss].append(seq)
+            continue
+        problems["acked"].append(f"{nid}: acked seq {seq} (n={number}) holds "
+                                 f"{copy.get(seq, 'nothing')}")
+    for loss, missing in excused.items():
+        at, lowest = power_losses[loss], min(missing)
+        kept = [seq for (seq, _), t in zip(writer.ack_log, writer.ack_times)
+                if t <= at and seq > lowest and seq in copy]
+        if kept:
+            problems["tail"].append(f"{nid}: the power loss of every node lost acked seq "
+                                    f"{lowest} but kept later acked seq {kept[0]}: not a tail")
+    return sum(len(missing) for missing in excused.values())
+
+
+def _check_once(nid: str, copy: dict, ack_log: list, problems: dict) -> int:
+    """Acked records stored twice; the earlier attempts' copies (below the ack) counted."""
+    where: dict[int, list[int]] = collections.defaultdict(list)
+    for seq, number in copy.items():
+        where[number].append(seq)
+    retries = 0
+    for seq, number in ack_log:
+        others = [s for s in where.get(number, ()) if s != seq]
+        above = [s for s in others if s > seq]
+        if above:
+            problems["once"].append(f"{nid}: n={number} acked at seq {seq} is stored again "
+                                    f"at seq {above[0]}, after its ack")
+        retries += len(others) - len(above)
+    return retries
+
+
+def _check_reads(copies: dict, seen: dict, power_losses: list[float],
+                 problems: dict) -> None:
+    for seq, (number, first_at) in sorted(seen.items()):
+        for nid, copy in sorted(copies.items()):
+            if copy.get(seq) == number:
+                continue
+            excused = (seq not in copy
+                       and bisect.bisect_right(power_losses, first_at) < len(power_losses))
+            if not excused:
+                problems["read"].append(f"{nid}: seq {seq} was read as n={number}, the copy "
+                                        f"holds {copy.get(seq, 'nothing')}")
+
+
+def _first_difference(copies: dict) -> str:
+    for seq in sorted(set().union(*copies.values())):
+        held = {nid: copy.get(seq) for nid, copy in copies.items()}
+        if len(set(held.values())) > 1:
+            shown = ", ".join(f"{nid}={value}" for nid, value in sorted(held.items()))
+            sizes = ", ".join(f"{nid} {len(c)} records (max seq {max(c, default=0)})"
+                              for nid, c in sorted(copies.items()))
+            return f"copies differ first at seq {seq}: {shown}; {sizes}"
+    return "copies differ"
