@@ -232,9 +232,8 @@ class ClientCore:
                     reply = first.outcome()
                 if reply is not None and reply is not _UNSENT:
                     return reply
-                if reply is None:
-                    doubt[0] = True
-                if reply is None and self._leaders.forget(topic):
+                doubt[0] = doubt[0] or reply is None
+                if shard is None and self._leaders.forget(topic):
                     self._routes.pop(topic, None)   # a silent leader: our node knows who
                     hops = 0                        # leads now, or soon will
                 else:
