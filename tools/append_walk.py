@@ -59,7 +59,10 @@ def shard_core(data_dir: str):
 def shard_answer(core):
     """`core` reached the way the shard's shell does: decode, admit, submit, commit."""
     from topics_actors.protocol import decode
-    from topics_actors.shard.shard_server import admitted
+    try:
+        from topics_actors.shard.request_intake import admitted
+    except ImportError:             # a tree from before the intake had a module of its own
+        from topics_actors.shard.shard_server import admitted
 
     def answer(raw: bytes) -> list[bytes]:
         corr, msg = decode(raw)

@@ -1,5 +1,5 @@
 """Staging an append batch (record_batch.py) and the shard's trust decision for it
-(shard_server.admitted).
+(request_intake.admitted).
 
 Goal: a batch from the wire has every `data` parsed once; a VouchedRecords batch (a
 `prevalidated` append off the shard's ipc socket) has none parsed, yet stages the same
@@ -22,7 +22,7 @@ from topics_actors.limits import (
 )
 from topics_actors.protocol.messages import Append, Diff, GetTopic
 from topics_actors.record_batch import VouchedRecords, stage_batch
-from topics_actors.shard.shard_server import admitted
+from topics_actors.shard.request_intake import admitted
 from tools.testing.shard_harness import rec
 
 BATCH = [[b'{"a":1}'], [b"2", None, None, None], [b'"x"', "tag", "node", b'{"k":"v"}'],

@@ -10,6 +10,7 @@ a rule needs a record it calls the reader it is given.
 Modules:
 - `append_run.py`: records of one topic that a reader of the log takes in one step
 - `dedupe_index.py`: idempotency of appends for one topic
+- `extension_frames.py`: the frames of replication and routers as the topic ledger applies them
 - `delete_rules.py`: the rules of permanent record deletes
 - `deleted_seqs.py`: the seqs of a topic deleted one by one that its shard must still skip
 - `log_truncation.py`: a replica's log cut back to where it agrees with its leader's

@@ -23,9 +23,9 @@ import xxhash
 
 from topics_actors.cluster.epoch_cache import EpochCache
 from topics_actors.ledger.dedupe_index import DedupeEntry
-from topics_actors.ledger.op_log import Op, OpLog
+from topics_actors.ledger.op_log import OpLog
 from topics_actors.ledger.delete_rules import live_floor
-from topics_actors.ledger import append_run, log_truncation, router_state
+from topics_actors.ledger import append_run, extension_frames, log_truncation
 from topics_actors.ledger.append_run import AppendBatch, AppendRun
 from topics_actors.ledger.queue_state import QueueState, queue_of
 from topics_actors.ledger.router_state import RouterState
@@ -208,7 +208,8 @@ class TopicLedger:
 
     # --- frames ------------------------------------------------------------------------------
 
-    def _topic(self, frame: Frame, what: str) -> TopicState | None:
+    def topic_of(self, frame: Frame, what: str) -> TopicState | None:
+        """The frame's topic; None (counted as ignored `what`) when there is none."""
         topic = self.by_tid.get(frame.topic_id)
         if topic is None:
             self.ignored[f"{what}_without_topic"] += 1
@@ -245,14 +246,14 @@ class TopicLedger:
             topic.config = config
 
     def _topic_delete(self, frame: Frame, view) -> None:
-        topic = self._topic(frame, "delete")
+        topic = self.topic_of(frame, "delete")
         if topic is not None:
             self.drop_topic(topic)
             if self.audit is not None:
                 self.audit.forget(topic.tid)
 
     def _delete(self, frame: Frame, view) -> None:
-        topic = self._topic(frame, "delete_records")
+        topic = self.topic_of(frame, "delete_records")
         if topic is None:
             return
         body = frame_body.decode_body(frame.type, frame.data)
@@ -262,14 +263,14 @@ class TopicLedger:
             self.delete_records(topic, body)
 
     def _evict_watermark(self, frame: Frame, view) -> None:
-        topic = self._topic(frame, "evict")
+        topic = self.topic_of(frame, "evict")
         if topic is not None:   # floors only rise, whatever order the marks come in
             body = frame_body.decode_body(frame.type, frame.data)
             topic.evict_floor = max(topic.evict_floor, body.evict_floor)
             topic.expiry_floor = max(topic.expiry_floor, body.expiry_floor)
 
     def _lease(self, frame: Frame, view) -> None:
-        topic = self._topic(frame, "lease")
+        topic = self.topic_of(frame, "lease")
         if topic is None:
             return
         if frame.seq > topic.head and self.audit is not None and topic.config.logged:
@@ -283,70 +284,8 @@ class TopicLedger:
                                        topic.config.leases_durable):
             self.delete_jobs(topic, [frame.seq])
 
-    def _epoch(self, frame: Frame, view) -> None:
-        topic = self._topic(frame, "epoch")
-        if topic is not None:
-            if topic.epochs is None:
-                topic.epochs = EpochCache()
-            topic.epochs.assign(frame_body.decode_body(frame.type, frame.data), frame.seq)
-
-    def _ops_of(self, frame: Frame) -> OpLog | None:
-        topic = self._topic(frame, "op")
-        if topic is not None and topic.ops is None:
-            topic.ops = OpLog()
-        return None if topic is None else topic.ops
-
-    def _repl_op(self, frame: Frame, view) -> None:
-        ops = self._ops_of(frame)
-        if ops is not None and frame.seq == ops.leo:
-            epoch, body = frame_body.decode_body(frame.type, frame.data)
-            ops.append(Op(frame.seq, epoch, body))
-
-    def _ops_commit(self, frame: Frame, view) -> None:
-        ops = self._ops_of(frame)
-        if ops is not None:
-            ops.take_committed(frame.seq)
-
-    def _ops_drop(self, frame: Frame, view) -> None:
-        ops = self._ops_of(frame)
-        if ops is not None:
-            ops.drop_pending()
-
-    def _truncate(self, frame: Frame, view) -> None:
-        topic = self._topic(frame, "truncate")
-        if topic is None:
-            return
-        last = frame_body.decode_body(frame.type, frame.data)
-        if last < topic.absorbed:     # never logged so (replica_book.py checks first)
-            self.ignored["truncate_below_absorbed"] += 1
-            return
-        self.truncate_records(topic, last)
-
     def _checkpoint_mark(self, frame: Frame, view) -> None:
         self.marks += 1
-
-    def _router_create(self, frame: Frame, view) -> None:
-        topic = self._topic(frame, "router")
-        if topic is not None:
-            if topic.routers is None:
-                topic.routers = {}
-            router_state.apply_create(topic.routers, frame_body.decode_body(frame.type,
-                                                                            frame.data))
-
-    def _router_delete(self, frame: Frame, view) -> None:
-        topic = self._topic(frame, "router")
-        if topic is not None and topic.routers:
-            topic.routers.pop(frame_body.decode_body(frame.type, frame.data).name, None)
-
-    def _router_cursor(self, frame: Frame, view) -> None:
-        topic = self._topic(frame, "router")
-        if topic is None:
-            return
-        body = frame_body.decode_body(frame.type, frame.data)
-        if not router_state.apply_cursor(topic.routers or {}, body):
-            self.ignored["router_cursor_without_router"] += 1
-        if body.trim_last:
-            topic.add_trim(body.trim_first, body.trim_last)
 
     def account(self, rows: list) -> None:
         """Take a shard's accounting ([tid, *ACCOUNTING] rows, exact at its barrier)."""
@@ -357,7 +296,7 @@ class TopicLedger:
                     setattr(topic, name, value)
 
     def _head_watermark(self, frame: Frame, view) -> None:
-        topic = self._topic(frame, "watermark")
+        topic = self.topic_of(frame, "watermark")
         if topic is None:
             return
         ceiling = frame_body.decode_body(frame.type, frame.data)
@@ -370,7 +309,7 @@ class TopicLedger:
             topic.reserved_head = max(topic.reserved_head, ceiling)
 
     def _idem_key(self, frame: Frame, view) -> None:
-        topic = self._topic(frame, "idem_key")
+        topic = self.topic_of(frame, "idem_key")
         if topic is None or topic.head < frame.seq:
             return
         if self.now - frame.ts > topic.config.idempotency_window_ms:
@@ -382,39 +321,10 @@ class TopicLedger:
     # --- snapshot form -----------------------------------------------------------------------
 
     def restore_entry(self, entry: dict, seg_dir: str) -> TopicState:
-        """Recreate a topic from its snapshot entry (see snapshot_entry)."""
-        topic = self.new_topic(entry["name"], TopicConfig.from_bytes(entry["config"]),
-                               entry["tid"])
-        for name in _COUNTERS:
-            setattr(topic, name, entry[name] if name != "gone_through" else entry.get(name, 0))
-        topic.next_seq = topic.head + 1
-        topic.wal_base = topic.head + 1
-        if topic.indexed:
-            topic.wal_base = entry["absorbed"] + 1
-            topic.locs.frombytes(bytes(8 * (topic.head - entry["absorbed"])))
-        topic.absorbed = entry["absorbed"]
-        topic.seg_dir = seg_dir
-        topic.seg_firsts = [s[0] for s in entry["segments"]]
-        topic.seg_counts = [s[1] for s in entry["segments"]]
-        window = topic.config.idempotency_window_ms
-        for key, first, last, head, ts in entry["dedupe"]:   # (older snapshots: sessions' too)
-            if self.now - ts <= window:
-                topic.dedupe.add(key, DedupeEntry(first, last, head, ts), window)
-        for row in entry.get("sessions", ()):
-            topic.dedupe.take_row(row, self.now, window)
-        if "queue" in entry:
-            topic.queue = QueueState.from_entry(entry["queue"])
-        if entry.get("trims"):
-            topic.trims = [list(t) for t in entry["trims"]]
-        if entry.get("routers"):
-            topic.routers = {r[0]: RouterState.from_entry(r) for r in entry["routers"]}
-        if entry.get("epochs"):
-            topic.epochs = EpochCache([tuple(e) for e in entry["epochs"]])
-        if entry.get("ops"):
-            topic.ops = OpLog.from_entry(entry["ops"])
+        """Recreate a topic from its snapshot entry (restore_topic)."""
+        topic = restore_topic(entry, seg_dir, self.new_topic, self.now)
         self.add_topic(topic)
         return topic
-
 
 def _utf8(view, at: int, length: int) -> bool:
     """Whether view[at:at + length] is UTF-8 (a node's text)."""
@@ -471,6 +381,42 @@ def snapshot_entry(topic: TopicState, seg_dir: str, segments: list[list[int]],
     return entry
 
 
+
+def restore_topic(entry: dict, seg_dir: str, new_topic: Callable[..., TopicState],
+                  now: int) -> TopicState:
+    """A topic recreated from its snapshot entry (snapshot_entry's form); `new_topic`:
+    the ledger's maker of a topic state."""
+    topic = new_topic(entry["name"], TopicConfig.from_bytes(entry["config"]), entry["tid"])
+    for name in _COUNTERS:
+        setattr(topic, name, entry[name] if name != "gone_through" else entry.get(name, 0))
+    topic.next_seq = topic.head + 1
+    topic.wal_base = topic.head + 1
+    if topic.indexed:
+        topic.wal_base = entry["absorbed"] + 1
+        topic.locs.frombytes(bytes(8 * (topic.head - entry["absorbed"])))
+    topic.absorbed = entry["absorbed"]
+    topic.seg_dir = seg_dir
+    topic.seg_firsts = [s[0] for s in entry["segments"]]
+    topic.seg_counts = [s[1] for s in entry["segments"]]
+    window = topic.config.idempotency_window_ms
+    for key, first, last, head, ts in entry["dedupe"]:   # (older snapshots: sessions' too)
+        if now - ts <= window:
+            topic.dedupe.add(key, DedupeEntry(first, last, head, ts), window)
+    for row in entry.get("sessions", ()):
+        topic.dedupe.take_row(row, now, window)
+    if "queue" in entry:
+        topic.queue = QueueState.from_entry(entry["queue"])
+    if entry.get("trims"):
+        topic.trims = [list(t) for t in entry["trims"]]
+    if entry.get("routers"):
+        topic.routers = {r[0]: RouterState.from_entry(r) for r in entry["routers"]}
+    if entry.get("epochs"):
+        topic.epochs = EpochCache([tuple(e) for e in entry["epochs"]])
+    if entry.get("ops"):
+        topic.ops = OpLog.from_entry(entry["ops"])
+    return topic
+
+
 def accounting_rows(topics) -> list[list[int]]:
     """[tid, *ACCOUNTING] for every topic with floors (sent with a checkpoint barrier)."""
     return [[t.tid, *(getattr(t, name) for name in ACCOUNTING)] for t in topics
@@ -489,13 +435,13 @@ _HANDLERS = {
     FrameType.IDEM_KEY: TopicLedger._idem_key,
     FrameType.LEASE: TopicLedger._lease,
     FrameType.CHECKPOINT_MARK: TopicLedger._checkpoint_mark,
-    FrameType.ROUTER_CREATE: TopicLedger._router_create,
-    FrameType.ROUTER_DELETE: TopicLedger._router_delete,
-    FrameType.ROUTER_CURSOR: TopicLedger._router_cursor,
+    FrameType.ROUTER_CREATE: extension_frames.router_create,
+    FrameType.ROUTER_DELETE: extension_frames.router_delete,
+    FrameType.ROUTER_CURSOR: extension_frames.router_cursor,
     FrameType.FILLER: lambda self, frame, view: None,
-    FrameType.EPOCH: TopicLedger._epoch,
-    FrameType.REPL_OP: TopicLedger._repl_op,
-    FrameType.OPS_COMMIT: TopicLedger._ops_commit,
-    FrameType.OPS_DROP: TopicLedger._ops_drop,
-    FrameType.TRUNCATE: TopicLedger._truncate,
+    FrameType.EPOCH: extension_frames.epoch,
+    FrameType.REPL_OP: extension_frames.repl_op,
+    FrameType.OPS_COMMIT: extension_frames.ops_commit,
+    FrameType.OPS_DROP: extension_frames.ops_drop,
+    FrameType.TRUNCATE: extension_frames.truncate,
 }

@@ -21,6 +21,8 @@ Modules:
 - `record_delete.py`: a delete_records request in a shard's batch
 - `record_reader.py`: where a shard reads one record of a topic
 - `replay.py`: recovery of one shard
+- `request_intake.py`: requests taken from the sockets and lanes into the core
+- `reply_desk.py`: the answering side of a commit, and the replies that wait
 - `retention.py`: cap and TTL retention in a shard's batch
 - `shard_core.py`: the shard's pure core
 - `shard_server.py`: the shard's socket shell

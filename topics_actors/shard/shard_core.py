@@ -23,7 +23,7 @@ from topics_actors.errors import (
     ErrorCode, ProtocolError, StorageError, TopicsError, storage_error,
 )
 from topics_actors.ledger import retention_rules
-from topics_actors.protocol import encode_error, encode_reply
+from topics_actors.protocol import encode_error
 from topics_actors.protocol.messages import (
     Absorbed, Ack, Append, Checkpoint, Claim, DeleteRecords, DeleteTopic, Diff, Extend,
     GetTopic, Held, ListTopics, Nack, PutTopic, RepairTopic, Retain, Scan, Status, StreamLease,
@@ -39,7 +39,7 @@ from topics_actors.shard.batch_stager import (
 )
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.checkpoint_window import CheckpointWindow
-from topics_actors.shard.long_poll import LongPolls, Park, Waiter
+from topics_actors.shard.long_poll import LongPolls
 from topics_actors.shard.queues.claim_windows import ClaimPass
 from topics_actors.shard.commit_window import CommitWindow
 from topics_actors.shard.queues.dead_letter_moves import MoveDone
@@ -48,9 +48,8 @@ from topics_actors.shard.queues.queue_ops import QueueOps
 from topics_actors.shard.record_append import RecordAppend
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replay import Replay
-from topics_actors.shard.replication.leader_duties import AwaitHw
+from topics_actors.shard.reply_desk import Reply, ReplyDesk
 from topics_actors.shard.replication.replica_book import ReplicaBook
-from topics_actors.shard.replication.replica_ops import AwaitOp
 from topics_actors.shard.replication.replica_rules import ReplicaRules
 from topics_actors.shard.routers.router_book import RouterBook, RouterPass
 from topics_actors.shard.shard_stats import ShardStats
@@ -65,7 +64,6 @@ from topics_actors.topic_identity import topic_id
 
 log = logging.getLogger(__name__)
 
-Reply = tuple[bytes, bytes]     # (peer, encoded reply)
 Handler = Callable[[object], Staged]     # a request -> (is write, its answer after commit)
 FAILURE_LOG_INTERVAL_S = 1.0    # a full disk fails every batch: one log line a second
 
@@ -108,6 +106,7 @@ class ShardCore:
         self.replicated = self.replicas.enabled     # a cluster node (TOPICS_ZK)
         if self.replicated:
             self.queues.replication = self.replicas.leader
+        self.replies = ReplyDesk(options.shard, self.registry, self.polls, self.replicas)
         self._handlers = self._handler_table()
 
     def _handler_table(self) -> dict[type, Handler]:
@@ -243,12 +242,12 @@ class ShardCore:
         if failure is None:   # floors rise only once their watermark is durable
             for topic, floors in batch.retention.values():
                 retention_rules.apply(topic, self.reader.read, floors)
-        replies = []
+        replies, reply_to = [], self.replies.reply
         for op in batch.ops:
             if failure is not None and op.is_write:
                 replies.append((op.peer, encode_error(op.corr, failure)))
                 continue
-            reply = self._reply(op.peer, op.corr, op.t0_ns, op.fn, info)
+            reply = reply_to(op.peer, op.corr, op.t0_ns, op.fn, info)
             if reply is not None:
                 replies.append(reply)
         if self.quota.max_total_bytes and batch.writes:   # reads leave the bytes alone
@@ -257,29 +256,11 @@ class ShardCore:
         polls = self.polls
         for name in woken:
             if polls.count:
-                replies += self._answer_waiters(polls.wake(name))
+                replies += self.replies.answer_waiters(polls.wake(name))
             if name[0] != "\0":   # from \0 on: internal wake-ups (claim windows), not topics
                 self.feed_pending.add(name)
-        if self.replicated and self.replicas.has_released():
-            replies += self._released()
-        return replies
-
-    def released_replies(self) -> list[Reply]:
-        """What the replica book can answer now, before any commit: `acks: all` writes a
-        follower's fetch just covered (their own commit is long done), so they do not wait
-        for the fsync of the batch being gathered."""
-        return self._released() if self.replicas.has_released() else []
-
-    def _released(self) -> list[Reply]:
-        """Answers the replica book let go: `acks: all` writes the watermark now covers, or
-        that lost their leader."""
-        replies = []
-        for peer, corr, t0_ns, body, error in self.replicas.take_released():
-            if error is not None:
-                replies.append((peer, encode_error(corr, error)))
-            else:
-                body["performance"]["server_total_ms"] = (time.perf_counter_ns() - t0_ns) / 1e6
-                replies.append((peer, encode_reply(corr, body)))
+        if self.replicated:
+            replies += self.replies.released()
         return replies
 
     def _fail(self, batch: Batch, exc: BaseException) -> TopicsError:
@@ -295,57 +276,19 @@ class ShardCore:
         self.replicas.follower.failed()
         return storage_error(f"WAL commit failed: {exc}", exc)
 
-    def _reply(self, peer: bytes, corr: int, t0_ns: int, fn, info: CommitInfo) -> Reply | None:
-        try:
-            body = fn(info)
-            if type(body) is not dict:
-                body = self._hold(peer, corr, t0_ns, body, info)
-                if body is None:
-                    return None   # answered later (_hold)
-        except TopicsError as error:
-            return peer, encode_error(corr, error)
-        except OSError as exc:   # an I/O error of a read: answer it, keep serving
-            log.error("event=read_failed shard=%d error=%r", self.options.shard, exc)
-            return peer, encode_error(corr, StorageError(f"I/O error: {exc}"))
-        body["performance"] = {"server_total_ms": (time.perf_counter_ns() - t0_ns) / 1e6,
-                               "wal_append_ms": info.wal_ms, "fsync_ms": info.fsync_ms}
-        return peer, encode_reply(corr, body)
+    # --- replies that wait (reply_desk.py) ----------------------------------------------
 
-    def _hold(self, peer: bytes, corr: int, t0_ns: int, body, info: CommitInfo) -> dict | None:
-        """A reply that may wait: an op every in-sync replica must apply first (AwaitOp), an
-        `acks: all` write the high watermark must cover (AwaitHw), a read parked until its
-        topic publishes or its wait ends (Park). None: it waits; else the body now."""
-        if type(body) is AwaitOp:
-            topic = self.registry.get(body.topic)
-            if self.replicas.ops.hold(peer, corr, t0_ns, body, topic and topic.ops):
-                return None
-            body = (body.reply or (lambda _gone: {"topic": body.topic, "deleted": 0}))(0)
-        if type(body) is AwaitHw:
-            if self.replicas.leader.hold(peer, corr, t0_ns, body):
-                body.body["performance"] = {"wal_append_ms": info.wal_ms,
-                                            "fsync_ms": info.fsync_ms}
-                return None
-            body = body.body
-        if isinstance(body, Park):
-            if self.polls.park(Waiter(peer, corr, t0_ns, body, time.monotonic_ns())):
-                return None
-            body = body.answer()
-        return body
-
-    # --- long polls -----------------------------------------------------------------------
-
-    def _answer_waiters(self, waiters: list[Waiter]) -> list[Reply]:
-        return [self._reply(w.peer, w.corr, w.t0_ns, lambda _info, w=w: w.answer(),
-                            CommitInfo())
-                for w in waiters]
+    def released_replies(self) -> list[Reply]:
+        """What replication lets go before any commit (ReplyDesk.released)."""
+        return self.replies.released() if self.replicated else []
 
     def release_polls(self) -> list[Reply]:
         """Answer every parked read now (shutdown)."""
-        return self._answer_waiters(self.polls.expire(2**63))
+        return self.replies.answer_waiters(self.polls.expire(2**63))
 
     def expire_polls(self) -> list[Reply]:
         """Answer parked reads whose wait is over (an empty, caught-up page)."""
-        return self._answer_waiters(self.polls.expire(time.monotonic_ns()))
+        return self.replies.answer_waiters(self.polls.expire(time.monotonic_ns()))
 
     # --- upkeep ---------------------------------------------------------------------------
 

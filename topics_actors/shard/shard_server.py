@@ -8,7 +8,6 @@ in fdatasync, so the next turn's batch shares the next fsync.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os
@@ -17,22 +16,18 @@ import time
 import zmq
 
 from topics_actors.config import ProcessState
-from topics_actors.curve_auth import CurveAuth, identity_of
-from topics_actors.errors import ErrorCode, ProtocolError, TopicsError
+from topics_actors.curve_auth import CurveAuth
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
-from topics_actors.protocol import decode, encode_error
-from topics_actors.protocol.envelope import requests_of
 from topics_actors.protocol.lane import lane_path
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
 from topics_actors.protocol.control import IsrChange, PlaceTopic, TopicChange, ReplicaRoles
-from topics_actors.protocol.messages import Append
-from topics_actors.record_batch import VouchedRecords, VouchedText
 from topics_actors.shard import diff_read
 from topics_actors.shard.commit_publisher import CommitPublisher
 from topics_actors.shard.lane_listener import LANE_TAG, LaneListener
 from topics_actors.shard.queues.dead_letter_sender import DeadLetterSender
 from topics_actors.shard.replication.replica_fetcher import ReplicaFetcher
 from topics_actors.shard.routers.router_feed import RouterFeed
+from topics_actors.shard.request_intake import IPC, TCP, RequestIntake
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.supervisor_link import SupervisorLink
 
@@ -41,24 +36,11 @@ log = logging.getLogger(__name__)
 IDLE_POLL_MS = 100
 AUDIT_SLICE_MS = 5.0         # segment checking per idle turn (quarantine_book.py)
 HWM_MESSAGES = 100_000
-DRAIN_SLICE = 64
 # A message over MESSAGE_BYTES_MAX is answered invalid_request (protocol/envelope.py); only
 # beyond this guard does ZeroMQ drop the connection instead, to bound the memory one peer
 # can make the shard hold.
 SOCKET_BYTES_MAX = 2 * MESSAGE_BYTES_MAX
 CLUSTER_TICK_S = 0.1        # how often ISR changes and placements are sent
-_TCP, _IPC = b"t", b"i"      # the tag before a peer's identity: which socket it is on
-
-
-def admitted(msg, trusted: bool):
-    """The request as the core gets it. An Append marked `prevalidated` that came from the
-    trusted socket carries VouchedRecords or VouchedText (its data is not parsed again);
-    from anywhere else the mark changes nothing, since the core goes by the records' type
-    alone."""
-    if trusted and type(msg) is Append and msg.prevalidated:
-        vouched = VouchedText if type(msg.records) is bytes else VouchedRecords
-        return dataclasses.replace(msg, records=vouched(msg.records))
-    return msg
 
 
 def poll_briefly(poller: zmq.Poller, wait_ms: float) -> list:
@@ -95,7 +77,7 @@ class ShardServer:
         if curve is not None:
             curve.serve(self.sock)
         self.endpoint = self._bind_tcp(host, port)
-        self.sources = [(self.sock, _TCP, False)]
+        self.sources = [(self.sock, TCP, False)]
         self.ipc = ""
         if ipc_path:
             local = self._router()
@@ -103,7 +85,7 @@ class ShardServer:
             local.bind(self.ipc)
             os.chmod(ipc_path, 0o600)   # before this, the umask's mode (022: no one else
                                         # may connect, which needs write permission)
-            self.sources.append((local, _IPC, True))
+            self.sources.append((local, IPC, True))
         self.feed = CommitPublisher(ctx, self.ipc) if self.ipc else None
         self.dead_letters = None   # moves of queue jobs to other shards (needs the ipc dir)
         self.router_feed = None    # reads of the routers' sources (needs the ipc dir)
@@ -124,6 +106,7 @@ class ShardServer:
             self.poller.register(link.sock, zmq.POLLIN)   # replica roles from the supervisor
         # The gateways' lanes (protocol/lane.py): trusted as the ipc socket is.
         self.lanes = LaneListener(lane_path(self.ipc), self.poller) if self.ipc else None
+        self.intake = RequestIntake(core, self.sources, self.lanes, self.poller, curve)
         self._cluster_due = 0.0
         self.feed_polled: set = set()
         self.stopping = False
@@ -170,7 +153,7 @@ class ShardServer:
         t0 = time.monotonic()
         for progress in self.core.replay().run():
             self.core.replay_progress = progress
-            self._answer_not_ready()
+            self._send(self.intake.refuse_while_replaying())
             self._beat(ProcessState.REPLAYING)
             if self.stopping:
                 break
@@ -197,7 +180,7 @@ class ShardServer:
 
     def _shutdown(self) -> None:
         self._beat(ProcessState.STOPPING, force=True)
-        self._drain(INBOX_REQUESTS_MAX, self.poller.poll(0))
+        self.intake.drain(INBOX_REQUESTS_MAX, self.poller.poll(0))
         self._send(self.core.commit())
         self._send(self.core.release_polls())
         self._publish()
@@ -229,7 +212,7 @@ class ShardServer:
         # the turn would spin until a timer under a millisecond away is due
         ready = self.poller.poll(math.ceil(self._timeout_ms()))
         if ready:
-            self._drain(2 * INBOX_REQUESTS_MAX, ready)
+            self.intake.drain(2 * INBOX_REQUESTS_MAX, ready)
             self._send_released()
             if self.core.wants_group_window():
                 self._group_window()
@@ -316,7 +299,7 @@ class ShardServer:
                 stats.windows_limit += 1
                 return
             ready = poll_briefly(self.poller, min(quiet_ms, left_ms))
-            drained = self._drain(2 * INBOX_REQUESTS_MAX, ready) if ready else 0
+            drained = self.intake.drain(2 * INBOX_REQUESTS_MAX, ready) if ready else 0
             if not drained:
                 stats.windows_quiet += 1
                 return
@@ -331,100 +314,9 @@ class ShardServer:
         if self.replica_fetcher is not None:
             self._send(self.core.released_replies())
 
-    def _recv(self, sock: zmq.Socket, tag: bytes):
-        """(peer, its requests, t0, the client key they came under or None): every
-        non-empty frame after the identity is one request (docs/PROTOCOL.md 4.1), or the
-        last frame when none is (an empty message is answered as a bad request)."""
-        checked = self.curve is not None and tag == _TCP
-        try:
-            frames = sock.recv_multipart(zmq.NOBLOCK, copy=not checked)
-        except zmq.Again:
-            return None
-        if checked:
-            return (tag + frames[0].bytes, requests_of([f.bytes for f in frames]),
-                    time.perf_counter_ns(), identity_of(frames[-1]))
-        return tag + frames[0], requests_of(frames), time.perf_counter_ns(), None
-
-    def _drain(self, limit: int, ready: list) -> int:
-        """Take up to `limit` requests, DRAIN_SLICE at a time from each socket in turn, so a
-        flood on one socket does not starve the other. Only the sockets the poll reported
-        (`ready`, its result) are read: an empty read costs an exception each time."""
-        count = self._drain_lanes(ready) if self.lanes is not None else 0
-        sources = [s for s in self.sources if any(s[0] is sock for sock, _ in ready)]
-        while sources and count < limit:
-            busy = []
-            for source in sources:
-                sock, tag, trusted = source
-                taken = self._drain_socket(sock, tag, trusted, min(DRAIN_SLICE, limit - count))
-                count += taken
-                if taken == DRAIN_SLICE:
-                    busy.append(source)
-            sources = busy
-        return count
-
-    def _drain_lanes(self, ready: list) -> int:
-        """What the ready lanes hold (one read each: a lane's reads are bounded by its
-        buffer, not by a count of requests), and their pending replies written."""
-        count, t0, lanes = 0, time.perf_counter_ns(), self.lanes
-        for fd, events in ready:
-            if type(fd) is int and lanes.owns(fd):
-                for peer, raws in lanes.ready(fd, events):
-                    count += len(raws)
-                    for raw in raws:
-                        self._take(peer, raw, t0, None, True)
-        return count
-
-    def _drain_socket(self, sock: zmq.Socket, tag: bytes, trusted: bool, limit: int) -> int:
-        count = 0
-        while count < limit:
-            item = self._recv(sock, tag)
-            if item is None:
-                break
-            peer, raws, t0, key = item
-            count += len(raws)
-            for raw in raws:
-                self._take(peer, raw, t0, key, trusted)
-        return count
-
-    def _take(self, peer: bytes, raw: bytes, t0: int, key, trusted: bool) -> None:
-        corr = 0
-        try:
-            corr, msg = decode(raw)
-            if self.curve is not None and not trusted and key not in self.curve.peers:
-                self.curve.ring.authorize(key, msg)
-        except TopicsError as error:
-            self.core.submit_error(peer, getattr(error, "corr", None) or corr, error, t0)
-            return
-        taken = admitted(msg, trusted)
-        if taken is not msg:
-            self.core.stats.trusted_appends += 1
-        self.core.submit(peer, corr, taken, t0)
-
     def _submit_local(self, msg) -> None:
         """A request of the shard's own making (its reply, to no peer, is dropped)."""
         self.core.submit(b"", 0, msg, time.perf_counter_ns())
-
-    def _answer_not_ready(self) -> None:
-        error = TopicsError("shard is replaying its WAL", ErrorCode.NOT_READY,
-                            {"replay_progress": self.core.replay_progress,
-                             "shard": self.core.options.shard})
-        arrived = []
-        for sock, tag, _ in self.sources:
-            while (item := self._recv(sock, tag)) is not None:
-                arrived.append(item[:2])
-        if self.lanes is not None:
-            for fd, events in self.poller.poll(0):
-                if type(fd) is int and self.lanes.owns(fd):
-                    arrived += self.lanes.ready(fd, events)
-        replies = []
-        for peer, raws in arrived:
-            for raw in raws:
-                try:
-                    corr = decode(raw)[0]
-                except ProtocolError as bad:
-                    corr = getattr(bad, "corr", 0)
-                replies.append((peer, encode_error(corr, error)))
-        self._send(replies)
 
     def _send(self, replies: list[tuple[bytes, bytes]]) -> None:
         by_peer: dict[bytes, list[bytes]] = {}
