@@ -52,6 +52,9 @@ from topics_actors.protocol.messages import (
 
 ROUTES_MAX = 4_096      # topics whose target a client remembers
 LEADER_SILENCE_MS = 500     # silence from a leader's front before its node is asked again
+LEADER_CONNECT_MS = 100     # no connection to a leader's front by then: its node is asked
+LEADER_PAUSE_S = 0.05       # the pause before asking it (no growing backoff while a failover
+                            # is followed: the new leader is known the moment it is elected)
 _UNSENT = object()          # an attempt that sent nothing (no shard serving, no connection)
 
 
@@ -204,7 +207,10 @@ class ClientCore:
         which a transport makes without a flow, going on with `request(..., tried=...)`
         only when it fails; None when the route must be found first."""
         target = self._routes.get(topic)
-        return None if target is None else Call(target, msg, self.timeout_ms(target, wait_ms))
+        if target is None:
+            return None
+        return Call(target, msg, self.timeout_ms(target, wait_ms),
+                    LEADER_CONNECT_MS if isinstance(target.key, str) else None)
 
     def request(self, topic: str | None, msg, shard: int | None = None, wait_ms: int = 0,
                 tried: Tried | None = None) -> Flow:
@@ -224,6 +230,7 @@ class ClientCore:
                  tried: Tried | None, started_s: float, doubt: list[bool]) -> Flow:
         budget, hops = None, 0
         while True:
+            cap_s = None
             try:
                 if tried is None:
                     reply = yield from self._attempt(topic, msg, shard, wait_ms)
@@ -235,7 +242,7 @@ class ClientCore:
                 doubt[0] = doubt[0] or reply is None
                 if shard is None and self._leaders.forget(topic):
                     self._routes.pop(topic, None)   # a silent leader: our node knows who
-                    hops = 0                        # leads now, or soon will
+                    hops, cap_s = 0, LEADER_PAUSE_S  # leads now, or soon will
                 else:
                     self._forget_map()     # silence: look the shard up again
             except TopicsError as error:
@@ -250,7 +257,7 @@ class ClientCore:
                 if budget.absorb(error):
                     self._forget_map()
             budget = budget or self._budget(topic, shard, started_s)
-            yield Pause(budget.next_delay_s())
+            yield Pause(budget.next_delay_s(cap_s))
 
     def _attempt(self, topic: str | None, msg, shard: int | None, wait_ms: int) -> Flow:
         """One attempt: the reply, None for silence, _UNSENT for a shard not serving."""
@@ -259,7 +266,8 @@ class ClientCore:
             target = yield from self._route(topic, shard)
         if target is None:
             return _UNSENT
-        call = Call(target, msg, self.timeout_ms(target, wait_ms))
+        call = Call(target, msg, self.timeout_ms(target, wait_ms),
+                    LEADER_CONNECT_MS if isinstance(target.key, str) else None)
         reply = yield call
         return _UNSENT if reply is None and not call.sent else reply
 

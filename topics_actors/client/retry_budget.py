@@ -64,8 +64,13 @@ class RetryBudget:
         self.last = error
         return error.code == ErrorCode.NOT_READY
 
-    def next_delay_s(self) -> float:
-        """The pause before the next attempt; raises once the deadline would pass."""
+    def next_delay_s(self, cap_s: float | None = None) -> float:
+        """The pause before the next attempt (at most `cap_s`, which does not grow the
+        backoff); raises once the deadline would pass."""
+        if cap_s is not None and cap_s < self.backoff:
+            if time.monotonic() + cap_s > self.deadline:
+                raise unavailable(f"{self.what} (retried until the deadline)")
+            return cap_s
         delay = self.backoff
         if time.monotonic() + delay > self.deadline:
             raise unavailable(f"{self.what} (retried until the deadline)")
