@@ -35,9 +35,12 @@ ABSENT_MAX = 256        # names looked up and not found, kept for the shards to 
 
 
 class ClusterMember:
-    def __init__(self, store: MetadataStore, info: dict):
+    def __init__(self, store: MetadataStore, info: dict, session_timeout_ms: int = 0):
+        """`session_timeout_ms`: how long a registration waits for a session from before a
+        restart to end (MetadataStore.register)."""
         self.store = store
         self.info = info
+        self._register_wait_s = session_timeout_ms / 1000 * 1.5 if session_timeout_ms else 0
         self._changed = threading.Event()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -56,8 +59,9 @@ class ClusterMember:
 
     def join(self) -> None:
         """Register the node; from now on membership changes wake the thread."""
-        self.store.register(self.info)
+        self.store.register(self.info, self._register_wait_s)
         self.store.watch_nodes(self._membership_changed)
+        self.store.znodes.on_state(self._changed.set)    # fence at once when cut off
 
     def _membership_changed(self, _names=None) -> None:
         self._quick_until = time.monotonic() + QUICK_S

@@ -305,7 +305,8 @@ class Supervisor:
             log.error("event=start_refused reason=%r", error.message)
             return False
         try:
-            self.cluster = ClusterMember(MetadataStore(znodes, cfg.node_id), info).start()
+            self.cluster = ClusterMember(MetadataStore(znodes, cfg.node_id), info,
+                                         cfg.zk_session_timeout_ms).start()
         except TopicsError as error:
             znodes.close()
             log.error("event=start_refused reason=%r", error.message)

@@ -1,12 +1,14 @@
-"""Idempotency and session keys travel with a replicated topic's records
-(shard/replication/replica_keys.py): a follower holds the keys of the writes it copied,
-logged in its own WAL, so once it leads, a retry of a write it holds is answered with the
-write's original seqs, not stored again. Two shards of two nodes in one process
-(tools/testing/replica_pair.py)."""
+"""What makes a write safe to retry across a failover, on a leader and a follower shard of
+two nodes in one process (tools/testing/replica_pair.py): idempotency and session keys
+travel with a replicated topic's records (shard/replication/replica_keys.py), logged in the
+follower's own WAL, so once it leads, a retry of a write it holds is answered with the
+write's original seqs, not stored again; and a leader cut off from ZooKeeper acknowledges
+no write in any ack mode until its session is back (leader_duties.py)."""
 
 import pytest
 
 from tools.testing.replica_pair import FOLLOWER, ReplicaPair, pair_env
+from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import Append
 from topics_actors.shard.replication import replica_keys
 from topics_actors.shard.replication.replica_keys import KeyTrail
@@ -76,3 +78,23 @@ def test_a_trail_keeps_the_newest_keys_and_skips_stale_ones(tmp_path):
     assert trail.rows[-1][0] != "old"
     trail.forget_below(trail.lasts[-1])
     assert len(trail) == 1
+
+
+def test_a_leader_cut_off_from_zookeeper_acknowledges_no_write_in_any_mode(pair):
+    """While fenced (its session suspended), a leader holds `acks: leader` and `none` answers
+    too; they go out once the session is back and the followers have the records, and are
+    answered in doubt if leadership moved instead."""
+    fenced = pair.roles_message()
+    fenced = ReplicaRoles(fenced.roles, True, True)
+    pair.leader.call(fenced)
+    out = pair.leader.turn(_write("~s1:1", 1), Append("t", [[b"1", None, None, None]],
+                                                      acks="none"))
+    assert out == {}                                   # nothing answered while cut off
+    pair.rounds()                                      # the followers copy them meanwhile
+    answered = pair.leader.turn(pair.roles_message(), first=10)    # the session is back
+    assert sorted(answered) == [1, 2, 10] and answered[1]["last_seq"] == 1
+    pair.leader.call(fenced)
+    assert pair.leader.turn(_write("~s1:2", 1), first=20) == {}
+    moved = pair.leader.turn(pair.roles_message(leader=FOLLOWER, epoch=2), first=30)
+    error = moved[20]
+    assert error.code.wire == "not_leader" and error.detail["in_doubt"]

@@ -121,15 +121,19 @@ class LeaderDuties:
     # --- requests ----------------------------------------------------------------------------
 
     def check_append(self, msg: Append) -> bool:
-        """Whether the append waits for the watermark (`acks: all`); raises when it cannot
-        be taken here."""
+        """Whether the append waits for the watermark (`acks: all`; and in every ack mode
+        while this node is cut off from ZooKeeper, when another node may lead already: its
+        answer waits for the session to come back, and if leadership moved meanwhile it is
+        answered in doubt); raises when it cannot be taken here."""
         acks = Acks.of(msg.acks)
         lead = self.replicas.lead(msg.topic)
         if lead is None:
             self.check_led(msg.topic)
             return False
-        if acks is not Acks.ALL or len(lead.tracker.replicas) == 1:
+        if len(lead.tracker.replicas) == 1:
             return False
+        if acks is not Acks.ALL:
+            return self.fenced
         lead.tracker.require_min_isr("that acks=all")
         return True
 
