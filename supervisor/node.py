@@ -367,7 +367,7 @@ class Supervisor:
         """Send each ready shard the replicated topics' states when they change (and every
         ROLES_RESEND_S, so a lost message costs a delay, not a stranded topic); register the
         shards' endpoints once all are known."""
-        shards = [c for c in self.table.children if c.role is ProcessRole.SHARD]
+        shards = [c for c in self.table.children if c.role == ProcessRole.SHARD]
         if all(c.port for c in shards):
             host = self.config.advertised_host()
             self.cluster.set_shards([f"tcp://{host}:{c.port}" for c in shards])
@@ -392,8 +392,8 @@ class Supervisor:
     def progress(self) -> tuple[str, bool]:
         """(the STATUS line, whether the node is ready): every shard ready and every gateway
         serving, which is when GET /v0/ready answers 200."""
-        shards = [c for c in self.table.children if c.role is ProcessRole.SHARD]
-        gateways = [c for c in self.table.children if c.role is ProcessRole.GATEWAY]
+        shards = [c for c in self.table.children if c.role == ProcessRole.SHARD]
+        gateways = [c for c in self.table.children if c.role == ProcessRole.GATEWAY]
         ready = sum(c.state == ProcessState.READY for c in shards)
         if ready < len(shards):
             return (f"replaying: shards {ready}/{len(shards)} ready, "
@@ -470,17 +470,17 @@ class Supervisor:
         elif isinstance(msg, Heartbeat):
             child.progress = msg.replay_progress
             child.quarantined = tuple(msg.quarantined or ())
-            if child.state is not ProcessState.STOPPING:   # once told to stop, only its exit counts
+            if child.state != ProcessState.STOPPING:   # once told to stop, only its exit counts
                 self.table.set_state(child, msg.state, pid=child.pid)
 
     def shard_map(self) -> dict:
-        shards = [c for c in self.table.children if c.role is ProcessRole.SHARD]
+        shards = [c for c in self.table.children if c.role == ProcessRole.SHARD]
         return {"node_ready": all(c.state == ProcessState.READY for c in shards),
                 "replay_progress": _replay_progress(shards),
                 "shard_count": len(shards), "shards": [c.describe() for c in shards],
                 "processes": [{"role": c.role, "index": c.index, "state": c.state,
                                "pid": c.pid, "incarnation": c.incarnation}
-                              for c in self.table.children if c.role is not ProcessRole.SHARD],
+                              for c in self.table.children if c.role != ProcessRole.SHARD],
                 "pid": os.getpid(), "zmq_port": self.zmq_port, "http_port": self.http_port,
                 **({"cluster": self.cluster.view()} if self.cluster is not None else {})}
 

@@ -135,7 +135,7 @@ class ProcessTable:
         """SIGTERM the live ones among `children` (once); returns them."""
         live = [c for c in children if c.proc is not None and c.proc.poll() is None]
         for child in live:
-            if child.state is not ProcessState.STOPPING:
+            if child.state != ProcessState.STOPPING:
                 self.set_state(child, ProcessState.STOPPING, pid=child.pid)
                 child.proc.send_signal(signal.SIGTERM)
         return live

@@ -118,6 +118,17 @@ class WatchCursors:
             self.live[topic] = True
         return out
 
+    def advance(self, topic: str, page: PageRead) -> None:
+        """What read() does to the state for a page without tombstone, without making its
+        events (a stream that was handed them already rendered)."""
+        assert page.tombstone is None, "advance() is only for pages without a tombstone"
+        self.first_read.discard(topic)
+        self.cursors[topic] = page.next_from_seq
+        if page.caught_up:
+            self.live[topic] = True
+        elif page.records is not None:
+            self.live[topic] = False
+
     def delete(self, topic: str) -> WatchEvent:
         self.deleted.add(topic)
         return self._event("topic-deleted", {"topic": topic, "head_seq": 0,

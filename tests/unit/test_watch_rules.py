@@ -395,3 +395,22 @@ def test_a_waiting_stream_takes_a_commit_page_without_waking():
             await parked                                # the generator closes with it
         assert reports[-1] == ({"t": 4}, True)
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("live", [None, False, True])
+@pytest.mark.parametrize("records,caught_up", [(b"[1]", True), (b"[1]", False), (None, True),
+                                               (None, False)])
+def test_advance_moves_the_state_exactly_as_read_does(live, records, caught_up):
+    """A stream handed already-rendered frames (watch_stream's shared frames) advances its
+    cursor state without making events: the state must end as read() leaves it."""
+    def state() -> WatchCursors:
+        cursors = WatchCursors({"a": 3, "b": 7})
+        if live is not None:
+            cursors.live["a"] = live
+        return cursors
+    page = Page(9, 9 if caught_up else 12, caught_up, None, records)
+    read, advanced = state(), state()
+    read.read("a", page)
+    advanced.advance("a", page)
+    assert (advanced.cursors, advanced.live, advanced.first_read) == \
+        (read.cursors, read.live, read.first_read)

@@ -1,15 +1,19 @@
-"""Queue throughput: claim + ack cycles per second with durable leases, side by side with a
-Redis Streams consumer group (XREADGROUP + XACK) in the same run.
+"""Queue throughput: claim + ack cycles per second, leases durable or in memory, side by side
+with a Redis Streams consumer group (XREADGROUP + XACK) in the same run.
 
     python tools/bench/queue_bench.py [--runs 3] [--workers 8] [--batches 1,64]
                                       [--jobs 1:6000,64:150000] [--client-procs 2] [--no-redis]
+                                      [--leases durable,memory] [--pipelined]
 
 One case = a fresh queue preloaded with a fixed number of 100-byte jobs, then `--workers`
 workers (split over `--client-procs` spawned processes, asyncio) that each loop: claim up to
 `--batch` jobs, ack them, until a claim comes back empty. jobs/s = jobs / (last worker done -
 go); a cycle's latency is claim sent -> ack answered. topics: one node (1 shard), the queue
-`fsync` class with `leases_durable` (every claim and ack is logged and fsynced before its
-answer), the ZeroMQ AsyncClient. Redis: redis-server on a free port in a temp dir with
+`fsync` class, with `leases_durable` (every claim and ack is logged and fsynced before its
+answer) or leases in memory (acks logged and fsynced, claims not), the ZeroMQ AsyncClient.
+`--pipelined`: the ack of a claim's jobs goes with the next claim, on both sides (one
+message of the AsyncClient, so one batch of the shard; one Redis pipeline). Redis:
+redis-server on a free port in a temp dir with
 `appendonly yes`, `appendfsync always`, the stream preloaded and a group created at 0, the
 workers on this repository's minimal RESP client (tools/bench/resp_client.py), XACK without
 XDEL (the entries stay in the stream, as Redis queues usually run). Each run measures every
@@ -53,9 +57,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--client-procs", type=int, default=2)
     p.add_argument("--batches", default="1,64", help="claim max / XREADGROUP COUNT")
     p.add_argument("--jobs", default="1:6000,64:150000", help="jobs per case, by batch")
+    p.add_argument("--leases", default="durable,memory",
+                   help="topics' queue leases: durable (leases_durable, every claim logged "
+                        "and fsynced) and/or memory")
+    p.add_argument("--pipelined", action="store_true",
+                   help="each worker sends the ack of its jobs with its next claim (both "
+                        "sides: one message / one Redis pipeline)")
     p.add_argument("--no-redis", action="store_true")
     p.add_argument("--json", help="also write the raw results here")
     args = p.parse_args(argv)
+    args.leases = [x for x in args.leases.split(",") if x]
     args.batches = [int(b) for b in args.batches.split(",") if b]
     jobs = dict(pair.split(":") for pair in args.jobs.split(",") if pair)
     args.jobs = {b: int(jobs.get(str(b), 2000 * b)) for b in args.batches}
@@ -64,33 +75,45 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 # --- worker processes -------------------------------------------------------------------------
 
-async def _topics_worker(client, queue: str, name: str, batch: int, sink: dict) -> None:
-    while True:
-        t0 = time.monotonic()
-        jobs = (await client.claim(queue, name, max=batch, lease_ms=LEASE_MS))["claimed"]
-        if not jobs:
-            return
-        reply = await client.ack(queue, name, [j["$seq"] for j in jobs],
-                                 [j["lease_id"] for j in jobs])
-        sink["latencies"].append(time.monotonic() - t0)
-        sink["acked"] += reply["acked"]
-        sink["skipped"] += len(reply["skipped"])
+def _took(sink: dict, acked: int, asked: int, t0: float) -> None:
+    sink["latencies"].append(time.monotonic() - t0)
+    sink["acked"] += acked
+    sink["skipped"] += asked - acked
 
 
-async def _redis_worker(port: int, stream: str, name: str, batch: int, sink: dict) -> None:
+async def _topics_worker(client, queue: str, name: str, batch: int, sink: dict,
+                         pipelined: bool) -> None:
+    """claim, ack, claim, ack...; pipelined: the ack of one claim's jobs and the next claim
+    go together (one message, so one batch of the shard: one WAL write, one fsync)."""
+    claim = lambda: client.claim(queue, name, max=batch, lease_ms=LEASE_MS)   # noqa: E731
+    ack = lambda jobs: client.ack(queue, name, [j["$seq"] for j in jobs],      # noqa: E731
+                                  [j["lease_id"] for j in jobs])
+    t0, jobs = time.monotonic(), (await claim())["claimed"]
+    while jobs:
+        if pipelined:
+            acked, claimed = await asyncio.gather(ack(jobs), claim())
+        else:
+            acked, claimed = await ack(jobs), await claim()
+        _took(sink, acked["acked"], len(jobs), t0)
+        t0, jobs = time.monotonic(), claimed["claimed"]
+
+
+async def _redis_worker(port: int, stream: str, name: str, batch: int, sink: dict,
+                        pipelined: bool) -> None:
+    """The same loop on a consumer group: XREADGROUP, XACK (in one write when pipelined)."""
+    read = ("XREADGROUP", "GROUP", "g", name, "COUNT", batch, "STREAMS", stream, ">")
     conn = await RespConnection.open(port)
     try:
-        while True:
+        t0, reply = time.monotonic(), await conn.call(*read)
+        while reply and reply[0][1]:
+            entries = reply[0][1]
+            ack = ("XACK", stream, "g", *(entry[0] for entry in entries))
+            if pipelined:
+                acked, reply = await conn.pipeline([ack, read])
+            else:
+                acked, reply = await conn.call(*ack), await conn.call(*read)
+            _took(sink, acked, len(entries), t0)
             t0 = time.monotonic()
-            reply = await conn.call("XREADGROUP", "GROUP", "g", name, "COUNT", batch,
-                                    "STREAMS", stream, ">")
-            entries = reply[0][1] if reply else []
-            if not entries:
-                return
-            acked = await conn.call("XACK", stream, "g", *(entry[0] for entry in entries))
-            sink["latencies"].append(time.monotonic() - t0)
-            sink["acked"] += acked
-            sink["skipped"] += len(entries) - acked
     finally:
         await conn.close()
 
@@ -103,10 +126,11 @@ async def _workers(case: dict, index: int, ready, go) -> dict:
         from topics_actors.client import AsyncClient
         client = AsyncClient(case["endpoint"], request_timeout_ms=30_000)
         await client.get_topic(case["queue"])            # connected before the go
-        work = [_topics_worker(client, case["queue"], n, case["batch"], sink) for n in names]
+        work = [_topics_worker(client, case["queue"], n, case["batch"], sink,
+                               case["pipelined"]) for n in names]
     else:
-        work = [_redis_worker(case["port"], case["queue"], n, case["batch"], sink)
-                for n in names]
+        work = [_redis_worker(case["port"], case["queue"], n, case["batch"], sink,
+                              case["pipelined"]) for n in names]
     ready.put(index)
     await asyncio.get_running_loop().run_in_executor(None, go.wait)
     try:
@@ -153,18 +177,19 @@ def run_case(case: dict, procs: int) -> dict:
 
 # --- the two sides ----------------------------------------------------------------------------
 
-def topics_case(node: NodeProcess, run: int, batch: int, args) -> dict:
-    queue = f"bench-q-{run}-{batch}"
+def topics_case(node: NodeProcess, run: int, batch: int, leases: str, args) -> dict:
+    queue = f"bench-q-{run}-{batch}-{leases}"
     client = node.client
-    client.put_topic(queue, type="queue", durability="fsync", leases_durable=True)
+    client.put_topic(queue, type="queue", durability="fsync",
+                     leases_durable=leases == "durable")
     jobs = args.jobs[batch]
     for start in range(0, jobs, PRELOAD_BATCH):
         client.append(queue, [{"data": DATA}] * min(PRELOAD_BATCH, jobs - start))
     result = run_case({"kind": "topics", "endpoint": node.endpoint, "queue": queue,
-                       "batch": batch, "jobs": jobs, "workers": args.workers},
-                      args.client_procs)
+                       "batch": batch, "jobs": jobs, "workers": args.workers,
+                       "pipelined": args.pipelined}, args.client_procs)
     left = client.get_topic(queue, touch=False)
-    result["left"] = left["count"]
+    result["left"], result["leases"] = left["count"], leases
     client.delete_topic(queue)
     return result
 
@@ -200,7 +225,8 @@ def redis_case(run: int, batch: int, args) -> dict:
         asyncio.run(_redis_preload(server.port, stream, args.jobs[batch]))
         result = run_case({"kind": "redis", "port": server.port, "queue": stream,
                            "batch": batch, "jobs": args.jobs[batch],
-                           "workers": args.workers}, args.client_procs)
+                           "workers": args.workers, "pipelined": args.pipelined},
+                          args.client_procs)
         result["left"] = asyncio.run(_redis_left(server.port, stream))
     return result
 
@@ -210,8 +236,10 @@ def run(args) -> list[dict]:
     with NodeProcess(1) as node:
         for run_index in range(args.runs):
             for batch in args.batches:
-                results.append(dict(topics_case(node, run_index, batch, args), run=run_index))
-                log.info("%s", results[-1])
+                for leases in args.leases:
+                    results.append(dict(topics_case(node, run_index, batch, leases, args),
+                                        run=run_index))
+                    log.info("%s", results[-1])
                 if not args.no_redis:
                     results.append(dict(redis_case(run_index, batch, args), run=run_index))
                     log.info("%s", results[-1])
@@ -222,19 +250,23 @@ def run(args) -> list[dict]:
 
 def report(results: list[dict], args) -> str:
     lines = [f"claim+ack, {args.workers} workers over {args.client_procs} client processes, "
-             f"{args.runs} run(s); topics: 1 shard, fsync class, leases_durable; Redis "
-             "streams: appendfsync always, XREADGROUP + XACK", "",
+             f"{args.runs} run(s){', pipelined' if args.pipelined else ''}; topics: 1 shard, "
+             "fsync class, leases durable or in memory; Redis streams: appendfsync always, "
+             "XREADGROUP + XACK", "",
              "| side | claim max | jobs | jobs/s, median (min-max) | cycle p50 ms | "
              "cycle p99 ms | all acked |", "|---|---:|---:|---|---:|---:|---|"]
+    sides = [(f"topics, {leases} leases", "topics", leases) for leases in args.leases]
     for batch in args.batches:
-        for kind in ("topics", "redis"):
-            rows = [r for r in results if r["kind"] == kind and r["batch"] == batch]
+        for label, kind, leases in sides + [("redis", "redis", None)]:
+            rows = [r for r in results if r["kind"] == kind and r["batch"] == batch
+                    and r.get("leases") == leases]
             if not rows:
                 continue
             rate = spread(r["jobs_per_s"] for r in rows)
             p50, p99 = (spread(r[k] for r in rows)["median"] for k in ("p50_ms", "p99_ms"))
             complete = all(r["acked"] == r["jobs"] and r["left"] == 0 for r in rows)
-            lines.append(f"| {kind} | {batch} | {args.jobs[batch]:,} | {fmt_rate(rate['median'])}"
+            lines.append(f"| {label} | {batch} | {args.jobs[batch]:,} | "
+                         f"{fmt_rate(rate['median'])}"
                          f" ({fmt_rate(rate['min'])}-{fmt_rate(rate['max'])}) | {p50:.2f} | "
                          f"{p99:.2f} | {complete} |")
     lines += ["", *ratio_lines(results, args)]
@@ -244,13 +276,15 @@ def report(results: list[dict], args) -> str:
 def ratio_lines(results: list[dict], args) -> list[str]:
     out = []
     for batch in args.batches:
-        ours = [r["jobs_per_s"] for r in results if r["kind"] == "topics" and r["batch"] == batch]
         peer = [r["jobs_per_s"] for r in results if r["kind"] == "redis" and r["batch"] == batch]
-        if ours and len(peer) == len(ours):
-            ratios = paired_ratios(ours, peer)
-            out.append(f"- claim max {batch}: topics / Redis jobs/s = "
-                       f"{spread(ratios)['median']:.2f}x (runs: "
-                       f"{', '.join(f'{r:.2f}' for r in ratios)})")
+        for leases in args.leases:
+            ours = [r["jobs_per_s"] for r in results if r["kind"] == "topics"
+                    and r["batch"] == batch and r["leases"] == leases]
+            if ours and len(peer) == len(ours):
+                ratios = paired_ratios(ours, peer)
+                out.append(f"- claim max {batch}, {leases} leases: topics / Redis jobs/s = "
+                           f"{spread(ratios)['median']:.2f}x (runs: "
+                           f"{', '.join(f'{r:.2f}' for r in ratios)})")
     return out
 
 

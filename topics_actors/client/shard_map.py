@@ -33,7 +33,7 @@ class ShardMap:
         return shard_of_name(topic, self.shard_count)
 
     def serving(self, shard: int) -> bool:
-        return self.states[shard] is ProcessState.READY and bool(self.endpoints[shard])
+        return self.states[shard] == ProcessState.READY and bool(self.endpoints[shard])
 
     def endpoint(self, shard: int, local: bool) -> str:
         """The shard's endpoint: its ipc one for a process of the node (`local`) while the

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 
-from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError
+from topics_actors.errors import ErrorCode, TopicsError
 
 
 @dataclasses.dataclass
@@ -109,9 +109,6 @@ class IsrTracker:
                                                  for n in self._counted() if n != self.leader])
         if candidate <= self.ops_hw_leo:
             return False
-        if candidate > self.leader_ops_leo:
-            raise InvariantViolation(f"ops would commit past the leader's durable op log end "
-                                     f"({candidate} > {self.leader_ops_leo})")
         self.ops_hw_leo = candidate
         return True
 
@@ -126,9 +123,6 @@ class IsrTracker:
         candidate = min(leos)
         if candidate <= self.hw_leo:
             return False
-        if candidate > self.leader_leo:
-            raise InvariantViolation(f"the high watermark would pass the leader's durable end "
-                                     f"({candidate} > {self.leader_leo})")
         self.hw_leo = candidate
         return True
 

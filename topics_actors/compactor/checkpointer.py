@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from topics_actors.compactor.segment_ledger import SegmentLedger, SegmentLimits
-from topics_actors.errors import CorruptionError, InvariantViolation
+from topics_actors.errors import CorruptionError
 from topics_actors.storage import failpoint, snapshot
 from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment_sweep import remove_dir
@@ -100,12 +100,6 @@ class Checkpointer:
         if target is not None and position < tuple(target):
             raise CorruptionError(f"WAL group {key} ends at {position}, before the barrier "
                                   f"{tuple(target)}")
-        if position < (start_idx, start_offset):
-            raise InvariantViolation(f"the checkpoint of WAL group {key} would go back from "
-                                     f"{(start_idx, start_offset)} to {position}")
-        if target is not None and position > tuple(target):
-            raise InvariantViolation(f"the checkpoint of WAL group {key} passed its barrier "
-                                     f"{tuple(target)} (what the shard made durable)")
         self.positions[key] = list(position)
         return read
 
@@ -153,8 +147,6 @@ class Checkpointer:
         body = {"id": max(self.snapshot_id, newest_on_disk) + 1, "ts": now,
                 "positions": self.positions, "retired_done": sorted(self.retired_done),
                 "next_dir": self.ledger.next_dir, "topics": self.ledger.entries(now)}
-        if body["id"] <= self.snapshot_id:
-            raise InvariantViolation(f"snapshot {body['id']} is not after {self.snapshot_id}")
         snapshot.write_snapshot(self.fs, self.data_dir, body["id"], body)
         previous, self.snapshot_id = self.snapshot_id, body["id"]
         # The previous snapshot stays loadable (with the WAL and segments it needs), so a

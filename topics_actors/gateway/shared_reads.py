@@ -81,6 +81,9 @@ class SharedReads:
         self.engine = engine
         self.pages: dict[str, dict[tuple, asyncio.Future]] = {}
         self.offers: dict[str, NotePage] = {}     # the latest notification's page per topic
+        # Frames made from a page, by the reading stream's state before (watch_stream.py):
+        # topic -> {(id of the page read, state): (page read, frames)}.
+        self._frames: dict[str, dict[tuple, tuple]] = {}
         self.fetched = 0
         self.shared = 0
         self.offered_pages = 0
@@ -129,10 +132,23 @@ class SharedReads:
         """A commit notification's page: watchers at its `from_seq` read it from here."""
         self.offers[topic] = page
 
+    def frames(self, topic: str, read: PageRead, state: tuple) -> bytes | None:
+        """The frames a stream in `state` made of `read`, if one did since the topic's
+        last commit."""
+        kept = self._frames.get(topic, {}).get((id(read), state))
+        return None if kept is None else kept[1]
+
+    def keep_frames(self, topic: str, read: PageRead, state: tuple, frames: bytes) -> None:
+        kept = self._frames.setdefault(topic, {})
+        if len(kept) >= PAGES_PER_TOPIC_MAX:
+            kept.clear()
+        kept[(id(read), state)] = (read, frames)    # the read held: its id stays its own
+
     def invalidate(self, topic: str) -> None:
         """The topic committed: pages read before may be behind its head."""
         self.pages.pop(topic, None)
         self.offers.pop(topic, None)
+        self._frames.pop(topic, None)
 
     def refresh(self, topic: str, max_age_s: float) -> None:
         """Forget the topic's pages read more than `max_age_s` ago (a stream's heartbeat

@@ -66,12 +66,27 @@ class WatchStream:
         read = self.reads.offered(topic, page.from_seq, self.view)
         if read is None:
             return False
-        out = b"".join(sse.render(e) for e in state.read(topic, read))
+        out = self._frames(topic, read)
         if out:                     # nothing when the view's node filtered every record
             sink.push(out)
         self.quiet_since = time.monotonic()
         self.report(state.cursors, False)    # the map itself: a report sends it as it is then
         return True
+
+    def _frames(self, topic: str, read) -> bytes:
+        """The frames of reading `read` (a page without tombstone), the cursor moved. Streams
+        in the same state (cursors, liveness of the topic) that read the same page write the
+        same bytes: made once per page for all of them (shared_reads.frames), each of the
+        others only moves its cursor as the read would."""
+        state = self.state
+        key = (tuple(state.cursors.items()), state.live.get(topic, False))
+        out = self.reads.frames(topic, read, key)
+        if out is None:
+            out = b"".join(sse.render(e) for e in state.read(topic, read))
+            self.reads.keep_frames(topic, read, key, out)
+        else:
+            state.advance(topic, read)
+        return out
 
     async def chunks(self) -> AsyncIterator[bytes]:
         state = self.state

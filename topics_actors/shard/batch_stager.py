@@ -153,6 +153,9 @@ class BatchStager:
         if first <= topic.head:
             raise InvariantViolation(f"{topic.name!r}: seq {first} staged at or below the "
                                      f"head {topic.head}")
+        if first < topic.next_seq:
+            raise InvariantViolation(f"{topic.name!r}: seq {first} staged again in one batch "
+                                     f"(its next seq is {topic.next_seq})")
 
 
 # Where staged records' frames start in a buffer: one offset per record (Append frames),

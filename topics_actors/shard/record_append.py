@@ -144,6 +144,9 @@ class RecordAppend:
             locs = locations(make_loc(info.file_no, info.offset), offsets, len(records))
         else:
             locs = self._publish_ephemeral(topic, records, first, now)
+        if len(locs) != len(records):
+            raise InvariantViolation(f"{topic.name!r}: {len(records)} records published at "
+                                     f"{len(locs)} locations")
         topic.publish(first, locs, payload_total(records), now)
         if topic.tags is not None:
             for seq, rec in enumerate(records, first):

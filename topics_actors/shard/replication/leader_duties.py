@@ -164,6 +164,9 @@ class LeaderDuties:
         topic = self.registry.get(held.topic)
         if topic is None or topic.visible >= held.last_seq:
             return False
+        if held.last_seq > topic.head:
+            raise InvariantViolation(f"an acks=all write of {held.topic!r} waits for seq "
+                                     f"{held.last_seq}, past the log's head {topic.head}")
         lead = self.replicas.lead(held.topic)
         if lead is None:
             raise TopicsError(f"leadership of {held.topic!r} moved", ErrorCode.NOT_LEADER)

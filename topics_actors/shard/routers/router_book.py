@@ -221,6 +221,9 @@ class RouterBook:
             return read_op(lambda info: {})
         copies = [(rec[0], _copy(router, rec)) for rec in reply["records"]
                   if router.passes(rec[3], rec[6])]
+        if copies and copies[0][0] <= router.cursor:
+            raise InvariantViolation(f"router {router.name!r} would copy seq {copies[0][0]} "
+                                     f"again (its cursor is {router.cursor})")
         trim = self._pad_trim(topic, reply["tombstone"])
         publish, kept = self._append_fitting(topic, copies, trim is not None)
         if kept < len(copies):
