@@ -3,6 +3,7 @@ with its advertised address, exactly one is the controller, the controller role 
 its node is killed -9 (once ZooKeeper ends that node's session), a second node with a
 taken id and a node that cannot reach ZooKeeper refuse to start with one clear line."""
 
+import os
 import threading
 
 import pytest
@@ -88,7 +89,8 @@ def test_a_node_waits_out_the_session_that_held_its_id(make_node, zk_connect):
     node = make_node(shards=1, env=cluster_env(zk_connect, "back"), start=False)
     starting = threading.Thread(target=node.start, kwargs={"timeout_s": 60}, daemon=True)
     starting.start()
-    wait_for(lambda: "event=node_id_held" in node.log(), 30, "the node waiting for its id")
+    wait_for(lambda: os.path.exists(node.log_path) and "event=node_id_held" in node.log(), 30,
+             "the node waiting for its id")
     holder.znodes.close()                         # the old session ends
     starting.join(60)
     assert node.http("GET", "/v0/ready").status == 200
