@@ -117,7 +117,12 @@ class ClusterMember:
         this node their leader (the promotion gate) and moves their leadership away."""
         self._register("quarantined", topics)
 
-    def _register(self, key: str, value: list) -> None:
+    def set_unsettled(self, topics: dict[str, int]) -> None:
+        """Copies here that recovered in a leader epoch and may not lead in it: registered,
+        so the controller gives the topic a new epoch if this node leads it."""
+        self._register("unsettled", topics)
+
+    def _register(self, key: str, value) -> None:
         with self._lock:
             if value == self.info.get(key):
                 return
@@ -282,7 +287,9 @@ class ClusterMember:
                 continue
             quarantined = {node for node, info in nodes.items()
                            if topic in info.get("quarantined", ())}
-            after = reelect(current.state, live, quarantined, self.store.controller_epoch)
+            leader = nodes.get(current.state.leader) or {}
+            after = reelect(current.state, live, quarantined, self.store.controller_epoch,
+                            (leader.get("unsettled") or {}).get(topic))
             if after is not None and self.store.swap(topic, after, current.version,
                                                      as_controller=True):
                 states[topic] = Versioned(after, current.version + 1)

@@ -295,7 +295,7 @@ class Supervisor:
         """Open the node's ZooKeeper session and register; False (logged) if it cannot."""
         cfg = self.config
         info = {"advertise": cfg.advertised_host(), "http_port": self.http_port,
-                "zmq_port": self.zmq_port, "quarantined": []}
+                "zmq_port": self.zmq_port, "quarantined": [], "unsettled": {}}
         if self.curve is not None:     # other nodes' shards fetch from ours under this key
             info["curve_public"] = self.curve.keys.public.decode("ascii")
         from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes  # kazoo: TOPICS_ZK only
@@ -372,6 +372,8 @@ class Supervisor:
             host = self.config.advertised_host()
             self.cluster.set_shards([f"tcp://{host}:{c.port}" for c in shards])
         self.cluster.set_quarantined(sorted({t for c in shards for t in c.quarantined}))
+        self.cluster.set_unsettled({t: e for c in shards if c.incarnation == 1
+                                    for t, e in c.unsettled.items()})   # see _restarted
         serial, roles, fenced, refused, absent = self.cluster.roles()
         if self.curve is not None:
             self.curve.peers = frozenset(self.cluster.peer_keys())
@@ -383,7 +385,8 @@ class Supervisor:
                 continue
             try:
                 raw = raw or encode(ReplicaRoles(roles, True, fenced, refused,
-                                                 self.cluster.peer_keys(), absent), 0)
+                                                 self.cluster.peer_keys(), absent,
+                                                 _restarted(shards)), 0)
                 self.control.send_multipart([child.peer, raw], zmq.NOBLOCK)
                 child.roles_sent = (serial, now)
             except zmq.ZMQError:
@@ -470,6 +473,7 @@ class Supervisor:
         elif isinstance(msg, Heartbeat):
             child.progress = msg.replay_progress
             child.quarantined = tuple(msg.quarantined or ())
+            child.unsettled = dict(msg.unsettled or {})
             if child.state != ProcessState.STOPPING:   # once told to stop, only its exit counts
                 self.table.set_state(child, msg.state, pid=child.pid)
 
@@ -522,3 +526,9 @@ def _replay_progress(shards: list[Child]) -> float:
     """The node's replay progress in [0, 1]: a ready shard counts as done."""
     done = sum(1.0 if c.state == ProcessState.READY else c.progress for c in shards)
     return done / max(1, len(shards))
+
+
+def _restarted(shards: list) -> list[int]:
+    """Shards this supervisor started more than once: the node did not restart since their
+    copies were written, so a shard's crash lost nothing of them (its copies settle)."""
+    return [child.index for child in shards if child.incarnation > 1]

@@ -43,6 +43,8 @@ class Child:
     pass_fds: tuple[int, ...] = ()      # descriptors the child inherits (the HTTP socket)
     peer: bytes = b""                   # its control socket identity (to send it roles)
     quarantined: tuple = ()             # a shard's quarantined topics, as it last said
+    unsettled: dict = dataclasses.field(default_factory=dict)   # {topic: epoch} it recovered
+                                        # in and may not lead in (a cluster's new epoch)
     roles_sent: tuple[int, float] = (0, 0.0)   # (serial, monotonic s) of the last roles sent
 
     @property

@@ -48,6 +48,7 @@ class SupervisorLink:
         self.state = ProcessState.STARTING
         self.progress = 0.0
         self.quarantined: list = []
+        self.unsettled: dict = {}
 
     def parent_alive(self) -> bool:
         return os.getppid() == self.parent_pid
@@ -79,18 +80,22 @@ class SupervisorLink:
         self._send(Hello(self.role, self.index, os.getpid(), endpoint, ipc))
 
     def beat(self, state: str | None = None, progress: float | None = None,
-             force: bool = False, quarantined: list | None = None) -> None:
+             force: bool = False, quarantined: list | None = None,
+             unsettled: dict | None = None) -> None:
         changed = (state is not None and state != self.state) or (
-            quarantined is not None and quarantined != self.quarantined)
+            quarantined is not None and quarantined != self.quarantined) or (
+            unsettled is not None and unsettled != self.unsettled)
         self.state = state or self.state
         if quarantined is not None:
             self.quarantined = quarantined
+        if unsettled is not None:
+            self.unsettled = unsettled
         self.progress = self.progress if progress is None else progress
         now = time.monotonic_ns()
         if force or changed or now >= self._next_beat_ns:
             self._next_beat_ns = now + self.interval_ns
             self._send(Heartbeat(self.role, self.index, os.getpid(), self.state, self.progress,
-                                 self.quarantined))
+                                 self.quarantined, self.unsettled or None))
 
     def keep_alive(self, state: str | None = None, force: bool = False) -> bool:
         """Beat (progress 1.0); False once the supervisor is gone."""

@@ -69,3 +69,13 @@ def test_offline_waits_for_an_isr_member_and_not_for_any_replica():
     assert reelect(offline, {"b", "c"}, set(), 2) is None     # unclean election is off
     back = reelect(offline, {"a", "b"}, set(), 2)
     assert (back.leader, back.isr, back.leader_epoch) == ("a", ("a",), 6)
+
+
+def test_a_leader_that_recovered_in_the_current_epoch_is_elected_again_in_a_new_one():
+    """Issue 34: a power loss of every node leaves no controller to see the leader go; it
+    comes back, registers that its copy recovered in epoch 4 (its log may have lost a tail
+    its followers hold), and gets a new epoch; it may lead again."""
+    after = reelect(state("a", "abc"), {"a", "b", "c"}, set(), 2, unsettled_epoch=4)
+    assert after.leader_epoch == 5 and after.leader == "a" and after.isr == ("a", "b", "c")
+    assert reelect(after, {"a", "b", "c"}, set(), 2, unsettled_epoch=4) is None
+    assert reelect(state("a", "abc"), {"a", "b", "c"}, set(), 2, unsettled_epoch=3) is None

@@ -23,7 +23,7 @@ from topics_actors.protocol.commit_feed import (
     Note, NotePage, decode_note, decode_subscription, encode_note, feed_endpoint, topic_filter,
 )
 from topics_actors.protocol.messages import WatchCreate, WatchCursor, WatchOpen
-from topics_actors.shard.watch_sessions import SESSION_TTL_MS, WatchSessions
+from topics_actors.shard.watch_sessions import SESSION_TTL_MS, SWEEP_INTERVAL_MS, WatchSessions
 from topics_actors.watch_cursor import PageRead as Page
 from topics_actors.watch_cursor import WatchCursors, decode_cursor, encode_cursor
 
@@ -213,7 +213,35 @@ def test_idle_sessions_are_collected_but_never_with_an_open_stream():
     clock.now += SESSION_TTL_MS
     assert store.census()["watch_sessions"] == 1                 # touched by the close
     clock.now += 1
+    assert store.census()["watch_sessions"] == 1                 # swept a moment ago
+    clock.now += SWEEP_INTERVAL_MS
     assert store.census()["watch_sessions"] == 0
+
+
+def test_the_census_follows_streams_as_they_open_close_and_run_out():
+    """Kept as streams change, it must always equal a count over the sessions (owners'
+    counts included) after a sweep."""
+    clock = ManualClock()
+    store = WatchSessions(clock)
+
+    def counted() -> dict:
+        by_owner = {}
+        for session in store.sessions.values():
+            if session.owner and session.streams:
+                by_owner[session.owner] = by_owner.get(session.owner, 0) + len(session.streams)
+        return {"watch_sessions": len(store.sessions),
+                "sse_streams": sum(len(s.streams) for s in store.sessions.values()),
+                "sse_streams_by_owner": by_owner}
+    for i in range(6):
+        store.create(WatchCreate(f"w{i}", "ab"[i % 2] if i < 4 else "", {"t": 0}, {}))
+        store.open(WatchOpen(f"w{i}", f"s{i}", "ab"[i % 2] if i < 4 else "", 1000 * (i + 1)))
+    store.open(WatchOpen("w0", "s0", "a", 1000))                  # the same stream again
+    store.open(WatchOpen("w0", "s0b", "a", 5000))
+    store.cursor(WatchCursor("w1", "s1", {}, 0, closed=True))
+    store.cursor(WatchCursor("w1", "s1", {}, 0, closed=True))    # closed twice
+    for _ in range(8):
+        assert store.census() == counted()
+        clock.now += SWEEP_INTERVAL_MS                            # leases run out in turn
 
 
 def test_a_stream_whose_lease_runs_out_no_longer_counts():

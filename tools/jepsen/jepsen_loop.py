@@ -39,18 +39,22 @@ class JepsenLoop(FaultLoop):
     def check_topic(self, topic: str, figures: TopicFigures) -> None:
         writer, reader = self.run.writers[topic], self.run.readers.get(topic)
         found = copies(self.run.nodes, self.args.shards, topic)
+        acks = "leader" if topic in self.run.leader_acked else "all"
         verdict = oracle.check_topic(figures.durability, writer, reader, found,
-                                     self.run.all_power_losses)
+                                     self.run.all_power_losses, acks)
         self.verdicts[topic] = verdict
         self.report.violations += [f"{topic}: {line}" for line in verdict.violations]
         figures.acked, figures.failed = len(writer.ack_log), writer.failures
         figures.errors, figures.records = writer.errors, verdict.records
         figures.stored_twice = verdict.retry_copies
         self.report.topics[topic] = figures
-        self.say(f"{topic} ({figures.durability}): {verdict.records} records in the largest "
-                 f"copy, {verdict.acked} acked, {verdict.reads} read, {verdict.lost_allowed} "
-                 f"lost to power losses of every node (allowed), {verdict.retry_copies} "
-                 f"stored twice by a retry, violations {len(verdict.violations)}")
+        lost = (f"{verdict.lost_leader_acked} acks=leader writes lost (allowed)"
+                if acks == "leader" else f"{verdict.lost_allowed} lost to power losses of "
+                "every node (allowed)")
+        self.say(f"{topic} ({figures.durability}, acks={acks}): {verdict.records} records in "
+                 f"the largest copy, {verdict.acked} acked, {verdict.reads} read, {lost}, "
+                 f"{verdict.retry_copies} stored twice by a retry, violations "
+                 f"{len(verdict.violations)}")
 
 
 def last_line(loop: JepsenLoop) -> str:
@@ -58,7 +62,8 @@ def last_line(loop: JepsenLoop) -> str:
     `FAIL: ...` with the first violation (or the first failure: a fault that could not be
     done, a cluster that did not heal, the oracle not reached)."""
     report = loop.report
-    acked = sum(fig.acked for fig in report.topics.values())
+    acked = sum(fig.acked for topic, fig in report.topics.items()
+                if topic not in loop.run.leader_acked)          # acks=all writes
     total = sum(report.faults.values())
     kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(report.faults.items()))
     head = (f"{acked} acked writes, {total} faults ({kinds or 'none'}), "

@@ -15,6 +15,11 @@ Per topic, each a violation when broken:
 - **reads stay**: every record a reader was shown (at or below the high watermark) is on
   the copies at that seq with that number.
 
+A topic written with `acks: leader` is checked for what that mode keeps: identical copies,
+nothing invented, reads that stay (readers see only what the high watermark covers); acked
+records it lost, and seqs issued again after such a loss, are counted, not violations
+(docs/CLUSTER.md 4: what a leader acked and no follower had dies with it).
+
 A power loss of every node at once is the one fault `acks: all` does not cover for the
 `disk` and `memory` classes (their records are written, not synced, on each replica:
 docs/CLUSTER.md 4). For those topics only, a record acked (or shown to a reader) before such
@@ -43,15 +48,18 @@ class TopicVerdict:
     in_doubt: int = 0
     records: int = 0
     reads: int = 0
+    lost_leader_acked: int = 0     # acks=leader records no copy holds (allowed)
     violations: list = dataclasses.field(default_factory=list)
 
 
 def check_topic(durability: str, writer, reader, found: dict,
-                power_losses: list[float]) -> TopicVerdict:
+                power_losses: list[float], acks: str = "all") -> TopicVerdict:
     """`writer`: a LedgerWriter (ack_log, ack_times, sent, in_doubt); `reader`: a Reader
     (seen, changed) or None; `found`: {node id: {seq: envelope} | None}; `power_losses`:
-    time.monotonic() of every all-node power loss."""
+    time.monotonic() of every all-node power loss; `acks`: the writer's mode."""
     verdict = TopicVerdict(durability, len(writer.ack_log), in_doubt=len(writer.in_doubt))
+    if acks == "leader":
+        return _check_leader_acked(verdict, writer, reader, found)
     problems: dict[str, list[str]] = collections.defaultdict(list)
     lossy = durability != "fsync"
     decoded = {nid: ({seq: _number(env) for seq, env in copy.items()} if copy is not None
@@ -80,6 +88,31 @@ def check_topic(durability: str, writer, reader, found: dict,
         verdict.violations += [f"{kind}: {line}" for line in lines[:SHOWN_MAX]]
         if len(lines) > SHOWN_MAX:
             verdict.violations.append(f"{kind}: ... {len(lines) - SHOWN_MAX} more")
+    return verdict
+
+
+def _check_leader_acked(verdict: TopicVerdict, writer, reader, found: dict) -> TopicVerdict:
+    """An `acks: leader` topic: identical copies, nothing invented, reads that stay; its
+    acked records that no copy holds are counted."""
+    copies = {nid: {seq: _number(env) for seq, env in copy.items()}
+              for nid, copy in found.items() if copy is not None}
+    problems: dict[str, list[str]] = collections.defaultdict(list)
+    problems["copy"] = [f"{nid} has no copy" for nid, copy in found.items() if copy is None]
+    if len({tuple(sorted(c.items())) for c in copies.values()}) > 1:
+        problems["identical"].append(_first_difference(copies))
+    for nid, copy in sorted(copies.items()):
+        verdict.records = max(verdict.records, len(copy))
+        problems["invented"] += [f"{nid}: seq {seq} holds n={n}, never sent"
+                                 for seq, n in sorted(copy.items())
+                                 if not (isinstance(n, int) and 1 <= n <= writer.sent)]
+    held = set().union(*(set(c.values()) for c in copies.values())) if copies else set()
+    verdict.lost_leader_acked = sum(1 for _, number in writer.ack_log if number not in held)
+    if reader is not None:
+        verdict.reads = len(reader.seen)
+        problems["read"] += list(reader.changed)
+        _check_reads(copies, reader.seen, [], problems)
+    for kind, lines in problems.items():
+        verdict.violations += [f"{kind}: {line}" for line in lines[:SHOWN_MAX]]
     return verdict
 
 

@@ -111,10 +111,11 @@ class LedgerWriter(Writer):
         self.in_doubt: list[int] = []
         self.errors: collections.Counter[str] = collections.Counter()
         self.sent = 0
+        self.numbered_from = 0              # the first record is numbered one above this
         self.last_ack_s = 0.0               # time.monotonic() of the latest ack
 
     def run(self) -> None:
-        number = 0
+        number = self.numbered_from
         while not self.halt.is_set():
             number += 1
             self.sent = number

@@ -8,7 +8,10 @@ Rules (Kafka's, with unclean election off):
 - every leader change bumps the leader epoch, including a change to "no leader";
 - with no eligible replica the topic goes offline (leader None) and keeps its last ISR, so
   the first of those replicas to come back leads again and nothing acked is lost;
-- a dead follower leaves the ISR without an epoch change (the leader keeps serving).
+- a dead follower leaves the ISR without an epoch change (the leader keeps serving);
+- a leader whose copy recovered in the current epoch (a restart: its log may have lost a
+  tail in a power loss, which its followers still hold) is elected again in a new epoch,
+  and may stay the leader: it does not lead in the epoch it recovered in (issue 34).
 """
 
 from __future__ import annotations
@@ -44,10 +47,15 @@ def new_topic(live: list[str], factor: int, topic_id: int,
 
 
 def reelect(state: ReplicaState, live: set[str], quarantined: set[str],
-            controller_epoch: int) -> ReplicaState | None:
+            controller_epoch: int, unsettled_epoch: int | None = None
+            ) -> ReplicaState | None:
     """The state after a membership change, None if nothing changes. A leader whose copy
-    was quarantined (recovery found it damaged) is replaced like a dead one."""
-    if state.leader is not None and state.leader in live and state.leader not in quarantined:
+    was quarantined (recovery found it damaged) is replaced like a dead one; one whose copy
+    recovered in the current epoch (`unsettled_epoch`, as its node registered it) is elected
+    again in a new one."""
+    unsettled = unsettled_epoch is not None and unsettled_epoch >= state.leader_epoch
+    if (state.leader is not None and state.leader in live and state.leader not in quarantined
+            and not unsettled):
         isr = tuple(node for node in state.isr if node in live)
         if isr == state.isr:
             return None

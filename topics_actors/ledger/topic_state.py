@@ -33,7 +33,7 @@ class TopicState:
                  "dedupe", "ram_file", "ram", "ram_chunks", "indexed", "absorbed", "seg_dir",
                  "seg_firsts", "seg_counts", "created_at", "ram_past", "gone_through",
                  "deleted", "deletions", "tags", "queue", "routers", "trims", "epochs",
-                 "hw", "ops", "follower")
+                 "hw", "ops", "follower", "unsettled_epoch")
 
     def __init__(self, name: str, config: TopicConfig, tid: int | None = None,
                  indexed: bool = True):
@@ -79,6 +79,8 @@ class TopicState:
         self.ops = None               # OpLog of a replicated topic's deletes (ledger/op_log)
         self.follower = False         # a replicated topic's copy following its leader: its
                                       # floors are the leader's (replica_records.py)
+        self.unsettled_epoch: int | None = None   # a replicated copy recovered in this
+                                      # epoch: it may not lead in it (leader_duties.py)
 
     # --- publishing -------------------------------------------------------------------
 

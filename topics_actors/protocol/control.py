@@ -28,7 +28,9 @@ class Hello(Message):
 class Heartbeat(Message):
     """child -> supervisor. state: a ProcessState ("replaying" | "ready" | "stopping");
     replay_progress in [0, 1], monotone while replaying; quarantined: a shard's quarantined
-    topics (a cluster never makes this node their leader)."""
+    topics (a cluster never makes this node their leader); unsettled: {topic: leader epoch}
+    of a shard's replicated copies that recovered in that epoch and may not lead in it (a
+    cluster gives a topic whose leader reports one a new epoch)."""
     KIND = "heartbeat"
     role: ProcessRole
     index: int
@@ -36,6 +38,7 @@ class Heartbeat(Message):
     state: ProcessState
     replay_progress: float = 0.0
     quarantined: list | None = None
+    unsettled: dict | None = None
 
 
 @message
@@ -50,7 +53,9 @@ class ReplicaRoles(Message):
     names recently looked up (a place_topic with create false) that have no state.
     `peer_keys`: the CURVE public keys (Z85) the cluster's nodes registered (client keys
     configured): a shard admits them on its TCP socket as other nodes' shards, and each
-    role's `leader_curve` is the key its leader's shards serve under."""
+    role's `leader_curve` is the key its leader's shards serve under. `settled`: indexes of
+    the shards this supervisor restarted (a process crash loses no byte written: their
+    copies may lead again in the epoch they recovered in)."""
     KIND = "replica_roles"
     roles: list
     complete: bool = False
@@ -58,6 +63,7 @@ class ReplicaRoles(Message):
     refused: dict | None = None
     peer_keys: list | None = None
     absent: list | None = None
+    settled: list | None = None
 
 
 @message

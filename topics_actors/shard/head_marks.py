@@ -4,6 +4,11 @@ A disk-class topic's HeadWatermark reserves seqs ahead of the head (spec/storage
 a crash can never reissue an acked seq. Settling the reservations writes one exact mark per
 topic (HeadWatermark with seq == ceiling), which replay takes as "nothing above this head
 was acked".
+
+A replicated topic's copy is not padded at recovery: its log may have lost a tail that other
+copies hold, and holes in its place would hide that from them. It keeps its reservation and
+pads only when it next leads, in a new leader epoch whose start marks where its log ended
+(shard/replication/leader_duties.py); meanwhile it follows, from its own log end.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ def seal_reservations(topics: Iterable[TopicState], writer: WalWriter,
     """
     buf, now = bytearray(), clock()
     for topic in topics:
+        if pad and topic.config.replicated:
+            continue                   # padded when it leads again (see above)
         if topic.reserved_head > topic.head:
             if pad:
                 topic.pad_to(topic.reserved_head)

@@ -164,6 +164,8 @@ class Replay:
         head_marks.seal_reservations(self.registry, wal.writer, self.clock, pad=True)
         for topic in self.registry:   # records cap floors and the drop accounting
             retention_rules.settle(topic, self.reader.read)
+            if topic.config.replicated:   # may have lost a tail: not to lead in this epoch
+                topic.unsettled_epoch = topic.epochs.latest if topic.epochs else None
 
     def _load_snapshot(self) -> None:
         data_dir, wal = self.options.data_dir, self.wal

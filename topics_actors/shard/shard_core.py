@@ -305,6 +305,11 @@ class ShardCore:
                                        lambda d, first: self.tiers.resolve(self.fs, d, first),
                                        budget_ms)
 
+    def unsettled(self) -> dict[str, int]:
+        """Replicated copies that recovered in the leader epoch they name and may not lead
+        in it (shard/replication/replica_book.py); {} before the shard is ready."""
+        return self.replicas.unsettled() if self.ready and self.replicas.enabled else {}
+
     def status(self) -> dict:
         writer = self.wal.writer
         return {"shard": self.options.shard, "shard_count": self.options.shard_count,

@@ -173,7 +173,7 @@ class ShardServer:
     def _beat(self, state: str | None = None, force: bool = False) -> None:
         if self.link:
             self.link.beat(state, self.core.replay_progress, force,
-                           sorted(self.core.quarantine.topics))
+                           sorted(self.core.quarantine.topics), self.core.unsettled())
             if not self.link.parent_alive():
                 log.warning("event=parent_gone shard=%d", self.core.options.shard)
                 self.stopping = True

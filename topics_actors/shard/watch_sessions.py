@@ -9,8 +9,12 @@ key), its read options, its last access and its open streams. A stream is counte
 for a lease the gateway renews at least every heartbeat; a gateway that dies without
 closing its streams lets the leases run out, so nothing stays open forever.
 
-Idle GC is lazy (on every request of these kinds and on `status`): a session with no open
-stream whose last access is older than SESSION_TTL_MS is dropped.
+Idle GC is lazy and bounded: at most once per SWEEP_INTERVAL_MS a request of these kinds
+(or `status`) sweeps the sessions: streams whose lease ran out are dropped, and so is a
+session with no open stream whose last access is older than SESSION_TTL_MS. The census
+(sessions, open streams in total and per owner) is kept as streams open and close, so
+`status` costs the same with ten thousand streams as with one; a lease that ran out keeps
+counting until the next sweep, at most a second later.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import WatchCreate, WatchCursor, WatchOpen
 
 SESSION_TTL_MS = 300_000
+SWEEP_INTERVAL_MS = 1_000
 
 
 def unknown_session() -> TopicsError:
@@ -35,10 +40,10 @@ class WatchSession:
         self.last_access_ms = now_ms
         self.streams: dict[str, int] = {}       # stream id -> lease deadline (epoch ms)
 
+    def expired(self, now_ms: int) -> list[str]:
+        return [stream for stream, deadline in self.streams.items() if deadline < now_ms]
+
     def idle(self, now_ms: int) -> bool:
-        for stream, deadline in list(self.streams.items()):
-            if deadline < now_ms:
-                del self.streams[stream]
         return not self.streams and now_ms - self.last_access_ms > SESSION_TTL_MS
 
 
@@ -46,12 +51,40 @@ class WatchSessions:
     def __init__(self, clock: Callable[[], int]):
         self.clock = clock
         self.sessions: dict[str, WatchSession] = {}
+        self.streams = 0                          # open streams of every session
+        self.by_owner: dict[str, int] = {}        # ... of each owner's sessions
+        self._swept_ms = -SWEEP_INTERVAL_MS
 
     def gc(self) -> int:
+        """Sweep (at most once per SWEEP_INTERVAL_MS); the sessions left."""
         now = self.clock()
-        for wid in [w for w, s in self.sessions.items() if s.idle(now)]:
-            del self.sessions[wid]
+        if now - self._swept_ms < SWEEP_INTERVAL_MS:
+            return len(self.sessions)
+        self._swept_ms = now
+        for wid, session in list(self.sessions.items()):
+            for stream in session.expired(now):
+                self._close(session, stream)
+            if session.idle(now):
+                del self.sessions[wid]
         return len(self.sessions)
+
+    def _open(self, session: WatchSession, stream: str, deadline_ms: int) -> None:
+        if stream not in session.streams:
+            self.streams += 1
+            if session.owner:
+                self.by_owner[session.owner] = self.by_owner.get(session.owner, 0) + 1
+        session.streams[stream] = deadline_ms
+
+    def _close(self, session: WatchSession, stream: str) -> None:
+        if session.streams.pop(stream, None) is None:
+            return
+        self.streams -= 1
+        if session.owner:
+            left = self.by_owner[session.owner] - 1
+            if left:
+                self.by_owner[session.owner] = left
+            else:
+                del self.by_owner[session.owner]
 
     def _get(self, wid: str) -> WatchSession:
         self.gc()
@@ -75,7 +108,7 @@ class WatchSessions:
         for topic, seq in (msg.rewind or {}).items():
             if topic in session.cursors and isinstance(seq, int) and seq >= 0:
                 session.cursors[topic] = min(session.cursors[topic], seq)
-        session.streams[msg.stream] = self.clock() + msg.lease_ms
+        self._open(session, msg.stream, self.clock() + msg.lease_ms)
         return {"wid": msg.wid, "owner": session.owner, "cursors": dict(session.cursors),
                 "options": session.options}
 
@@ -83,19 +116,13 @@ class WatchSessions:
         session = self._get(msg.wid)
         session.cursors.update((t, s) for t, s in msg.cursors.items() if t in session.cursors)
         if msg.closed:
-            session.streams.pop(msg.stream, None)
+            self._close(session, msg.stream)
         else:
-            session.streams[msg.stream] = self.clock() + msg.lease_ms
+            self._open(session, msg.stream, self.clock() + msg.lease_ms)
         return {"wid": msg.wid}
 
     def census(self) -> dict:
-        """Sessions and open streams (in total and per owner) after a GC pass."""
+        """Sessions and open streams (in total and per owner), kept as they change."""
         count = self.gc()
-        by_owner: dict[str, int] = {}
-        streams = 0
-        for session in self.sessions.values():
-            streams += len(session.streams)
-            if session.owner and session.streams:
-                by_owner[session.owner] = by_owner.get(session.owner, 0) + len(session.streams)
-        return {"watch_sessions": count, "sse_streams": streams,
-                "sse_streams_by_owner": by_owner}
+        return {"watch_sessions": count, "sse_streams": self.streams,
+                "sse_streams_by_owner": dict(self.by_owner)}

@@ -54,6 +54,7 @@ class FollowerDuties:
         if role.leader is None:
             self.replicas.stop_following(role.topic)     # offline: nobody to copy from
             return
+        topic.unsettled_epoch = None      # another copy leads this epoch: this one follows
         if follow is None:
             self.replicas.start_following(role.topic, Followership(
                 FollowerFetch(role.topic, role.leader_epoch, topic.epochs, topic.head + 1),

@@ -54,6 +54,7 @@ class LeaderDuties:
         self.clock_ms = clock_ms
         self.fenced = False            # our ZooKeeper session is not connected
         self.leader_changes = 0
+        self.pads: list[tuple[TopicState, int]] = []   # heads padded when the roles commit
 
     # --- leading starts and stops (the roles from the supervisor) -----------------------------
 
@@ -61,6 +62,10 @@ class LeaderDuties:
         """Lead `topic` as `role` says: a new leader epoch starts a new tracker (its start
         logged as an EPOCH frame); the same epoch takes a new ISR or replica set."""
         lead = self.replicas.lead(role.topic)
+        if lead is None and unsettled(topic, role.leader_epoch):
+            log.warning("event=lead_deferred topic=%s leader_epoch=%d reason=recovered_in_it",
+                        role.topic, role.leader_epoch)
+            return                # its supervisor reports it; the controller starts an epoch
         if lead is None or lead.leader_epoch != role.leader_epoch:
             tracker = self._new_tracker(role, topic)
             if lead is None:        # a leader that stays across epochs keeps its waiters
@@ -93,6 +98,8 @@ class LeaderDuties:
             self.stager.frame(FrameType.EPOCH, topic, frame_body.encode_u64(role.leader_epoch),
                               seq=start)
             topic.epochs.assign(role.leader_epoch, start)
+            self._settle_reservation(topic)
+        topic.unsettled_epoch = None
         tracker = IsrTracker(self.node_id, role.replicas, role.isr, topic.config.min_isr,
                              LAG_TIME_MS, topic.epochs.entries()[-1][1], topic.head + 1,
                              (topic.hw or 0) + 1, self.clock_ms())
@@ -137,12 +144,32 @@ class LeaderDuties:
         lead.tracker.require_min_isr("that acks=all")
         return True
 
+    def _settle_reservation(self, topic: TopicState) -> None:
+        """A copy holding a head reservation above its head (recovered after a crash, or
+        taken while following) never issues those seqs again: its head jumps past them,
+        after the new epoch's start, so a follower holding records there (the old leader's,
+        lost here by a power loss) cuts them as the epoch's end tells it."""
+        reserved = topic.reserved_head
+        if not topic.config.durability.reserves_head or reserved <= topic.head:
+            return
+        self.stager.frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(reserved),
+                          seq=reserved)
+        topic.next_seq = reserved + 1
+        self.pads.append((topic, reserved))
+        log.info("event=reservation_settled topic=%s head=%d padded_to=%d", topic.name,
+                 topic.head, reserved)
+
     def check_led(self, name: str) -> None:
         """Refuse a request for a replicated topic this node does not lead: not_leader with
-        where it is led (the gateway and the client follow it)."""
+        where it is led (the gateway and the client follow it); not_ready while this node
+        is its leader but waits for a new epoch (it recovered in the current one)."""
         role = self.replicas.role(name)
         if role is None or self.replicas.lead(name) is not None:
             return
+        if role.leader == self.node_id:
+            raise TopicsError(f"the copy of {name!r} here recovered in leader epoch "
+                              f"{role.leader_epoch}; it leads again in the next",
+                              ErrorCode.NOT_READY, {"reason": "leader_epoch_wanted"})
         raise TopicsError(f"topic {name!r} is led by node {role.leader!r}"
                           if role.leader else f"topic {name!r} has no leader now",
                           ErrorCode.NOT_LEADER, role.hint())
@@ -346,3 +373,9 @@ class LeaderDuties:
 
     def acks_waiting(self) -> int:
         return sum(len(lead.waiters) for _name, lead in self.replicas.led())
+
+
+def unsettled(topic: TopicState, leader_epoch: int) -> bool:
+    """Whether the copy may not lead in `leader_epoch`: it recovered in that epoch (or a
+    later one), so its log may lack records its followers hold of it (a power loss)."""
+    return topic.unsettled_epoch is not None and leader_epoch <= topic.unsettled_epoch

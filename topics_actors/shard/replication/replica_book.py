@@ -62,6 +62,7 @@ class ReplicaBook:
         self.placements = Placements()
         self._tombstones: dict[str, int] = {}   # deleted topic -> its tombstone's version
         self._retired: list[str] = []           # copies this batch drops (woken at commit)
+        self._unsettled: set[str] | None = None  # copies recovered unsettled (unsettled())
         self.ops = ReplicaOps(stager, reader, lambda *answer: self.replicas.release(
             Released(*answer)))
         self.cut = ReplicaCut(stager, reader, checkpoints or CheckpointWindow())
@@ -87,6 +88,8 @@ class ReplicaBook:
         copies, start or stop leading and following. A write (creations, epoch frames)."""
         owned = [Role.from_wire(raw) for raw in msg.roles
                  if self.registry.owns(topic_id(raw["topic"]))]
+        if self.registry.shard in (msg.settled or ()):
+            self._settle_all()      # only this process crashed: its copies lost nothing
         for role in owned:
             self._take(role)
         for name, reason in (msg.refused or {}).items():
@@ -100,11 +103,33 @@ class ReplicaBook:
                 self.leader.stop(gone)
                 self.replicas.remove(gone)
         retired, self._retired = self._retired, []
+        pads, self.leader.pads = self.leader.pads, []
 
         def taken(info: CommitInfo) -> dict:
+            for topic, seq in pads:          # a new leader's settled reservation (holes)
+                topic.pad_to(seq)
             info.woken.update(retired)       # parked readers learn that the topic is gone
             return {"roles": len(owned)}
         return write_op(taken)
+
+    def _settle_all(self) -> None:
+        for name, _epoch in self.unsettled().items():
+            self.registry.get(name).unsettled_epoch = None
+
+    def unsettled(self) -> dict[str, int]:
+        """{topic: leader epoch} of the copies here that recovered in that epoch and may
+        not lead in it: the supervisor registers them, and the controller gives a topic
+        whose leader is among them a new epoch (cluster/leader_election.py)."""
+        if self._unsettled is None:      # once, after recovery
+            self._unsettled = {t.name for t in self.registry if t.unsettled_epoch is not None}
+        found = {}
+        for name in list(self._unsettled):
+            topic = self.registry.get(name)
+            if topic is None or topic.unsettled_epoch is None:
+                self._unsettled.discard(name)
+            else:
+                found[name] = topic.unsettled_epoch
+        return found
 
     def _take(self, role: Role) -> None:
         if role.deleted:

@@ -17,6 +17,7 @@ from topics_actors.ledger.topic_state import TopicState
 from topics_actors.record_envelope import payload_bytes
 from topics_actors.shard.replication import replica_frames
 from topics_actors.shard.batch_stager import BatchStager
+from topics_actors.shard.record_append import HEAD_RESERVE
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replication.replica_frames import FrameRun
 from topics_actors.storage import frame_body
@@ -128,7 +129,19 @@ def append_fetched(stager: BatchStager, topic: TopicState, records: list,
         staged.append(CopiedRun(run.first, run.ts, start, run.offsets, run.payload_bytes))
     _pad(stager, topic, end_leo)
     topic.next_seq = max(topic.next_seq, end_leo)
+    _reserve(stager, topic, end_leo - 1)
     return staged
+
+
+def _reserve(stager: BatchStager, topic: TopicState, last: int) -> None:
+    """A `disk` copy reserves seqs ahead of what it holds, as its leader does
+    (record_append.py): synced with the batch, before its fetch reports the batch, so if it
+    leads after a power loss of every copy it never issues a seq it may have held (and its
+    leader acked). Staged after the batch's head marks, which replay reads as the end of
+    any earlier reservation."""
+    if topic.config.durability.reserves_head and last > topic.reserved_head:
+        topic.reserved_head = last + HEAD_RESERVE
+        stager.frame(FrameType.HEAD_WATERMARK, topic, frame_body.encode_u64(topic.reserved_head))
 
 
 def _pad(stager: BatchStager, topic: TopicState, seq: int) -> None:
