@@ -190,6 +190,10 @@ class HttpConnection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        # The parser holds this connection's callbacks: without it, a closed connection
+        # (its transport, its buffers) goes by reference counting, not by the collector's
+        # rare passes (collector_policy.py). Nothing is parsed after the loss.
+        self.parser = None
         if self.streaming is not None:
             self.streaming.cancel()          # the stream's generator frees what it holds
         if self.ws is not None:
