@@ -72,6 +72,10 @@ class ClusterMember:
         self._thread.start()
         return self
 
+    def alive(self) -> bool:
+        """False once a bug ended the thread (the supervisor then stops the node)."""
+        return self._stopping.is_set() or self._thread.is_alive()
+
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stopping.set()
         self._changed.set()
@@ -141,6 +145,9 @@ class ClusterMember:
                 self.turn()
             except TopicsError as exc:
                 log.warning("event=cluster_turn_failed error=%s", exc)
+            except AssertionError:            # a bug (InvariantViolation): alive() says so
+                log.critical("event=cluster_member_failed", exc_info=True)
+                return
             except Exception:                 # kazoo's connection errors among them
                 log.exception("event=cluster_turn_failed")
 
@@ -297,3 +304,24 @@ class ClusterMember:
                 log.info("event=leader_changed topic=%s leader=%s leader_epoch=%d isr=%s",
                          topic, after.leader, after.leader_epoch, ",".join(after.isr))
         return changed
+
+
+def join_cluster(zk: str, session_timeout_ms: int, node_id: str,
+                 info: dict) -> ClusterMember | None:
+    """Open the node's ZooKeeper session at `zk` and register `info`; None (logged) if it
+    cannot."""
+    from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes  # kazoo: TOPICS_ZK only
+    try:
+        znodes = ZooKeeperZnodes(zk, session_timeout_ms)
+    except TopicsError as error:
+        log.error("event=start_refused reason=%r", error.message)
+        return None
+    try:
+        member = ClusterMember(MetadataStore(znodes, node_id), info,
+                               session_timeout_ms).start()
+    except TopicsError as error:
+        znodes.close()
+        log.error("event=start_refused reason=%r", error.message)
+        return None
+    log.info("event=cluster_joined node_id=%s zk=%s", node_id, zk)
+    return member

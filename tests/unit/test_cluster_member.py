@@ -3,6 +3,8 @@ controller, a leader's departure moves leadership to an in-sync replica (not to 
 reports the topic quarantined), the controller's own departure hands the role on."""
 
 from supervisor.cluster_member import ClusterMember
+from tests.support import wait_for
+from topics_actors.errors import InvariantViolation
 from topics_actors.cluster.metadata_store import MetadataStore
 from topics_actors.cluster.replica_state import ReplicaState
 from topics_actors.cluster.znodes import MemoryEnsemble, MemoryZnodes
@@ -147,3 +149,22 @@ def test_a_deleted_topic_leaves_a_tombstone_and_a_new_one_of_its_name_starts_abo
     again = store.read("t")
     assert (again.state.deleted, again.state.leader, again.state.first_epoch) == (False, "a", 6)
     assert again.state.leader_epoch == 6 and again.version == 2
+
+
+def test_a_bug_in_a_turn_ends_the_thread_and_alive_says_so(monkeypatch):
+    """An InvariantViolation is not logged and retried every turn like a lost session: the
+    thread ends, and alive() turns False (the supervisor then stops the node)."""
+    member = ClusterMember(MetadataStore(MemoryZnodes(MemoryEnsemble()), "a"), {})
+    turns = []
+
+    def broken_turn():
+        turns.append(1)
+        raise InvariantViolation("a leader epoch went back")
+    monkeypatch.setattr(member, "turn", broken_turn)
+    member.start()
+    try:
+        wait_for(lambda: not member.alive(), 10, "the member's thread to end")
+        assert len(turns) == 1
+    finally:
+        member.stop()
+    assert member.alive()          # stopped on purpose: nothing for the supervisor to do
