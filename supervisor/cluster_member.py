@@ -55,7 +55,7 @@ class ClusterMember:
         self._fenced = False
         self._quick_until = 0.0                # monotonic: re-read quickly until then
         self._refused: dict[str, str] = {}     # topic -> why it could not be placed
-        self._absent: dict[str, None] = {}     # looked up, no live state (until one appears)
+        self._absent: dict[str, int] = {}      # looked up (asked_ns), no live state then
 
     def join(self) -> None:
         """Register the node; from now on membership changes wake the thread."""
@@ -87,14 +87,14 @@ class ClusterMember:
         with self._lock:
             return dict(self._view)
 
-    def roles(self) -> tuple[int, list[dict], bool, dict[str, str], list[str]]:
+    def roles(self) -> tuple[int, list[dict], bool, dict[str, str], dict[str, int]]:
         """(serial, the replication state of every topic, fenced, refused placements,
-        names looked up and not found) for the shards; the serial changes whenever any of
-        them (or the peer keys) does. Fenced: the session is not connected (SUSPENDED or
-        LOST), so no leader here may acknowledge `acks: all`."""
+        names looked up and not found with when they were asked) for the shards; the
+        serial changes whenever any of them (or the peer keys) does. Fenced: the session is
+        not connected (SUSPENDED or LOST), so no leader here may acknowledge `acks: all`."""
         with self._lock:
             return (self._roles_serial, self._roles, self._fenced, dict(self._refused),
-                    list(self._absent))
+                    dict(self._absent))
 
     def peer_keys(self) -> list[str]:
         """The CURVE public keys of the registered nodes (role_table.peer_keys)."""
@@ -248,13 +248,13 @@ class ClusterMember:
         """Create the topic's state unless it exists (the first creator wins; a deleted
         topic's tombstone is replaced, its epochs continued); a topic that cannot be placed
         is reported back to the shards as refused."""
-        found = self.store.read(msg.topic)
+        found = self.store.read(msg.topic, fresh=not msg.create)
         live = found is not None and not found.state.deleted
         if not msg.create:
             # A lookup: with no live state the waiting shard answers topic_not_found now,
-            # not after its wait.
+            # not after its wait; a live one reaches the shards with this turn's states.
             if not live:
-                self._note(self._absent, msg.topic, None, ABSENT_MAX)
+                self._note(self._absent, msg.topic, msg.asked_ns, ABSENT_MAX)
             return
         if live:
             return

@@ -83,7 +83,25 @@ def test_a_replicated_topic_is_written_and_read_through_any_node(cluster, observ
     assert re.search(r"^topics_leader_topics [1-9]", metrics, re.M)
     assert metrics.count('topics_follower_lag_records{topic="orders"') == 2
     _change_config_through_a_follower(cluster, state.leader, follower)
-    assert sorted(converged(cluster, SHARDS, "orders")) == list(range(15, 25))
+    _created_is_seen_through_every_node(cluster)
+    assert sorted(converged(cluster, SHARDS, "orders")) == list(range(15, 25))   # stops them
+
+
+def _created_is_seen_through_every_node(cluster) -> None:
+    """Read-your-writes metadata (issue 33): once a create is answered, every node finds
+    the topic at once, though its own states are re-read only every 300 ms (each asks
+    ZooKeeper afresh for a name it does not know, instead of answering 404)."""
+    for i, factor in enumerate((1, 3, 1, 3)):
+        name = f"fresh{i}"
+        created = cluster["a"].http("PUT", f"/v0/topics/{name}", {"replication_factor": factor})
+        assert created.status == 201, created.body
+        for nid in "cb":
+            got = cluster[nid].http("GET", f"/v0/topics/{name}")
+            assert got.status == 200, (nid, name, got.body)
+        diff = cluster["c"].http("POST", f"/v0/topics/{name}/diff", {"from_seq": 0})
+        assert diff.status == 200 and diff.json()["records"] == [], diff.body
+    missing = cluster["c"].http("GET", "/v0/topics/nowhere")
+    assert missing.status == 404 and missing.json()["error"]["code"] == "topic_not_found"
 
 
 def _change_config_through_a_follower(cluster, leader: str, follower: str) -> None:

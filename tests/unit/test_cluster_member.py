@@ -87,14 +87,21 @@ def test_a_lookup_of_a_missing_name_is_answered_absent_until_the_name_is_placed(
     nodes = members("a", "b")
     nodes["a"].turn()
     serial = nodes["a"].roles()[0]
-    nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {}, create=False))
+    nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {}, create=False, asked_ns=7))
     nodes["a"].turn()
     assert nodes["a"].store.read("t") is None                     # a lookup creates nothing
-    assert nodes["a"].roles()[4] == ["t"] and nodes["a"].roles()[0] > serial
+    assert nodes["a"].roles()[4] == {"t": 7} and nodes["a"].roles()[0] > serial
+    serial = nodes["a"].roles()[0]
+    nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {}, create=False, asked_ns=9))
+    nodes["a"].turn()
+    assert nodes["a"].roles()[4] == {"t": 9} and nodes["a"].roles()[0] > serial   # re-sent
     nodes["b"].submit(PlaceTopic("shard", 0, 1, "t", {}))        # created through another node
     nodes["b"].turn()
+    nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {}, create=False, asked_ns=11))
+    nodes["a"]._serve_requests(nodes["a"].store.nodes())          # the lookup alone finds it
+    assert nodes["a"].roles()[4] == {"t": 9}                      # not answered absent
     nodes["a"].turn()
-    assert nodes["a"].roles()[4] == [] and [r["topic"] for r in nodes["a"].roles()[1]] == ["t"]
+    assert nodes["a"].roles()[4] == {} and [r["topic"] for r in nodes["a"].roles()[1]] == ["t"]
 
 
 def test_a_leaders_config_change_is_written_only_by_the_leader_and_keeps_the_copies():
@@ -143,7 +150,7 @@ def test_a_deleted_topic_leaves_a_tombstone_and_a_new_one_of_its_name_starts_abo
     nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {"replication_factor": 1}, create=False))
     nodes["a"].turn()
     assert store.read("t").state == tomb                          # a lookup creates nothing
-    assert nodes["a"].roles()[4] == ["t"]                         # and finds no live topic
+    assert list(nodes["a"].roles()[4]) == ["t"]                   # and finds no live topic
     nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {"replication_factor": 1}))
     nodes["a"].turn()
     again = store.read("t")

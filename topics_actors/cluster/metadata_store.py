@@ -115,7 +115,11 @@ class MetadataStore:
     def topics(self) -> list[str]:
         return self.znodes.children(STATES)
 
-    def read(self, topic: str) -> Versioned | None:
+    def read(self, topic: str, fresh: bool = False) -> Versioned | None:
+        """The topic's state; `fresh`: as of now, every acknowledged write seen (a lookup
+        after another node's create was answered: read-your-writes)."""
+        if fresh:
+            self.znodes.sync(f"{STATES}/{topic}")
         entry = self.znodes.get(f"{STATES}/{topic}")
         return None if entry is None else Versioned(ReplicaState.from_bytes(entry[0]),
                                                     entry[1])

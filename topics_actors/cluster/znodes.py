@@ -32,6 +32,11 @@ class Znodes(Protocol):
     def children(self, path: str) -> list[str]:
         """Sorted child names, [] if the node does not exist."""
 
+    def sync(self, path: str) -> None:
+        """Bring this session's server up to the ensemble's leader for `path`, so the next
+        read sees every write acknowledged before (ZooKeeper reads are otherwise served by
+        whichever server the session is on, possibly behind)."""
+
     def watch_children(self, path: str, callback: ChildWatch) -> None:
         """Call `callback(children)` now and after every change, until closed."""
 
@@ -118,6 +123,9 @@ class MemoryZnodes:
     def children(self, path: str) -> list[str]:
         with self.ensemble.lock:
             return self.ensemble.children(path)
+
+    def sync(self, path: str) -> None:
+        return None          # one tree: always current
 
     def watch_children(self, path: str, callback: ChildWatch) -> None:
         with self.ensemble.lock:

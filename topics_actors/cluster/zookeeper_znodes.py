@@ -96,6 +96,9 @@ class ZooKeeperZnodes:
         except NoNodeError:
             return []
 
+    def sync(self, path: str) -> None:
+        self.client.sync(path)
+
     def watch_children(self, path: str, callback: ChildWatch) -> None:
         self.client.ensure_path(path)
         ChildrenWatch(self.client, path, lambda names: callback(sorted(names)))

@@ -256,9 +256,9 @@ class ShardServer:
         for topic, epoch, version, isr in replicas.leader.isr_proposals():
             self.link.send(IsrChange("shard", self.core.options.shard, os.getpid(), topic,
                                      epoch, version, isr))
-        for topic, config, create in replicas.placements.to_place():
+        for topic, config, create, asked_ns in replicas.placements.to_place():
             self.link.send(PlaceTopic("shard", self.core.options.shard, os.getpid(), topic,
-                                      config, create))
+                                      config, create, asked_ns))
         for topic, change in replicas.placements.changes():
             lead = replicas.replicas.lead(topic)
             if lead is not None:

@@ -94,8 +94,8 @@ class ReplicaBook:
             self._take(role)
         for name, reason in (msg.refused or {}).items():
             self.placements.refused(name, reason)
-        for name in msg.absent or ():
-            self.placements.absent(name)
+        for name, asked_ns in (msg.absent or {}).items():
+            self.placements.absent(name, asked_ns)
         self.leader.set_fence(msg.fenced)
         if msg.complete:
             named = {role.topic for role in owned}
