@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from topics_actors.cluster.epoch_cache import EpochEnd
 from topics_actors.cluster.isr_tracker import AckWaiters, IsrTracker
-from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError, invalid
+from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.messages import Append, DeleteRecords, EpochQuery, ReplicaFetch
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op
@@ -225,11 +225,9 @@ class LeaderDuties:
         budget = min(msg.max_bytes or FETCH_BYTES_MAX, FETCH_BYTES_MAX)
         key = (topic, msg.fetch_leo, budget, msg.frames, topic.head, topic.earliest_seq(),
                topic.evict_floor, topic.expiry_floor, topic.deletions)
-        memo = lead.read_memo
-        if memo is None or memo[0] != key:
-            memo = lead.read_memo = key, replica_records.read_for(
-                self.reader, topic, msg.fetch_leo, budget, msg.frames)
-        return {**memo[1], "leader_epoch": lead.leader_epoch, "hw": lead.tracker.hw_seq}
+        records = lead.records(key, lambda: replica_records.read_for(
+            self.reader, topic, msg.fetch_leo, budget, msg.frames))
+        return {**records, "leader_epoch": lead.leader_epoch, "hw": lead.tracker.hw_seq}
 
     def epoch_end(self, msg: EpochQuery) -> Staged:
         _lead, topic = self._led(msg.topic, msg.leader_epoch)
@@ -342,9 +340,6 @@ class LeaderDuties:
             role = self.replicas.role(name)
             out.append((name, role.leader_epoch, role.version, list(wanted)))
         return out
-
-    def acks_waiting(self) -> int:
-        return sum(len(lead.waiters) for _name, lead in self.replicas.led())
 
 
 def unsettled(topic: TopicState, leader_epoch: int) -> bool:
