@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 
 from topics_actors.cluster import role_table
 from topics_actors.cluster.leader_election import new_topic, reelect
@@ -25,15 +26,21 @@ log = logging.getLogger(__name__)
 
 RECHECK_MS = 300        # also re-read every topic's state this often: how soon a node learns
                         # a leader or ISR another node wrote (O(topics) reads a pass)
+QUICK_MS = 50           # how often instead, for QUICK_S after the membership changed: the
+QUICK_S = 2.0           # controller writes new leaders right after, which every node should
+                        # know at once (failover, docs/CLUSTER.md 5)
 REQUESTS_MAX = 4_096    # shards' ISR changes and placements waiting for the thread
 REFUSED_MAX = 256       # placements refused, kept for the shards to answer with
 ABSENT_MAX = 256        # names looked up and not found, kept for the shards to answer with
 
 
 class ClusterMember:
-    def __init__(self, store: MetadataStore, info: dict):
+    def __init__(self, store: MetadataStore, info: dict, session_timeout_ms: int = 0):
+        """`session_timeout_ms`: how long a registration waits for a session from before a
+        restart to end (MetadataStore.register)."""
         self.store = store
         self.info = info
+        self._register_wait_s = session_timeout_ms / 1000 * 1.5 if session_timeout_ms else 0
         self._changed = threading.Event()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -46,13 +53,19 @@ class ClusterMember:
         self._roles_serial = 0
         self._info_dirty = False
         self._fenced = False
+        self._quick_until = 0.0                # monotonic: re-read quickly until then
         self._refused: dict[str, str] = {}     # topic -> why it could not be placed
         self._absent: dict[str, None] = {}     # looked up, no live state (until one appears)
 
     def join(self) -> None:
         """Register the node; from now on membership changes wake the thread."""
-        self.store.register(self.info)
-        self.store.watch_nodes(lambda _names: self._changed.set())
+        self.store.register(self.info, self._register_wait_s)
+        self.store.watch_nodes(self._membership_changed)
+        self.store.znodes.on_state(self._changed.set)    # fence at once when cut off
+
+    def _membership_changed(self, _names=None) -> None:
+        self._quick_until = time.monotonic() + QUICK_S
+        self._changed.set()
 
     def start(self) -> "ClusterMember":
         self.join()
@@ -123,7 +136,8 @@ class ClusterMember:
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            self._changed.wait(RECHECK_MS / 1000)
+            quick = time.monotonic() < self._quick_until
+            self._changed.wait((QUICK_MS if quick else RECHECK_MS) / 1000)
             self._changed.clear()
             if self._stopping.is_set():
                 return
@@ -187,7 +201,7 @@ class ClusterMember:
         with self._lock:
             info = self.info
         store.register(info)
-        store.watch_nodes(lambda _names: self._changed.set())
+        store.watch_nodes(self._membership_changed)
         return store.nodes()
 
     def _serve_requests(self, nodes: dict[str, dict]) -> None:
@@ -303,7 +317,8 @@ def join_cluster(zk: str, session_timeout_ms: int, node_id: str,
         log.error("event=start_refused reason=%r", error.message)
         return None
     try:
-        member = ClusterMember(MetadataStore(znodes, node_id), info).start()
+        member = ClusterMember(MetadataStore(znodes, node_id), info,
+                               session_timeout_ms).start()
     except TopicsError as error:
         znodes.close()
         log.error("event=start_refused reason=%r", error.message)

@@ -38,6 +38,9 @@ class Znodes(Protocol):
     def state(self) -> str:
         """"connected", "suspended" (the link is down, the session may survive) or "lost"."""
 
+    def on_state(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` whenever `state()` may have changed."""
+
     def close(self) -> None:
         ...
 
@@ -123,6 +126,9 @@ class MemoryZnodes:
 
     def state(self) -> str:
         return "lost" if self.closed else "connected"
+
+    def on_state(self, callback: Callable[[], None]) -> None:
+        pass                        # the state changes only with close()
 
     def close(self) -> None:
         self.closed = True

@@ -18,6 +18,9 @@ replicated topic it owns, this node leads it, follows it, or only knows where it
   every in-sync replica holds them.
 - `replica_records.py`: reading records for a fetch, and appending fetched ones.
 - `replica_frames.py`: the leader's Append frames for a fetch, checked by the follower.
+- `replica_keys.py`: idempotency and session keys that travel with the records (the
+  leader's KeyTrail, a fetch answer's keys, the follower's dedupe index), so a retry
+  through a new leader gets its original seqs.
 - `replica_cut.py`: cutting a diverged copy back in place, or fetching it anew.
 - `replica_report.py`: what a shard tells of its replicated topics.
 - `replica_fetcher.py` (shell): the follower's fetches, one DEALER per leader shard.

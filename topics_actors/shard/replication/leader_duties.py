@@ -21,6 +21,7 @@ from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replication import replica_records
 from topics_actors.shard.replication.replica import Leadership, Released, Replicas
+from topics_actors.shard.replication.replica_keys import KeyTrail
 from topics_actors.shard.replication.replica_ops import AwaitOp, ReplicaOps, ops_of
 from topics_actors.shard.replication.replica_role import Role
 from topics_actors.shard.topic_registry import TopicRegistry
@@ -68,7 +69,8 @@ class LeaderDuties:
         if lead is None or lead.leader_epoch != role.leader_epoch:
             tracker = self._new_tracker(role, topic)
             if lead is None:        # a leader that stays across epochs keeps its waiters
-                lead = Leadership(tracker, AckWaiters(ACK_WAITERS_MAX))
+                keys = KeyTrail.seeded(topic) if len(role.replicas) > 1 else None
+                lead = Leadership(tracker, AckWaiters(ACK_WAITERS_MAX), keys)
                 self.replicas.start_leading(role.topic, lead)
             lead.tracker = tracker
             self.leader_changes += 1
@@ -117,7 +119,8 @@ class LeaderDuties:
         role = self.replicas.role(name)
         error = TopicsError(f"leadership of {name!r} moved before the write was on every "
                             f"in-sync replica: it may or may not survive",
-                            ErrorCode.NOT_LEADER, role.hint() if role else {"topic": name})
+                            ErrorCode.NOT_LEADER,
+                            {**(role.hint() if role else {"topic": name}), "in_doubt": True})
         for peer, corr, t0, _body in lead.waiters.drain():
             self.replicas.release(Released(peer, corr, t0, None, error))
         self.ops.drop_waiters(name, error)
@@ -125,15 +128,19 @@ class LeaderDuties:
     # --- requests ----------------------------------------------------------------------------
 
     def check_append(self, msg: Append) -> bool:
-        """Whether the append waits for the watermark (`acks: all`); raises when it cannot
-        be taken here."""
+        """Whether the append waits for the watermark (`acks: all`; and in every ack mode
+        while this node is cut off from ZooKeeper, when another node may lead already: its
+        answer waits for the session to come back, and if leadership moved meanwhile it is
+        answered in doubt); raises when it cannot be taken here."""
         acks = Acks.of(msg.acks)
         lead = self.replicas.lead(msg.topic)
         if lead is None:
             self.check_led(msg.topic)
             return False
-        if acks is not Acks.ALL or len(lead.tracker.replicas) == 1:
+        if len(lead.tracker.replicas) == 1:
             return False
+        if acks is not Acks.ALL:
+            return self.fenced
         lead.tracker.require_min_isr("that acks=all")
         return True
 
@@ -167,6 +174,18 @@ class LeaderDuties:
                           if role.leader else f"topic {name!r} has no leader now",
                           ErrorCode.NOT_LEADER, role.hint())
 
+    def note_key(self, name: str, key: str | None) -> None:
+        """An append to `name` with `key` was staged here: a new write's key joins the
+        trail its followers fetch it from (replica_keys.py)."""
+        lead = self.replicas.lead(name)
+        topic = self.registry.get(name)
+        if key is None or lead is None or lead.keys is None or topic is None:
+            return
+        entry = topic.dedupe.lookup(key, self.stager.clock(),
+                                    topic.config.idempotency_window_ms)
+        if entry is not None:
+            lead.keys.add(key, entry.first_seq, entry.last_seq)
+
     def hold(self, peer: bytes, corr: int, t0_ns: int, held: AwaitHw) -> bool:
         """Keep an `acks: all` reply until the watermark covers it; False: answer now."""
         topic = self.registry.get(held.topic)
@@ -199,6 +218,10 @@ class LeaderDuties:
                               f"{topic.head + 1}", ErrorCode.INVALID_REQUEST,
                               {"reason": "seq_out_of_range", "leo": topic.head + 1})
         self.advance(topic, tracker.fetched(msg.node, msg.fetch_leo, self.clock_ms()))
+        if lead.keys is not None:
+            fetched = [p.leo for p in tracker.followers.values()]
+            if fetched and min(fetched) > 0:
+                lead.keys.forget_below(min(fetched))
         if tracker.ops_fetched(msg.node, msg.ops_leo):
             self.ops_moved(topic)
 
@@ -227,7 +250,12 @@ class LeaderDuties:
                topic.evict_floor, topic.expiry_floor, topic.deletions)
         records = lead.records(key, lambda: replica_records.read_for(
             self.reader, topic, msg.fetch_leo, budget, msg.frames))
-        return {**records, "leader_epoch": lead.leader_epoch, "hw": lead.tracker.hw_seq}
+        body = {**records, "leader_epoch": lead.leader_epoch, "hw": lead.tracker.hw_seq}
+        if lead.keys is not None and body["end_leo"] > msg.fetch_leo:
+            keys = lead.keys.within(topic, msg.fetch_leo, body["end_leo"], self.stager.clock())
+            if keys:
+                body["keys"] = keys
+        return body
 
     def epoch_end(self, msg: EpochQuery) -> Staged:
         _lead, topic = self._led(msg.topic, msg.leader_epoch)

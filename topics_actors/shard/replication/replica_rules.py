@@ -84,6 +84,7 @@ class ReplicaRules:
             return plain(msg)
         waits = self.book.leader.check_append(msg)
         is_write, fn = plain(msg)
+        self.book.leader.note_key(msg.topic, msg.idempotency_key)
         if not waits:
             return is_write, fn
 
