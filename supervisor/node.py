@@ -328,7 +328,7 @@ class Supervisor:
         self.exit_code = EXIT_CHILD_FLAPPING
         self.stopping = True
 
-    def _state_changed(self, child: Child, state: str, extra: dict) -> None:
+    def _state_changed(self, child: Child, state: ProcessState, extra: dict) -> None:
         fields = " ".join(f"{k}={v}" for k, v in extra.items())
         log.info("event=child_state child=%s state=%s %s", child.name, state, fields)
         event = {"started": ProcessState.STARTING, "exited": ProcessState.DOWN}

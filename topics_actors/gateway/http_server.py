@@ -344,7 +344,7 @@ class HttpConnection(asyncio.Protocol):
                         self.close()
                         return
                     if isinstance(response, HttpStream):
-                        keep = await self._stream(response) and keep
+                        keep = await send_chunked(self, response) and keep
                     else:
                         self._write(response, payload.method == "HEAD", keep)
                 finally:
@@ -371,37 +371,6 @@ class HttpConnection(asyncio.Protocol):
         self.transport.write(head if head_only else head + body)
         if not keep:
             self.close()
-
-    async def _stream(self, response: HttpStream) -> bool:
-        """Send the status and headers, then each chunk as it comes (chunked), waiting for
-        the socket when its buffer is full. True when the stream ended and the connection
-        may carry another request."""
-        chunks = response.chunks
-        self.transport.write(head_bytes(response.status, response.header_list(),
-                                        b"transfer-encoding: chunked\r\n"))
-        self.streaming = asyncio.current_task()
-        if response.attach is not None:
-            response.attach(self)
-        try:
-            async for chunk in chunks:
-                if self.closed:
-                    break
-                self.push(chunk)
-                if self._drained is not None:
-                    await self.drain()
-        except asyncio.CancelledError:
-            if not self.closed:
-                raise                            # cancelled for another reason: pass it on
-            return False
-        finally:
-            self.streaming = None
-            if response.attach is not None:
-                response.attach(None)
-            await chunks.aclose()
-        if self.closed:
-            return False
-        self.transport.write(b"0\r\n\r\n")
-        return True
 
     # --- WebSocket upgrades ------------------------------------------------------------------
 
@@ -469,3 +438,35 @@ class HttpConnection(asyncio.Protocol):
         if not self.closed and self.transport is not None:
             self.closed = True
             self.transport.close()
+
+
+async def send_chunked(conn: HttpConnection, response: HttpStream) -> bool:
+    """Send the status and headers, then each chunk as it comes (chunked), waiting for
+    the socket when its buffer is full. True when the stream ended and the connection
+    may carry another request."""
+    chunks = response.chunks
+    conn.transport.write(head_bytes(response.status, response.header_list(),
+                                    b"transfer-encoding: chunked\r\n"))
+    conn.streaming = asyncio.current_task()
+    if response.attach is not None:
+        response.attach(conn)
+    try:
+        async for chunk in chunks:
+            if conn.closed:
+                break
+            conn.push(chunk)
+            if conn._drained is not None:      # the socket's buffer is full
+                await conn.drain()
+    except asyncio.CancelledError:
+        if not conn.closed:
+            raise                            # cancelled for another reason: pass it on
+        return False
+    finally:
+        conn.streaming = None
+        if response.attach is not None:
+            response.attach(None)
+        await chunks.aclose()
+    if conn.closed:
+        return False
+    conn.transport.write(b"0\r\n\r\n")
+    return True

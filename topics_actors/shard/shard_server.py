@@ -170,7 +170,7 @@ class ShardServer:
             self.turn()
         self._shutdown()
 
-    def _beat(self, state: str | None = None, force: bool = False) -> None:
+    def _beat(self, state: ProcessState | None = None, force: bool = False) -> None:
         if self.link:
             self.link.beat(state, self.core.replay_progress, force,
                            sorted(self.core.quarantine.topics), self.core.unsettled())

@@ -8,7 +8,7 @@ and the topics whose readers or parked fetches to wake.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from topics_actors.cluster.follower_fetch import FollowerFetch
@@ -52,6 +52,12 @@ class Leadership:
     @property
     def leader_epoch(self) -> int:
         return self.tracker.leader_epoch
+
+    def records(self, key: tuple, read: Callable[[], dict]) -> dict:
+        """`read()`, or what it gave the last fetch if that one asked with the same `key`."""
+        if self.read_memo is None or self.read_memo[0] != key:
+            self.read_memo = key, read()
+        return self.read_memo[1]
 
 
 class Followership:

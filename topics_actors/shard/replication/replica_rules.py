@@ -67,8 +67,8 @@ class ReplicaRules:
             GetTopic: self._checked(lambda m: self.get_topic(m, get)),
             DeleteRecords: self._checked(lambda m: self.delete_records(m, delete_records)),
             ReplicaRoles: self.book.take_roles,
-            ReplicaFetch: self.book.leader.fetch,
-            EpochQuery: self.book.leader.epoch_end,
+            ReplicaFetch: self.book.answers.fetch,
+            EpochQuery: self.book.answers.epoch_end,
             ReplicaAnswer: self.book.follower.apply,
         })
         return table
