@@ -84,6 +84,10 @@ def test_a_replicated_topic_is_written_and_read_through_any_node(cluster, observ
     assert metrics.count('topics_follower_lag_records{topic="orders"') == 2
     _change_config_through_a_follower(cluster, state.leader, follower)
     _created_is_seen_through_every_node(cluster)
+    with pytest.raises(TopicsError) as refused:     # a config error at once, not retried
+        cluster["b"].client().put_topic("toomany", replication_factor=5)
+    assert refused.value.code.wire == "not_enough_replicas" and "5 live" in str(refused.value)
+    assert observer.read("toomany") is None
     assert sorted(converged(cluster, SHARDS, "orders")) == list(range(15, 25))   # stops them
 
 
@@ -153,9 +157,8 @@ def test_min_isr_refuses_acks_all_and_the_watermark_hides_leader_acked_writes(
     os.killpg(nodes[follower].proc.pid, signal.SIGSTOP)    # past the session timeout
     try:
         wait_isr(nodes[leader], "pair", 1)
-        with pytest.raises(TopicsError) as refused:
-            nodes[leader].client(retry_deadline_ms=500).append("pair", [{"data": 2}],
-                                                               acks="all")
+        with pytest.raises(TopicsError) as refused:     # at once, not retried to the deadline
+            nodes[leader].client().append("pair", [{"data": 2}], acks="all")
         assert refused.value.code.wire == "not_enough_replicas"
         nodes[leader].client().append("pair", [{"data": 3}], acks="leader")
         view = replication(nodes[leader], "pair")
