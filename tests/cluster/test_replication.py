@@ -106,6 +106,16 @@ def _created_is_seen_through_every_node(cluster) -> None:
         assert diff.status == 200 and diff.json()["records"] == [], diff.body
     missing = cluster["c"].http("GET", "/v0/topics/nowhere")
     assert missing.status == 404 and missing.json()["error"]["code"] == "topic_not_found"
+    cluster["a"].http("POST", "/v0/topics/fresh0", {"records": [{"data": 1}]})
+    listed, cursor = {}, ""                 # GET /v0/topics lists the whole cluster, paged
+    for _ in range(10):
+        page = cluster["c"].http("GET", f"/v0/topics?page_size=2{cursor}").json()
+        listed.update({t["topic"]: t["head_seq"] for t in page["topics"]})
+        if "next_cursor" not in page:
+            break
+        cursor = f"&cursor={page['next_cursor']}"
+    assert listed == {"fresh0": 1, "fresh1": 0, "fresh2": 0, "fresh3": 0, "orders": 24,
+                      "x": 0}               # the refused router's source, on node a
 
 
 def _change_config_through_a_follower(cluster, leader: str, follower: str) -> None:
