@@ -30,10 +30,10 @@ import socket
 import time
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import NoReturn
 
 import httptools
 
+from topics_actors.child_process import die_of_bug
 from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError
 from topics_actors.gateway.h2_session import PREFACE, H2Session
 from topics_actors.gateway.http_message import (
@@ -46,7 +46,6 @@ from topics_actors.gateway.ws_transport import WsTransport
 log = logging.getLogger(__name__)
 
 BACKLOG = 1024
-EXIT_BUG = 70                    # EX_SOFTWARE; the supervisor restarts the gateway
 PIPELINE_MAX = 16                # requests of one connection waiting for their turn
 HEADER_BYTES_MAX = 64 * 1024     # a request line and headers larger than this: 400
 IDLE_TIMEOUT_S = 75.0            # a keep-alive connection with no request in progress
@@ -55,16 +54,6 @@ SWEEP_INTERVAL_S = 1.0
 WRITE_BUFFER_HIGH = 256 * 1024   # per connection, before a stream waits for the socket
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
-
-
-def die_of_bug(bug: InvariantViolation) -> NoReturn:
-    """End the process at once. The gateway holds no topic state, so only the requests in
-    flight are lost (their clients see the connection close, as when a gateway is
-    killed)."""
-    log.critical("event=invariant_violation pid=%d exit_code=%d", os.getpid(), EXIT_BUG,
-                 exc_info=bug)
-    logging.shutdown()
-    os._exit(EXIT_BUG)
 
 
 def status_line(status: int) -> bytes:
@@ -190,6 +179,10 @@ class HttpConnection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        # The parser holds this connection's callbacks: without it, a closed connection
+        # (its transport, its buffers) goes by reference counting, not by the collector's
+        # rare passes (collector_policy.py). Nothing is parsed after the loss.
+        self.parser = None
         if self.streaming is not None:
             self.streaming.cancel()          # the stream's generator frees what it holds
         if self.ws is not None:
@@ -351,7 +344,7 @@ class HttpConnection(asyncio.Protocol):
                         self.close()
                         return
                     if isinstance(response, HttpStream):
-                        keep = await self._stream(response) and keep
+                        keep = await send_chunked(self, response) and keep
                     else:
                         self._write(response, payload.method == "HEAD", keep)
                 finally:
@@ -378,37 +371,6 @@ class HttpConnection(asyncio.Protocol):
         self.transport.write(head if head_only else head + body)
         if not keep:
             self.close()
-
-    async def _stream(self, response: HttpStream) -> bool:
-        """Send the status and headers, then each chunk as it comes (chunked), waiting for
-        the socket when its buffer is full. True when the stream ended and the connection
-        may carry another request."""
-        chunks = response.chunks
-        self.transport.write(head_bytes(response.status, response.header_list(),
-                                        b"transfer-encoding: chunked\r\n"))
-        self.streaming = asyncio.current_task()
-        if response.attach is not None:
-            response.attach(self)
-        try:
-            async for chunk in chunks:
-                if self.closed:
-                    break
-                self.push(chunk)
-                if self._drained is not None:
-                    await self.drain()
-        except asyncio.CancelledError:
-            if not self.closed:
-                raise                            # cancelled for another reason: pass it on
-            return False
-        finally:
-            self.streaming = None
-            if response.attach is not None:
-                response.attach(None)
-            await chunks.aclose()
-        if self.closed:
-            return False
-        self.transport.write(b"0\r\n\r\n")
-        return True
 
     # --- WebSocket upgrades ------------------------------------------------------------------
 
@@ -476,3 +438,35 @@ class HttpConnection(asyncio.Protocol):
         if not self.closed and self.transport is not None:
             self.closed = True
             self.transport.close()
+
+
+async def send_chunked(conn: HttpConnection, response: HttpStream) -> bool:
+    """Send the status and headers, then each chunk as it comes (chunked), waiting for
+    the socket when its buffer is full. True when the stream ended and the connection
+    may carry another request."""
+    chunks = response.chunks
+    conn.transport.write(head_bytes(response.status, response.header_list(),
+                                    b"transfer-encoding: chunked\r\n"))
+    conn.streaming = asyncio.current_task()
+    if response.attach is not None:
+        response.attach(conn)
+    try:
+        async for chunk in chunks:
+            if conn.closed:
+                break
+            conn.push(chunk)
+            if conn._drained is not None:      # the socket's buffer is full
+                await conn.drain()
+    except asyncio.CancelledError:
+        if not conn.closed:
+            raise                            # cancelled for another reason: pass it on
+        return False
+    finally:
+        conn.streaming = None
+        if response.attach is not None:
+            response.attach(None)
+        await chunks.aclose()
+    if conn.closed:
+        return False
+    conn.transport.write(b"0\r\n\r\n")
+    return True
