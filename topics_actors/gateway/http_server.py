@@ -7,8 +7,9 @@ a thread. On this 2-core machine those wake-ups were most of a request's latency
 handler over one keep-alive connection: 88 us p50 behind granian, 16 us here, with `wrk
 -c1`). Here the socket's bytes reach `data_received` on the loop, httptools (C, llhttp)
 parses them in that call, the handler runs, and its response is written to the socket from
-the same thread. A server-sent-event stream is a chunked response whose chunks go straight
-to the socket, with the transport's flow control as its only buffer.
+the same thread. A server-sent-event stream is a chunked response whose chunks the socket
+writer's thread sends (gateway/socket_writer.py: at 1000 watchers the sends were half the
+loop's time), with the transport's flow control behind it.
 
 What the server does for the handlers: keep-alive and pipelining (answers in request
 order), bodies by Content-Length or chunked, `Expect: 100-continue`, the body limit (413
@@ -41,6 +42,7 @@ from topics_actors.gateway.http_message import (
 )
 from topics_actors.gateway.request_body import payload_too_large
 from topics_actors.gateway.route_table import handler_of
+from topics_actors.gateway.socket_writer import Outlet, SocketWriter
 from topics_actors.gateway.ws_transport import WsTransport
 
 log = logging.getLogger(__name__)
@@ -93,11 +95,13 @@ class HttpServer:
         self.in_flight = 0               # requests being answered, streams and sockets too
         self.server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task | None = None
+        self.writer: SocketWriter | None = None
 
     async def start(self, listen_fd: int) -> None:
         sock = socket.socket(fileno=os.dup(listen_fd))
         sock.setblocking(False)
         loop = asyncio.get_running_loop()
+        self.writer = SocketWriter(loop)
         self.server = await loop.create_server(lambda: HttpConnection(self), sock=sock,
                                                backlog=BACKLOG)
         self._sweeper = loop.create_task(self._sweep())
@@ -118,6 +122,8 @@ class HttpServer:
             self._sweeper.cancel()
         for conn in list(self.connections):
             conn.close()
+        if self.writer is not None:
+            self.writer.close()
 
     async def _sweep(self) -> None:
         """Close keep-alive connections idle too long and requests whose headers stall."""
@@ -176,6 +182,8 @@ class HttpConnection(asyncio.Protocol):
         self.refusing = False        # a 400 or 413 is queued: the connection ends after it
         self.last_s = time.monotonic()
         self._drained: asyncio.Future | None = None
+        self.outlet: Outlet | None = None        # a stream's chunks, to the socket writer
+        self._outlet_back: asyncio.Future | None = None
 
     # --- the transport's callbacks -----------------------------------------------------------
 
@@ -246,7 +254,8 @@ class HttpConnection(asyncio.Protocol):
 
     def writable(self) -> bool:
         """Open and not backed up: the socket takes more now."""
-        return not self.closed and self._drained is None
+        return not self.closed and self._drained is None and \
+            (self.outlet is None or not self.outlet.backed_up())
 
     def ready(self) -> bool:
         """The stream's connection takes a chunk now (StreamSink)."""
@@ -256,12 +265,46 @@ class HttpConnection(asyncio.Protocol):
         """One chunk of the stream, written now (StreamSink; after ready()). An empty one
         is not written: in chunked framing it would end the response."""
         if chunk:
-            self.transport.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            data = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+            if self.outlet is not None:
+                self.outlet.write(data)
+            else:
+                self.transport.write(data)
 
     async def drain(self) -> None:
         """Wait until the socket took the buffered bytes (or the client left)."""
         if self._drained is not None and not self.closed:
             await self._drained
+        while self.outlet is not None and self.outlet.backed_up() and not self.closed:
+            await self._outlet_returned()
+
+    def _outlet_returned(self) -> asyncio.Future:
+        """A future done when the socket writer next hands the outlet back."""
+        if self._outlet_back is None:
+            self._outlet_back = asyncio.get_running_loop().create_future()
+        return self._outlet_back
+
+    def _outlet_back_now(self) -> None:
+        if self._outlet_back is not None and not self._outlet_back.done():
+            self._outlet_back.set_result(None)
+        self._outlet_back = None
+
+    def _open_outlet(self) -> None:
+        writer, sock = self.server.writer, self.transport.get_extra_info("socket")
+        if writer is not None and sock is not None:
+            self.outlet = writer.outlet(sock, self.transport, self._outlet_back_now)
+
+    async def _close_outlet(self, settle: bool) -> None:
+        """The stream is over: with `settle`, first wait until its chunks left the socket
+        writer (the chunked terminator must come after them)."""
+        outlet = self.outlet
+        if outlet is None:
+            return
+        while settle and not outlet.idle() and not self.closed:
+            await self._outlet_returned()
+        self.outlet = None
+        outlet.close()
+        self._outlet_back_now()
 
     # --- the parser's callbacks --------------------------------------------------------------
 
@@ -387,15 +430,18 @@ class HttpConnection(asyncio.Protocol):
         self.transport.write(head_bytes(response.status, response.header_list(),
                                         b"transfer-encoding: chunked\r\n"))
         self.streaming = asyncio.current_task()
+        self._open_outlet()
         if response.attach is not None:
             response.attach(self)
+        ended = False
         try:
             async for chunk in chunks:
                 if self.closed:
                     break
                 self.push(chunk)
-                if self._drained is not None:
+                if not self.writable():
                     await self.drain()
+            ended = True
         except asyncio.CancelledError:
             if not self.closed:
                 raise                            # cancelled for another reason: pass it on
@@ -404,7 +450,10 @@ class HttpConnection(asyncio.Protocol):
             self.streaming = None
             if response.attach is not None:
                 response.attach(None)
+            if not ended or self.closed:
+                await self._close_outlet(False)
             await chunks.aclose()
+        await self._close_outlet(True)
         if self.closed:
             return False
         self.transport.write(b"0\r\n\r\n")
