@@ -7,9 +7,9 @@ that makes them runs beside the loop: the loop renders and routes, the thread wr
 
 How the order of a stream's bytes is kept: an Outlet (one per HTTP/1.1 stream) sends a
 chunk by exactly one of three ways, and a chunk never overtakes an earlier one:
-- to the thread, when nothing of the outlet waits anywhere: the chunk joins the loop
-  turn's batch, handed to the thread at the end of the turn (chunks of one outlet in one
-  batch are written in order);
+- to the thread, when nothing of the outlet waits anywhere: the chunk joins the batch
+  being built, handed to the thread at the end of the loop turn or once it holds
+  HANDOFF_CHUNKS chunks (chunks of one outlet in one batch are written in order);
 - to `held`, while a batch with the outlet's chunks is with the thread;
 - to the asyncio transport, while the transport buffers earlier bytes (what the thread
   could not write when the socket was full, handed back to the loop): its flow control,
@@ -33,6 +33,8 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 BATCHES_MAX = 64                 # batches waiting for the thread before the loop writes
+HANDOFF_CHUNKS = 32              # a batch this long goes at once: the thread starts sending
+                                 # while the loop still renders for the other streams
 HELD_BYTES_MAX = 256 * 1024      # an outlet's bytes waiting for the thread: a backed-up stream
 
 
@@ -119,9 +121,13 @@ class SocketWriter:
             self.loop.call_soon(self._hand_off)
         outlet.batch = building
         building.append((outlet, data))
+        if len(building) >= HANDOFF_CHUNKS:
+            self._hand_off()
 
     def _hand_off(self) -> None:
         batch, self.building = self.building, []
+        if not batch:
+            return
         try:
             self.batches.put_nowait(batch)
         except queue.Full:
