@@ -50,23 +50,21 @@ def test_chunks_arrive_whole_and_in_order_when_the_socket_fills():
         threading.Thread(target=_reader, args=(b, total, got, done), daemon=True).start()
         transport = await _connect(a)
         writer = SocketWriter(asyncio.get_running_loop())
-        backs = []
-        outlet = writer.outlet(a, transport, lambda: backs.append(1))
+        outlet = writer.outlet(a, transport)
         for i, chunk in enumerate(chunks):
             outlet.write(chunk)
             if i % 50 == 0:                 # batches go out and come back meanwhile
                 await asyncio.sleep(0.001 if i % 200 == 0 else 0)
-        while not outlet.idle():
-            await asyncio.sleep(0.001)
+        await outlet.settled()
+        assert outlet.idle()
         assert await asyncio.to_thread(done.wait, 20)
         outlet.close()
         writer.close()
         transport.close()
         b.close()
-        return bytes(got), b"".join(chunks), backs, outlet.fd
-    got, want, backs, fd = asyncio.run(main())
+        return bytes(got), b"".join(chunks), outlet.fd
+    got, want, fd = asyncio.run(main())
     assert got == want
-    assert backs, "the outlet was never handed back"
     assert fd == -1
 
 
@@ -75,7 +73,7 @@ def test_a_closed_outlet_writes_nothing_more_and_frees_its_descriptor():
         a, b = socket.socketpair()
         transport = await _connect(a)
         writer = SocketWriter(asyncio.get_running_loop())
-        outlet = writer.outlet(a, transport, lambda: None)
+        outlet = writer.outlet(a, transport)
         dup = outlet.fd
         outlet.write(b"first")
         await asyncio.sleep(0)               # the batch goes to the thread

@@ -7,11 +7,11 @@
 Runs as root: ZooKeeper, three nodes and this process (the clients) each get a network
 namespace on one bridge (tools/testing/net_lab.py); the nodes' data dirs are on LazyFS
 (power loss) and, with disk_full, the last node's on a small loop-mounted ext4. Topics
-fsync0, disk1, memory2 (replication factor 3, min_isr 2) get one acks=all writer and one
-reader each, leader3 (fsync) an acks=leader writer whose losses are counted. For M
-minutes (or N faults) it strikes a fault at a time, kinds dealt from a seeded deck
-(tools/jepsen/nemesis.py), and waits after each until every ISR is full and every writer
-acked again. Then the oracle (tools/jepsen/oracle.py) reads every copy.
+fsync0, disk1, memory2a (replication factor 3, min_isr 2; lab_cluster.topic_names) get
+one acks=all writer and one reader each, leader3 (fsync) an acks=leader writer whose
+losses are counted. For M minutes (or N faults) it strikes a fault at a time, kinds dealt
+from a seeded deck (tools/jepsen/nemesis.py), and waits after each until every ISR is full
+and every writer acked again. Then the oracle (tools/jepsen/oracle.py) reads every copy.
 The last line is exactly `PASS: <N> acked writes, <F> faults (<kind> <count>, ...), 0
 violations` or `FAIL: ...` with the first violation; the exit status is 0 only on PASS.
 Everything started is stopped, unmounted and deleted at exit, on Ctrl-C and SIGTERM too.
@@ -47,7 +47,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--every-node-power-share", type=float, default=0.35,
                         help="the share of power losses that strike every node at once")
     parser.add_argument("--topics", type=int, default=4,
-                        help="fsync0, disk1, memory2 (acks=all), leader3 (acks=leader), ...")
+                        help="fsync0, disk1, memory2a (acks=all), leader3 (acks=leader), ...")
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--gap-min-s", type=float, default=1.0)
     parser.add_argument("--gap-max-s", type=float, default=5.0)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import string
 import tempfile
 import time
 
@@ -30,7 +31,7 @@ from tools.jepsen.observers import Reader
 from tools.testing.cluster_harness import LedgerWriter, cluster_env, cluster_unhealed
 from tools.testing.lazy_fs import LazyFsMount
 from tools.testing.net_lab import NetLab
-from tools.testing.node_harness import Node, wait_for
+from tools.testing.node_harness import Node, shard_of_name, wait_for
 from tools.testing.small_disk import SmallDisk
 from tools.testing.zookeeper_server import ZooKeeperServer
 
@@ -43,6 +44,30 @@ LAZYFS_CACHE = "512mb"   # above what a node keeps in a 30-minute run (no evicti
 DURABILITIES = ("fsync", "disk", "memory")
 
 
+def topic_names(count: int, shards: int) -> dict[str, str]:
+    """{topic: durability}: fsync0, disk1, memory2, written with acks=all, and leader3
+    (fsync) with acks=leader, whose losses the oracle counts (what that mode does not
+    guarantee); then again from fsync4. A disk or memory topic is named on a shard no fsync
+    topic is on, where there is one (memory2a: memory2 would share the fsync topics'
+    shard), since an fsync write syncs its shard's whole WAL and would leave a power loss
+    almost nothing of theirs to take."""
+    kinds = [("leader", "fsync") if i % 4 == 3 else (DURABILITIES[i % 4],) * 2
+             for i in range(count)]
+    names = {f"{prefix}{i}": durability for i, (prefix, durability) in enumerate(kinds)}
+    synced = {shard_of_name(name, shards) for name, d in names.items() if d == "fsync"}
+    if len(synced) == shards:
+        return names
+    return {_off(name, synced, shards) if d != "fsync" else name: d for name, d in names.items()}
+
+
+def _off(name: str, synced: set[int], shards: int) -> str:
+    """`name`, or the first of name + a, b, ... that no shard in `synced` owns."""
+    for suffix in ("", *string.ascii_lowercase):
+        if shard_of_name(name + suffix, shards) not in synced:
+            return name + suffix
+    return name
+
+
 class LabCluster(ClusterRun):
     def __init__(self, node_count: int, shards: int, topic_count: int, kinds: list[str],
                  base: str | None = None, keep: bool = False, out=print):
@@ -50,11 +75,7 @@ class LabCluster(ClusterRun):
         base = base or tempfile.mkdtemp(prefix="jepsen_")
         super().__init__(node_count, shards, topic_count, base, keep, out)
         self.keep = keep or given
-        # fsync0, disk1, memory2 written with acks=all; leader3 (fsync) with acks=leader,
-        # whose losses the oracle counts (what that mode does not guarantee)
-        self.topics = {(f"leader{i}" if i % 4 == 3 else f"{DURABILITIES[i % 4]}{i}"):
-                       ("fsync" if i % 4 == 3 else DURABILITIES[i % 4])
-                       for i in range(topic_count)}
+        self.topics = topic_names(topic_count, shards)
         self.leader_acked = {topic for topic in self.topics if topic.startswith("leader")}
         self.lab = NetLab(f"tj{os.getpid() % 100_000}",
                           ["zk", *(f"n{i}" for i in range(1, node_count + 1)), "cl"])

@@ -139,8 +139,6 @@ def power_loss(cluster: LabCluster, rng: random.Random) -> str:
     for nid in victims:                      # as close to one instant as we can
         cluster.nodes[nid].kill_group()
     cluster.note("power loss of every node" if everyone else f"power loss of {victims[0]}")
-    if everyone:
-        cluster.all_power_losses.append(time.monotonic())
     dropped, full = [], []
     for nid in victims:
         if nid in cluster.lazy:
@@ -149,6 +147,8 @@ def power_loss(cluster: LabCluster, rng: random.Random) -> str:
             mount.power_loss()
             dropped.append(f"{nid} {unsynced} B, cache {usage:.0f}% full")
             full += [nid] if usage >= CACHE_FULL_PERCENT else []
+    if everyone:       # taken once no node runs: an ack that arrives before it was sent before
+        cluster.all_power_losses.append(time.monotonic())
     if not everyone:
         wait_unregistered(cluster.nodes, victims[0], SESSION_END_WAIT_S)
     ready = {nid: cluster.restart_node(nid) for nid in victims}

@@ -5,8 +5,9 @@ node cut off or down is skipped after a short timeout), and remembers every reco
 shown: the number it held and when it was first seen. Readers see only records at or below
 the high watermark, so each must still be there at the end, at the same seq (a power loss
 of every replica excuses a disk or memory record, as for acked writes). A seq shown with two
-numbers, or a cursor the topic's head fell behind (the `recreated` tombstone), is kept as
-it was seen.
+numbers (`changed`, judged by the oracle: a memory topic may issue a lost seq again after
+such a power loss), or a cursor the topic's head fell behind (the `recreated` tombstone),
+is kept as it was seen.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class Reader(threading.Thread):
                                          retry_deadline_ms=READ_TIMEOUT_MS)
                         for nid, node in sorted(nodes.items())}
         self.seen: dict[int, tuple[int, float]] = {}   # seq -> (number, first seen at)
-        self.changed: list[str] = []                    # a seq shown with two numbers
+        # a seq shown with two numbers: (seq, first number, first seen at, number, at, node)
+        self.changed: list[tuple[int, int, float, int, float, str]] = []
         self.fell_back: list[tuple[float, int, int]] = []   # (when, cursor, head)
         self.reads = 0
         self.halt = threading.Event()
@@ -63,6 +65,5 @@ class Reader(threading.Thread):
             if first is None:
                 self.seen[seq] = (number, now)
             elif first[0] != number:
-                self.changed.append(f"seq {seq} read as n={first[0]}, then as n={number} "
-                                    f"through {nid}")
+                self.changed.append((seq, first[0], first[1], number, now, nid))
         return reply.get("next_from_seq", cursor)

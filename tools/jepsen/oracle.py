@@ -26,6 +26,14 @@ docs/CLUSTER.md 4). For those topics only, a record acked (or shown to a reader)
 a power loss may be missing, if what is missing is the tail: nothing acked before that
 power loss with a higher seq survived. Those are counted as allowed losses. An `fsync`
 topic may lose nothing, whatever the fault.
+
+A `memory` topic also takes no head reservations, so after such a power loss it may issue
+a lost seq again (docs/DURABILITY.md 3): its acks' seqs must rise, and be unique, only
+between two power losses of every node, and a record acked or shown before one may be
+replaced at its seq by one acked after it. What stays a violation: a record at another seq
+than its ack's, a record never sent, a lost record that is not the tail of what was acked
+before that power loss, a record read after the last power loss that changed, copies
+that differ.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import dataclasses
 import orjson
 
 SHOWN_MAX = 10        # lines per kind of violation
+REISSUES = {"memory"}  # classes that may issue a lost seq again after a power loss
 
 
 @dataclasses.dataclass
@@ -61,17 +70,19 @@ def check_topic(durability: str, writer, reader, found: dict,
     if acks == "leader":
         return _check_leader_acked(verdict, writer, reader, found)
     problems: dict[str, list[str]] = collections.defaultdict(list)
-    lossy = durability != "fsync"
+    losses = power_losses if durability != "fsync" else []
+    eras = losses if durability in REISSUES else []     # a lost seq may be issued again
     decoded = {nid: ({seq: _number(env) for seq, env in copy.items()} if copy is not None
                      else None) for nid, copy in found.items()}
     for nid, copy in sorted(decoded.items()):
         if copy is None:
             problems["copy"].append(f"{nid} has no copy")
     copies = {nid: c for nid, c in decoded.items() if c is not None}
-    _check_order(writer.ack_log, problems)
+    _check_order(writer.ack_log, writer.ack_times, eras, problems)
+    newest = _newest_acked_before(writer, eras)
     for nid, copy in sorted(copies.items()):
         verdict.records = max(verdict.records, len(copy))
-        lost = _check_acked(nid, copy, writer, power_losses if lossy else [], problems)
+        lost = _check_acked(nid, copy, writer, losses, newest, problems)
         verdict.lost_allowed = max(verdict.lost_allowed, lost)
         problems["invented"] += [f"{nid}: seq {seq} holds n={n}, never sent"
                                  for seq, n in sorted(copy.items())
@@ -82,8 +93,8 @@ def check_topic(durability: str, writer, reader, found: dict,
         problems["identical"].append(_first_difference(copies))
     if reader is not None:
         verdict.reads = len(reader.seen)
-        problems["read"] += list(reader.changed)
-        _check_reads(copies, reader.seen, power_losses if lossy else [], problems)
+        problems["read"] += _changed_reads(reader.changed, eras, newest)
+        _check_reads(copies, reader.seen, losses, newest, problems)
     for kind, lines in problems.items():
         verdict.violations += [f"{kind}: {line}" for line in lines[:SHOWN_MAX]]
         if len(lines) > SHOWN_MAX:
@@ -109,8 +120,8 @@ def _check_leader_acked(verdict: TopicVerdict, writer, reader, found: dict) -> T
     verdict.lost_leader_acked = sum(1 for _, number in writer.ack_log if number not in held)
     if reader is not None:
         verdict.reads = len(reader.seen)
-        problems["read"] += list(reader.changed)
-        _check_reads(copies, reader.seen, [], problems)
+        problems["read"] += _changed_reads(reader.changed, [], [])
+        _check_reads(copies, reader.seen, [], [], problems)
     for kind, lines in problems.items():
         verdict.violations += [f"{kind}: {line}" for line in lines[:SHOWN_MAX]]
     return verdict
@@ -121,41 +132,62 @@ def _number(envelope: bytes):
     return data.get("n") if isinstance(data, dict) and list(data) == ["n"] else data
 
 
-def _check_order(ack_log: list, problems: dict) -> None:
-    by_seq: dict[int, set] = collections.defaultdict(set)
-    previous = 0
-    for seq, number in ack_log:
-        by_seq[seq].add(number)
+def _check_order(ack_log: list, ack_times: list, eras: list[float], problems: dict) -> None:
+    """The acks' seqs rise in the writer's order and name one record each, between two of
+    `eras` (the power losses after which a lost seq may be issued again)."""
+    by_seq: dict[tuple[int, int], set] = collections.defaultdict(set)
+    previous, previous_era = 0, 0
+    for (seq, number), acked_at in zip(ack_log, ack_times):
+        era = bisect.bisect_right(eras, acked_at)
+        if era != previous_era:
+            previous, previous_era = 0, era
+        by_seq[(era, seq)].add(number)
         if seq <= previous:
             problems["order"].append(f"n={number} acked at seq {seq}, after an ack at "
                                      f"seq {previous}")
         previous = max(previous, seq)
     problems["reuse"] += [f"seq {seq} acked for numbers {sorted(numbers)}"
-                          for seq, numbers in sorted(by_seq.items()) if len(numbers) > 1]
+                          for (_, seq), numbers in sorted(by_seq.items()) if len(numbers) > 1]
 
 
-def _check_acked(nid: str, copy: dict, writer, power_losses: list[float],
+def _check_acked(nid: str, copy: dict, writer, losses: list[float], newest: list[int],
                  problems: dict) -> int:
     """I1 on one copy; the number of acked records it lacks that an all-node power loss
-    excuses."""
+    excuses: missing, or (a class in REISSUES: `newest` lists its power losses) replaced by
+    a record stored after that power loss."""
     excused = collections.defaultdict(list)        # power loss index -> missing seqs
     for (seq, number), acked_at in zip(writer.ack_log, writer.ack_times):
         if copy.get(seq) == number:
             continue
-        loss = bisect.bisect_right(power_losses, acked_at)
-        if seq not in copy and loss < len(power_losses):
+        loss = bisect.bisect_right(losses, acked_at)
+        if loss < len(losses) and (seq not in copy or _stored_after(copy[seq], newest, loss)):
             excused[loss].append(seq)
             continue
         problems["acked"].append(f"{nid}: acked seq {seq} (n={number}) holds "
                                  f"{copy.get(seq, 'nothing')}")
     for loss, missing in excused.items():
-        at, lowest = power_losses[loss], min(missing)
-        kept = [seq for (seq, _), t in zip(writer.ack_log, writer.ack_times)
-                if t <= at and seq > lowest and seq in copy]
+        at, lowest = losses[loss], min(missing)
+        kept = [seq for (seq, number), t in zip(writer.ack_log, writer.ack_times)
+                if t <= at and seq > lowest and copy.get(seq) == number]
         if kept:
             problems["tail"].append(f"{nid}: the power loss of every node lost acked seq "
                                     f"{lowest} but kept later acked seq {kept[0]}: not a tail")
     return sum(len(missing) for missing in excused.values())
+
+
+def _newest_acked_before(writer, eras: list[float]) -> list[int]:
+    """Per power loss of `eras`, the highest number acked before it. The writer sends one
+    record at a time in rising numbers and moves on only once a write is acked or has
+    failed, so a record numbered above it can only have been stored after that loss
+    (possibly sent before it, and stored by the client's retry)."""
+    return [max((n for (_, n), t in zip(writer.ack_log, writer.ack_times) if t <= at),
+                default=0) for at in eras]
+
+
+def _stored_after(number, newest: list[int], loss: int) -> bool:
+    """Whether `number` was stored after power loss `loss` (False where no lost seq may be
+    issued again: `newest` is empty)."""
+    return loss < len(newest) and isinstance(number, int) and number > newest[loss]
 
 
 def _check_once(nid: str, copy: dict, ack_log: list, problems: dict) -> int:
@@ -174,17 +206,28 @@ def _check_once(nid: str, copy: dict, ack_log: list, problems: dict) -> int:
     return retries
 
 
-def _check_reads(copies: dict, seen: dict, power_losses: list[float],
+def _check_reads(copies: dict, seen: dict, losses: list[float], newest: list[int],
                  problems: dict) -> None:
+    """Every record shown is on every copy at its seq, unless a power loss of every node
+    came after it was first shown and took it (or, `newest` given, issued its seq again)."""
     for seq, (number, first_at) in sorted(seen.items()):
         for nid, copy in sorted(copies.items()):
             if copy.get(seq) == number:
                 continue
-            excused = (seq not in copy
-                       and bisect.bisect_right(power_losses, first_at) < len(power_losses))
-            if not excused:
+            loss = bisect.bisect_right(losses, first_at)
+            if not (loss < len(losses) and (
+                    seq not in copy or _stored_after(copy[seq], newest, loss))):
                 problems["read"].append(f"{nid}: seq {seq} was read as n={number}, the copy "
                                         f"holds {copy.get(seq, 'nothing')}")
+
+
+def _changed_reads(changed: list, eras: list[float], newest: list[int]) -> list[str]:
+    """A seq shown with two numbers; excused only when a power loss of `eras` came between
+    the two reads and the second record was stored after it (the seq was issued again)."""
+    return [f"seq {seq} read as n={first}, then as n={number} through {nid}"
+            for seq, first, first_at, number, at, nid in changed
+            if not (bisect.bisect_right(eras, first_at) < bisect.bisect_right(eras, at)
+                    and _stored_after(number, newest, bisect.bisect_right(eras, first_at)))]
 
 
 def _first_difference(copies: dict) -> str:

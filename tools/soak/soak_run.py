@@ -66,8 +66,10 @@ class SoakRun:
         """The soak; returns the exit status (0: PASS). The last line printed is the
         verdict."""
         try:
+            # assigned before it starts: a stop (Ctrl-C, SIGTERM) during the start stops it
             self.node = Node(f"{self.base}/data", self.plan.shards, self.plan.node_env(),
-                             log_path=f"{self.base}/node.log").start(timeout_s=120)
+                             log_path=f"{self.base}/node.log")
+            self.node.start(timeout_s=120)
             self.client = self.node.client(request_timeout_ms=10_000)
             self.pids = node_processes(self.client.status())
             self.idle = self.measure_idle()

@@ -31,10 +31,10 @@ import socket
 import time
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import NoReturn
 
 import httptools
 
+from topics_actors.child_process import die_of_bug
 from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError
 from topics_actors.gateway.h2_session import PREFACE, H2Session
 from topics_actors.gateway.http_message import (
@@ -48,7 +48,6 @@ from topics_actors.gateway.ws_transport import WsTransport
 log = logging.getLogger(__name__)
 
 BACKLOG = 1024
-EXIT_BUG = 70                    # EX_SOFTWARE; the supervisor restarts the gateway
 PIPELINE_MAX = 16                # requests of one connection waiting for their turn
 HEADER_BYTES_MAX = 64 * 1024     # a request line and headers larger than this: 400
 IDLE_TIMEOUT_S = 75.0            # a keep-alive connection with no request in progress
@@ -57,16 +56,6 @@ SWEEP_INTERVAL_S = 1.0
 WRITE_BUFFER_HIGH = 256 * 1024   # per connection, before a stream waits for the socket
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
-
-
-def die_of_bug(bug: InvariantViolation) -> NoReturn:
-    """End the process at once. The gateway holds no topic state, so only the requests in
-    flight are lost (their clients see the connection close, as when a gateway is
-    killed)."""
-    log.critical("event=invariant_violation pid=%d exit_code=%d", os.getpid(), EXIT_BUG,
-                 exc_info=bug)
-    logging.shutdown()
-    os._exit(EXIT_BUG)
 
 
 def status_line(status: int) -> bytes:
@@ -183,7 +172,6 @@ class HttpConnection(asyncio.Protocol):
         self.last_s = time.monotonic()
         self._drained: asyncio.Future | None = None
         self.outlet: Outlet | None = None        # a stream's chunks, to the socket writer
-        self._outlet_back: asyncio.Future | None = None
 
     # --- the transport's callbacks -----------------------------------------------------------
 
@@ -198,6 +186,10 @@ class HttpConnection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        # The parser holds this connection's callbacks: without it, a closed connection
+        # (its transport, its buffers) goes by reference counting, not by the collector's
+        # rare passes (collector_policy.py). Nothing is parsed after the loss.
+        self.parser = None
         if self.streaming is not None:
             self.streaming.cancel()          # the stream's generator frees what it holds
         if self.ws is not None:
@@ -275,36 +267,8 @@ class HttpConnection(asyncio.Protocol):
         """Wait until the socket took the buffered bytes (or the client left)."""
         if self._drained is not None and not self.closed:
             await self._drained
-        while self.outlet is not None and self.outlet.backed_up() and not self.closed:
-            await self._outlet_returned()
-
-    def _outlet_returned(self) -> asyncio.Future:
-        """A future done when the socket writer next hands the outlet back."""
-        if self._outlet_back is None:
-            self._outlet_back = asyncio.get_running_loop().create_future()
-        return self._outlet_back
-
-    def _outlet_back_now(self) -> None:
-        if self._outlet_back is not None and not self._outlet_back.done():
-            self._outlet_back.set_result(None)
-        self._outlet_back = None
-
-    def _open_outlet(self) -> None:
-        writer, sock = self.server.writer, self.transport.get_extra_info("socket")
-        if writer is not None and sock is not None:
-            self.outlet = writer.outlet(sock, self.transport, self._outlet_back_now)
-
-    async def _close_outlet(self, settle: bool) -> None:
-        """The stream is over: with `settle`, first wait until its chunks left the socket
-        writer (the chunked terminator must come after them)."""
-        outlet = self.outlet
-        if outlet is None:
-            return
-        while settle and not outlet.idle() and not self.closed:
-            await self._outlet_returned()
-        self.outlet = None
-        outlet.close()
-        self._outlet_back_now()
+        if self.outlet is not None and not self.closed:
+            await self.outlet.unclogged()
 
     # --- the parser's callbacks --------------------------------------------------------------
 
@@ -394,7 +358,7 @@ class HttpConnection(asyncio.Protocol):
                         self.close()
                         return
                     if isinstance(response, HttpStream):
-                        keep = await self._stream(response) and keep
+                        keep = await send_chunked(self, response) and keep
                     else:
                         self._write(response, payload.method == "HEAD", keep)
                 finally:
@@ -421,43 +385,6 @@ class HttpConnection(asyncio.Protocol):
         self.transport.write(head if head_only else head + body)
         if not keep:
             self.close()
-
-    async def _stream(self, response: HttpStream) -> bool:
-        """Send the status and headers, then each chunk as it comes (chunked), waiting for
-        the socket when its buffer is full. True when the stream ended and the connection
-        may carry another request."""
-        chunks = response.chunks
-        self.transport.write(head_bytes(response.status, response.header_list(),
-                                        b"transfer-encoding: chunked\r\n"))
-        self.streaming = asyncio.current_task()
-        self._open_outlet()
-        if response.attach is not None:
-            response.attach(self)
-        ended = False
-        try:
-            async for chunk in chunks:
-                if self.closed:
-                    break
-                self.push(chunk)
-                if not self.writable():
-                    await self.drain()
-            ended = True
-        except asyncio.CancelledError:
-            if not self.closed:
-                raise                            # cancelled for another reason: pass it on
-            return False
-        finally:
-            self.streaming = None
-            if response.attach is not None:
-                response.attach(None)
-            if not ended or self.closed:
-                await self._close_outlet(False)
-            await chunks.aclose()
-        await self._close_outlet(True)
-        if self.closed:
-            return False
-        self.transport.write(b"0\r\n\r\n")
-        return True
 
     # --- WebSocket upgrades ------------------------------------------------------------------
 
@@ -525,3 +452,47 @@ class HttpConnection(asyncio.Protocol):
         if not self.closed and self.transport is not None:
             self.closed = True
             self.transport.close()
+
+
+async def send_chunked(conn: HttpConnection, response: HttpStream) -> bool:
+    """Send the status and headers, then each chunk as it comes (chunked), waiting for
+    the socket when its buffer is full. True when the stream ended and the connection
+    may carry another request."""
+    chunks = response.chunks
+    conn.transport.write(head_bytes(response.status, response.header_list(),
+                                    b"transfer-encoding: chunked\r\n"))
+    conn.streaming = asyncio.current_task()
+    writer, sock = conn.server.writer, conn.transport.get_extra_info("socket")
+    outlet = conn.outlet = None if writer is None or sock is None else \
+        writer.outlet(sock, conn.transport)
+    if response.attach is not None:
+        response.attach(conn)
+    ended = False
+    try:
+        async for chunk in chunks:
+            if conn.closed:
+                break
+            conn.push(chunk)
+            if not conn.writable():           # the socket's buffer is full
+                await conn.drain()
+        ended = True
+    except asyncio.CancelledError:
+        if not conn.closed:
+            raise                            # cancelled for another reason: pass it on
+        return False
+    finally:
+        conn.streaming = None
+        if response.attach is not None:
+            response.attach(None)
+        if outlet is not None and (not ended or conn.closed):
+            conn.outlet = None
+            outlet.close()
+        await chunks.aclose()
+    if outlet is not None and conn.outlet is outlet:
+        await outlet.settled()               # the terminator goes after the outlet's chunks
+        conn.outlet = None
+        outlet.close()
+    if conn.closed:
+        return False
+    conn.transport.write(b"0\r\n\r\n")
+    return True

@@ -28,7 +28,6 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -40,17 +39,16 @@ HELD_BYTES_MAX = 256 * 1024      # an outlet's bytes waiting for the thread: a b
 
 class Outlet:
     """One stream's way to its socket (create with SocketWriter.outlet, on the loop)."""
-    __slots__ = ("writer", "fd", "transport", "on_drained", "batch", "held", "held_bytes",
-                 "closing")
+    __slots__ = ("writer", "fd", "transport", "batch", "held", "held_bytes", "closing",
+                 "_back")
 
-    def __init__(self, writer: SocketWriter, fd: int, transport: asyncio.Transport,
-                 on_drained: Callable[[], None]):
+    def __init__(self, writer: SocketWriter, fd: int, transport: asyncio.Transport):
         self.writer, self.fd, self.transport = writer, fd, transport
-        self.on_drained = on_drained      # called when held bytes went out (or to the transport)
         self.batch: list | None = None    # the batch holding this outlet's chunks, if any
         self.held: list[bytes] = []
         self.held_bytes = 0
         self.closing = False
+        self._back: asyncio.Future | None = None   # done when the thread hands it back
 
     def write(self, data: bytes) -> None:
         if self.closing:
@@ -74,6 +72,26 @@ class Outlet:
         """Nothing of the outlet is with the thread or held for it."""
         return self.batch is None and not self.held
 
+    async def unclogged(self) -> None:
+        """Wait until the bytes held for the thread are under the limit again."""
+        while self.backed_up() and not self.closing:
+            await self._handed_back()
+
+    async def settled(self) -> None:
+        """Wait until nothing of the outlet is with the thread (or it closed)."""
+        while not self.idle() and not self.closing:
+            await self._handed_back()
+
+    def _handed_back(self) -> asyncio.Future:
+        if self._back is None:
+            self._back = asyncio.get_running_loop().create_future()
+        return self._back
+
+    def _wake(self) -> None:
+        if self._back is not None and not self._back.done():
+            self._back.set_result(None)
+        self._back = None
+
     def close(self) -> None:
         """The stream ended or its connection went: the duplicate closes once the thread
         has nothing of the outlet."""
@@ -81,6 +99,7 @@ class Outlet:
         self.held, self.held_bytes = [], 0
         if self.batch is None:
             self._release()
+        self._wake()
 
     def _release(self) -> None:
         if self.fd >= 0:
@@ -98,7 +117,7 @@ class Outlet:
         self.held, self.held_bytes = [], 0
         if out and not self.transport.is_closing():
             self.transport.write(b"".join(out))
-        self.on_drained()
+        self._wake()
 
 
 class SocketWriter:
@@ -111,9 +130,8 @@ class SocketWriter:
         self.thread = threading.Thread(target=self._run, name="socket-writer", daemon=True)
         self.thread.start()
 
-    def outlet(self, sock, transport: asyncio.Transport,
-               on_drained: Callable[[], None]) -> Outlet:
-        return Outlet(self, os.dup(sock.fileno()), transport, on_drained)
+    def outlet(self, sock, transport: asyncio.Transport) -> Outlet:
+        return Outlet(self, os.dup(sock.fileno()), transport)
 
     def submit(self, outlet: Outlet, data: bytes) -> None:
         building = self.building

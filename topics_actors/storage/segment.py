@@ -479,19 +479,25 @@ def sync_file(fs: Fs, path: str) -> None:
 # --- reading (the shards) ---------------------------------------------------------------------
 
 class SegmentReader:
-    """Maps segment files on demand and keeps the most recently used ones mapped."""
+    """Maps segment files on demand and keeps the ones in use mapped: at most `max_open`,
+    and only those read since the last sweep (keep_only). Each map holds a descriptor
+    (CPython's mmap keeps a dup of the file's), so a segment read once and never again
+    must not stay mapped: without the sweep, a shard whose readers wander over its topics
+    (watchers coming and going) gained maps and descriptors for as long as it ran."""
 
     def __init__(self, fs: Fs, max_open: int = 256, tiers=None):
         self.fs = fs
         self.max_open = max_open
         self.tiers = tiers       # segment_tier.Tiers: look in the cold tier too
         self._views: OrderedDict[tuple[str, int], tuple] = OrderedDict()
+        self._used: set[tuple[str, int]] = set()    # the keys read since the last sweep
         # the last batch frame checked in each mapped segment: its records are read one by
         # one (a diff page), and its checksum covers them all
         self._batches: dict[tuple[str, int], segment_batch.Batch] = {}
 
     def _pair(self, topic_dir: str, first_seq: int, seq: int):
         key = (topic_dir, first_seq)
+        self._used.add(key)
         pair = self._views.get(key)
         need = (seq - first_seq + 1) * IDX_ENTRY_BYTES
         if pair is None or len(pair[1]) < need:
@@ -568,9 +574,11 @@ class SegmentReader:
             _close(pair)
 
     def keep_only(self, keys: set[tuple[str, int]]) -> None:
-        """Unmap every segment but those of `keys` ((topic dir, first seq)): a dropped
-        segment's map would keep its file's pages, and a descriptor, after the unlink."""
-        for key in [k for k in self._views if k not in keys]:
+        """Unmap every segment but those of `keys` ((topic dir, first seq)) read since the
+        last call: a dropped segment's map would keep its file's pages, and a descriptor,
+        after the unlink; an idle one, its descriptor (called at each snapshot taken in)."""
+        used, self._used = self._used, set()
+        for key in [k for k in self._views if k not in keys or k not in used]:
             self.forget(*key)
 
     def forget_dir(self, topic_dir: str) -> None:

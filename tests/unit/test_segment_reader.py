@@ -1,0 +1,43 @@
+"""The shards' SegmentReader: what it keeps mapped, and for how long (a map holds a
+descriptor)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.unit.test_segment import expected, topic_dir, wal_record, write_segment  # noqa: F401
+from topics_actors.storage.fs import RealFs
+from topics_actors.storage.segment import SegmentReader
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_reader_sweep_unmaps_idle_segments_and_gives_back_their_descriptors(topic_dir):
+    """A segment read once and not since its last sweep goes, its descriptors with it: a
+    shard whose watchers wander over its topics kept every segment they had ever read
+    mapped, two descriptors each, and its descriptor count grew for the hour it ran."""
+    firsts = [1, 11, 21, 31]
+    for first in firsts:
+        write_segment(topic_dir, first, 3).close()
+    every = {(topic_dir, first) for first in firsts}
+    reader = SegmentReader(RealFs())
+    fds = lambda: len(os.listdir("/proc/self/fd"))   # noqa: E731
+    try:
+        before = fds()
+        for first in firsts:
+            reader.read(topic_dir, first, first)
+        assert fds() == before + 2 * len(firsts)     # a map holds its file's descriptor
+        reader.keep_only(every)                      # all read since the last sweep: kept
+        assert set(reader._views) == every
+        reader.read(topic_dir, 11, 12)
+        reader.keep_only(every)
+        assert list(reader._views) == [(topic_dir, 11)]
+        assert fds() == before + 2
+        reader.keep_only(every)                      # idle for a whole sweep: gone
+        assert reader._views == {} and fds() == before
+        assert reader.read(topic_dir, 21, 23) == expected(23, *wal_record(23))
+    finally:
+        reader.close()
+    assert fds() == before
