@@ -21,6 +21,9 @@ from itertools import accumulate, islice, repeat
 from operator import add
 
 from topics_actors.compactor.segment_cut import cut_segments
+from topics_actors.config import (
+    SEGMENT_MAX_AGE_MS_DEFAULT, SEGMENT_MAX_BYTES_DEFAULT, SEGMENT_MAX_EVENTS_DEFAULT,
+)
 from topics_actors.ledger import delete_rules, log_truncation
 from topics_actors.ledger.append_run import AppendBatch
 from topics_actors.ledger.topic_ledger import TopicLedger, snapshot_entry
@@ -44,9 +47,9 @@ DATA_FRAME_BYTES_MIN = DATA_FRAME_LEN_MIN + 4   # a segment frame of empty data,
 
 @dataclasses.dataclass(frozen=True)
 class SegmentLimits:
-    max_events: int = 10_000
-    max_bytes: int = 64 * 1024 * 1024
-    max_age_ms: int = 3_600_000          # 0 disables sealing by age
+    max_events: int = SEGMENT_MAX_EVENTS_DEFAULT
+    max_bytes: int = SEGMENT_MAX_BYTES_DEFAULT
+    max_age_ms: int = SEGMENT_MAX_AGE_MS_DEFAULT      # 0 disables sealing by age
 
 
 class SegmentLedger(TopicLedger):
