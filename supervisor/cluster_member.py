@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 
 from topics_actors.cluster import role_table
 from topics_actors.cluster.leader_election import new_topic, reelect
@@ -25,15 +26,21 @@ log = logging.getLogger(__name__)
 
 RECHECK_MS = 300        # also re-read every topic's state this often: how soon a node learns
                         # a leader or ISR another node wrote (O(topics) reads a pass)
+QUICK_MS = 50           # how often instead, for QUICK_S after the membership changed: the
+QUICK_S = 2.0           # controller writes new leaders right after, which every node should
+                        # know at once (failover, docs/CLUSTER.md 5)
 REQUESTS_MAX = 4_096    # shards' ISR changes and placements waiting for the thread
 REFUSED_MAX = 256       # placements refused, kept for the shards to answer with
 ABSENT_MAX = 256        # names looked up and not found, kept for the shards to answer with
 
 
 class ClusterMember:
-    def __init__(self, store: MetadataStore, info: dict):
+    def __init__(self, store: MetadataStore, info: dict, session_timeout_ms: int = 0):
+        """`session_timeout_ms`: how long a registration waits for a session from before a
+        restart to end (MetadataStore.register)."""
         self.store = store
         self.info = info
+        self._register_wait_s = session_timeout_ms / 1000 * 1.5 if session_timeout_ms else 0
         self._changed = threading.Event()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -46,18 +53,28 @@ class ClusterMember:
         self._roles_serial = 0
         self._info_dirty = False
         self._fenced = False
+        self._quick_until = 0.0                # monotonic: re-read quickly until then
         self._refused: dict[str, str] = {}     # topic -> why it could not be placed
-        self._absent: dict[str, None] = {}     # looked up, no live state (until one appears)
+        self._absent: dict[str, int] = {}      # looked up (asked_ns), no live state then
 
     def join(self) -> None:
         """Register the node; from now on membership changes wake the thread."""
-        self.store.register(self.info)
-        self.store.watch_nodes(lambda _names: self._changed.set())
+        self.store.register(self.info, self._register_wait_s)
+        self.store.watch_nodes(self._membership_changed)
+        self.store.znodes.on_state(self._changed.set)    # fence at once when cut off
+
+    def _membership_changed(self, _names=None) -> None:
+        self._quick_until = time.monotonic() + QUICK_S
+        self._changed.set()
 
     def start(self) -> "ClusterMember":
         self.join()
         self._thread.start()
         return self
+
+    def alive(self) -> bool:
+        """False once a bug ended the thread (the supervisor then stops the node)."""
+        return self._stopping.is_set() or self._thread.is_alive()
 
     def stop(self, timeout_s: float = 5.0) -> None:
         self._stopping.set()
@@ -70,14 +87,14 @@ class ClusterMember:
         with self._lock:
             return dict(self._view)
 
-    def roles(self) -> tuple[int, list[dict], bool, dict[str, str], list[str]]:
+    def roles(self) -> tuple[int, list[dict], bool, dict[str, str], dict[str, int]]:
         """(serial, the replication state of every topic, fenced, refused placements,
-        names looked up and not found) for the shards; the serial changes whenever any of
-        them (or the peer keys) does. Fenced: the session is not connected (SUSPENDED or
-        LOST), so no leader here may acknowledge `acks: all`."""
+        names looked up and not found with when they were asked) for the shards; the
+        serial changes whenever any of them (or the peer keys) does. Fenced: the session is
+        not connected (SUSPENDED or LOST), so no leader here may acknowledge `acks: all`."""
         with self._lock:
             return (self._roles_serial, self._roles, self._fenced, dict(self._refused),
-                    list(self._absent))
+                    dict(self._absent))
 
     def peer_keys(self) -> list[str]:
         """The CURVE public keys of the registered nodes (role_table.peer_keys)."""
@@ -119,7 +136,8 @@ class ClusterMember:
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            self._changed.wait(RECHECK_MS / 1000)
+            quick = time.monotonic() < self._quick_until
+            self._changed.wait((QUICK_MS if quick else RECHECK_MS) / 1000)
             self._changed.clear()
             if self._stopping.is_set():
                 return
@@ -127,6 +145,9 @@ class ClusterMember:
                 self.turn()
             except TopicsError as exc:
                 log.warning("event=cluster_turn_failed error=%s", exc)
+            except AssertionError:            # a bug (InvariantViolation): alive() says so
+                log.critical("event=cluster_member_failed", exc_info=True)
+                return
             except Exception:                 # kazoo's connection errors among them
                 log.exception("event=cluster_turn_failed")
 
@@ -180,7 +201,7 @@ class ClusterMember:
         with self._lock:
             info = self.info
         store.register(info)
-        store.watch_nodes(lambda _names: self._changed.set())
+        store.watch_nodes(self._membership_changed)
         return store.nodes()
 
     def _serve_requests(self, nodes: dict[str, dict]) -> None:
@@ -227,13 +248,13 @@ class ClusterMember:
         """Create the topic's state unless it exists (the first creator wins; a deleted
         topic's tombstone is replaced, its epochs continued); a topic that cannot be placed
         is reported back to the shards as refused."""
-        found = self.store.read(msg.topic)
+        found = self.store.read(msg.topic, fresh=not msg.create)
         live = found is not None and not found.state.deleted
         if not msg.create:
             # A lookup: with no live state the waiting shard answers topic_not_found now,
-            # not after its wait.
+            # not after its wait; a live one reaches the shards with this turn's states.
             if not live:
-                self._note(self._absent, msg.topic, None, ABSENT_MAX)
+                self._note(self._absent, msg.topic, msg.asked_ns, ABSENT_MAX)
             return
         if live:
             return
@@ -283,3 +304,24 @@ class ClusterMember:
                 log.info("event=leader_changed topic=%s leader=%s leader_epoch=%d isr=%s",
                          topic, after.leader, after.leader_epoch, ",".join(after.isr))
         return changed
+
+
+def join_cluster(zk: str, session_timeout_ms: int, node_id: str,
+                 info: dict) -> ClusterMember | None:
+    """Open the node's ZooKeeper session at `zk` and register `info`; None (logged) if it
+    cannot."""
+    from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes  # kazoo: TOPICS_ZK only
+    try:
+        znodes = ZooKeeperZnodes(zk, session_timeout_ms)
+    except TopicsError as error:
+        log.error("event=start_refused reason=%r", error.message)
+        return None
+    try:
+        member = ClusterMember(MetadataStore(znodes, node_id), info,
+                               session_timeout_ms).start()
+    except TopicsError as error:
+        znodes.close()
+        log.error("event=start_refused reason=%r", error.message)
+        return None
+    log.info("event=cluster_joined node_id=%s zk=%s", node_id, zk)
+    return member

@@ -9,29 +9,19 @@ left of TOPICS_STOP_GRACE_MS, SIGKILL). Every state change is one log line and o
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import signal
-import socket
-import tempfile
 import time
 
-import orjson
-import xxhash
 import zmq
 
-from topics_actors import server_keys
-from topics_actors.client_keys import ClientKeyRing, client_keys_from_env
-from topics_actors.cluster.metadata_store import MetadataStore
 from topics_actors.config import (
     NodeConfig, NodeWiring, ProcessRole, ProcessState, compactor_options, encode_options,
     gateway_options, reclaimer_options, shard_process_options,
 )
-from topics_actors.gateway import request_stats
-from topics_actors.gateway.gateway_settings import GatewaySettings
-from topics_actors.curve_auth import CurveAuth, identity_of
 from topics_actors.errors import CannotListen, ProtocolError, TopicsError
+from topics_actors.gateway import request_stats
 from topics_actors.protocol import decode, encode
 from topics_actors.protocol.control import (
     Heartbeat, Hello, IsrChange, PlaceTopic, TopicChange, ReplicaRoles,
@@ -40,11 +30,10 @@ from topics_actors.protocol.envelope import encode_event
 from topics_actors.shard import byte_quota
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import prepare_layout
-from .cluster_member import ClusterMember
+from .cluster_member import ClusterMember, join_cluster
 from .data_lock import DataDirLock
 from .fork_server import ForkServer
-from .front_core import FrontCore
-from .front_relay import FrontRelay
+from .node_sockets import NodeSockets, write_port_file
 from .process_table import Child, ProcessTable, python_module_argv
 from .restart_policy import RestartPolicy
 from .service_notify import ServiceNotifier
@@ -54,60 +43,7 @@ log = logging.getLogger(__name__)
 POLL_MS = 100
 ROLES_RESEND_S = 2.0        # replica roles go to every shard at least this often
 EXIT_CHILD_FLAPPING = 3     # a child failed to start too often (restart_policy); see OPERATIONS
-HTTP_BACKLOG = 1024
 SHARD_STOP_SHARE = 0.25     # of the stop budget, kept for the shards' last commits and fsync
-_IPC_PATH_MAX = 100
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def run_dir_for(data_dir: str) -> str:
-    """Where the node's ipc:// sockets live (AF_UNIX paths are short)."""
-    preferred = os.path.join(os.path.abspath(data_dir), "run")
-    if len(preferred) + 20 < _IPC_PATH_MAX:
-        return preferred
-    digest = xxhash.xxh3_64_hexdigest(os.path.abspath(data_dir).encode())
-    return os.path.join(tempfile.gettempdir(), f"topics-run-{digest}")
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
-
-
-def listen_http(host: str, port: int) -> socket.socket:
-    """The HTTP listening socket every gateway process accepts on (passed down by fd)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.create_server((host, port), family=family, backlog=HTTP_BACKLOG)
-    # Accepted connections inherit it: an SSE event is a small write, and Nagle would hold
-    # it until the client's delayed ACK of the previous one (up to 40 ms).
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
-
-
-def listening(what: str, address: str, bind):
-    """bind(), or CannotListen naming `what` and `address` (a port in use is the usual
-    cause: say so in one line, not with a traceback)."""
-    try:
-        return bind()
-    except (OSError, zmq.ZMQError) as error:
-        raise CannotListen(f"cannot listen for {what} on {address}: "
-                           f"{getattr(error, 'strerror', None) or error}") from None
-
-
-def write_port_file(path: str, ports: dict) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as handle:
-        handle.write(orjson.dumps(ports))
-    os.replace(tmp, path)
 
 
 class Supervisor:
@@ -117,107 +53,14 @@ class Supervisor:
         self.exit_code = 0
         self.table = ProcessTable(self._state_changed)
         self.lock = DataDirLock(config.data_dir)
-        self.ctx: zmq.Context | None = None
-        self.sockets: list[zmq.Socket] = []     # closed at the end, whatever got bound
-        self.zmq_port = 0
-        self.http_port = 0
-        self.http_sock: socket.socket | None = None
+        self.net = NodeSockets(config)
         self.wiring: NodeWiring | None = None
         self.cluster: ClusterMember | None = None    # with TOPICS_ZK only
-        self.relay: FrontRelay | None = None
-        self.client_keys = ClientKeyRing()
-        self.curve: CurveAuth | None = None
         self.started_ms = time.time_ns() // 1_000_000
         self.notifier = ServiceNotifier()      # takes NOTIFY_SOCKET out of the environment
         self.forks: ForkServer | None = None    # where the children are forked from
 
     # --- start-up ---------------------------------------------------------------------------
-
-    def _check_bind(self) -> str | None:
-        """Fail loud before anything starts: bad TOPICS_API_KEYS, TOPICS_ZMQ_CLIENT_KEYS or
-        limits, or a non-loopback host without keys (unless TOPICS_ALLOW_INSECURE_NO_AUTH):
-        without HTTP keys, exit 1 here; without client keys, the reason to refuse (exit 2)."""
-        settings = GatewaySettings.from_env()
-        loopback = is_loopback(self.config.host)
-        settings.check_bind(self.config.host, loopback)
-        self.client_keys = client_keys_from_env()
-        if loopback or self.client_keys.enabled or settings.allow_insecure_no_auth:
-            return None
-        return (f"refusing to serve ZeroMQ clients on non-loopback host {self.config.host!r} "
-                f"in plaintext; set TOPICS_ZMQ_CLIENT_KEYS (CURVE), or "
-                f"TOPICS_ALLOW_INSECURE_NO_AUTH=1 to accept the risk")
-
-    def _bind(self) -> None:
-        cfg = self.config
-        self.run_dir = run_dir_for(cfg.data_dir)
-        os.makedirs(self.run_dir, exist_ok=True)
-        if cfg.gateway_workers:
-            self.http_sock = listening("HTTP (TOPICS_PORT)", f"{cfg.host}:{cfg.http_port}",
-                                       lambda: listen_http(cfg.host, cfg.http_port))
-            self.http_port = self.http_sock.getsockname()[1]
-        else:
-            self.http_port = cfg.http_port or _free_port(cfg.host)
-        self.ctx = zmq.Context(io_threads=1)
-        self.control = self._socket(zmq.ROUTER)
-        control_endpoint = f"ipc://{self.run_dir}/control.sock"
-        self.control.bind(control_endpoint)
-        self.events = self._socket(zmq.PUB)
-        self.events.bind(f"ipc://{self.run_dir}/events.sock")
-        self._bind_front()
-        self.wiring = NodeWiring(control_endpoint, self.local_front, self.zmq_port,
-                                 self.run_dir, os.getpid(), self.started_ms,
-                                 cfg.data_dir if self.curve and cfg.zk else None)
-
-    def _bind_front(self) -> None:
-        """The front: TCP for clients (a CURVE server when client keys are set, the key
-        pair in the data dir), and ipc (0600) for the node's own processes."""
-        cfg = self.config
-        self.front = self._socket(zmq.ROUTER)
-        self.front.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        if self.client_keys.enabled:
-            self.curve = CurveAuth(self.ctx, self.client_keys,
-                                   server_keys.load_or_create(cfg.data_dir))
-            self.curve.serve(self.front)
-        self._bind_front_tcp()
-        self.local = self._socket(zmq.ROUTER)
-        self.local.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        path = os.path.join(self.run_dir, "front.sock")
-        self.local_front = f"ipc://{path}"
-        self.local.bind(self.local_front)
-        os.chmod(path, 0o600)
-        authorize = self._authorize if self.client_keys.enabled else None
-        self.relay = FrontRelay(self.ctx, self.front, FrontCore(authorize=authorize),
-                                identity_of if self.curve else None, self.local)
-
-    def _bind_front_tcp(self) -> None:
-        """TOPICS_ZMQ_PORT when set (taken: refuse to start); else the HTTP port + 1, and
-        when that one is taken any free port, published like any other (health's
-        `zmq_port`, the `event=listening` line, TOPICS_PORT_FILE): the user never asked
-        for HTTP port + 1, so a stranger holding it must not stop the node."""
-        cfg = self.config
-        front = f"tcp://{cfg.host}:{cfg.front_port()}"
-        try:
-            listening("the ZeroMQ front (TOPICS_ZMQ_PORT)", front,
-                      lambda: self.front.bind(front))
-        except CannotListen as error:
-            if cfg.zmq_port is not None or not cfg.http_port:
-                raise
-            log.warning("event=zmq_port_fallback wanted=%d reason=%r", cfg.front_port(),
-                        error.message)
-            self.front.bind(f"tcp://{cfg.host}:0")
-        self.zmq_port = int(self.front.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
-
-    def _authorize(self, identity: str | None, msg) -> None:
-        """The front's check of a request under CURVE: another node of the cluster (a
-        gateway forwarding to this node's topics) is trusted like our own processes."""
-        if identity not in self.curve.peers:
-            self.client_keys.authorize(identity, msg)
-
-    def _socket(self, kind: int) -> zmq.Socket:
-        sock = self.ctx.socket(kind)
-        sock.setsockopt(zmq.LINGER, 0)
-        self.sockets.append(sock)
-        return sock
 
     def _child(self, role: ProcessRole, index: int, module: str, options_for,
                **spawn) -> None:
@@ -238,7 +81,7 @@ class Supervisor:
                     lambda _port: compactor_options(cfg, wiring))
         self._child(ProcessRole.RECLAIMER, 0, "topics_actors.reclaimer",
                     lambda _port: reclaimer_options(cfg, wiring))
-        fd = self.http_sock.fileno() if self.http_sock is not None else -1
+        fd = self.net.http_sock.fileno() if self.net.http_sock is not None else -1
         for index in range(cfg.gateway_workers):
             self._child(ProcessRole.GATEWAY, index, "topics_actors.gateway",
                         lambda _port, index=index: gateway_options(cfg, wiring, index, fd),
@@ -247,7 +90,7 @@ class Supervisor:
     def run(self) -> int:
         cfg = self.config
         cfg.validate()
-        refusal = self._check_bind()
+        refusal = self.net.check_bind()
         if refusal:
             log.error("event=start_refused reason=%r", refusal)
             return 2
@@ -264,17 +107,18 @@ class Supervisor:
             self.table.inherited_fds = (self.lock.fd,)
             generation = prepare_layout(RealFs(), cfg.data_dir, cfg.wal_shards)
             try:
-                self._bind()
+                self.wiring = self.net.bind(self.started_ms)
             except CannotListen as error:
                 log.error("event=start_refused reason=%r", error.message)
                 return 2
             log.info("event=listening zmq=tcp://%s:%d http_port=%d shards=%d data_dir=%s "
-                     "layout_generation=%d", cfg.host, self.zmq_port, self.http_port,
+                     "layout_generation=%d", cfg.host, self.net.zmq_port, self.net.http_port,
                      cfg.wal_shards, cfg.data_dir, generation)
             if cfg.zk and not self._join_cluster():
                 return 2
             if cfg.port_file:
-                write_port_file(cfg.port_file, {"http": self.http_port, "zmq": self.zmq_port})
+                write_port_file(cfg.port_file, {"http": self.net.http_port,
+                                                 "zmq": self.net.zmq_port})
             if cfg.max_total_bytes:
                 byte_quota.create_file(self.wiring.quota_file)
             if cfg.gateway_workers:
@@ -282,7 +126,7 @@ class Supervisor:
             self._add_children()
             for child in self.table.children:
                 self.table.spawn(child)
-            self._start_relay()
+            self.net.start_relay(self.shard_map())
             self._install_signal_handlers()
             while not self.stopping:
                 self._turn()
@@ -293,25 +137,13 @@ class Supervisor:
 
     def _join_cluster(self) -> bool:
         """Open the node's ZooKeeper session and register; False (logged) if it cannot."""
-        cfg = self.config
-        info = {"advertise": cfg.advertised_host(), "http_port": self.http_port,
-                "zmq_port": self.zmq_port, "quarantined": [], "unsettled": {}}
-        if self.curve is not None:     # other nodes' shards fetch from ours under this key
-            info["curve_public"] = self.curve.keys.public.decode("ascii")
-        from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes  # kazoo: TOPICS_ZK only
-        try:
-            znodes = ZooKeeperZnodes(cfg.zk, cfg.zk_session_timeout_ms)
-        except TopicsError as error:
-            log.error("event=start_refused reason=%r", error.message)
-            return False
-        try:
-            self.cluster = ClusterMember(MetadataStore(znodes, cfg.node_id), info).start()
-        except TopicsError as error:
-            znodes.close()
-            log.error("event=start_refused reason=%r", error.message)
-            return False
-        log.info("event=cluster_joined node_id=%s zk=%s", cfg.node_id, cfg.zk)
-        return True
+        cfg, net = self.config, self.net
+        info = {"advertise": cfg.advertised_host(), "http_port": net.http_port,
+                "zmq_port": net.zmq_port, "quarantined": [], "unsettled": {}}
+        if net.curve is not None:     # other nodes' shards fetch from ours under this key
+            info["curve_public"] = net.curve.keys.public.decode("ascii")
+        self.cluster = join_cluster(cfg.zk, cfg.zk_session_timeout_ms, cfg.node_id, info)
+        return self.cluster is not None
 
     def _install_signal_handlers(self) -> None:
         def stop(signum, _frame):
@@ -321,26 +153,10 @@ class Supervisor:
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
 
-    def _start_relay(self) -> None:
-        """From here on the front socket belongs to the relay's thread (which closes it)."""
-        self.relay.publish_map(self.shard_map())
-        self.sockets.remove(self.front)
-        self.sockets.remove(self.local)
-        self.relay.start()
-
     def _close(self) -> None:
         if self.cluster is not None:
             self.cluster.stop()
-        if self.relay is not None:
-            self.relay.stop()
-        if self.curve is not None:
-            self.curve.stop()
-        if self.ctx is not None:
-            for sock in self.sockets:
-                sock.close(0)
-            self.ctx.term()
-        if self.http_sock is not None:
-            self.http_sock.close()
+        self.net.close()
         if self.forks is not None:
             self.forks.close()
         self.notifier.close()
@@ -354,9 +170,13 @@ class Supervisor:
         self._supervise()
         if self.cluster is not None:
             self._share_roles()
-        self.relay.publish_map(self.shard_map())
-        if not self.relay.alive():     # a bug in the relay (logged there): no front, no node
+        self.net.relay.publish_map(self.shard_map())
+        if not self.net.relay.alive():     # a bug in the relay (logged there): no front, no node
             log.error("event=front_relay_gone action=stopping_node")
+            self.exit_code = 1
+            self.stopping = True
+        if self.cluster is not None and not self.cluster.alive():   # a bug, logged there
+            log.error("event=cluster_member_gone action=stopping_node")
             self.exit_code = 1
             self.stopping = True
         if not self.stopping:
@@ -374,8 +194,8 @@ class Supervisor:
         self.cluster.set_unsettled({t: e for c in shards if c.incarnation == 1
                                     for t, e in c.unsettled.items()})   # see _restarted
         serial, roles, fenced, refused, absent = self.cluster.roles()
-        if self.curve is not None:
-            self.curve.peers = frozenset(self.cluster.peer_keys())
+        if self.net.curve is not None:
+            self.net.curve.peers = frozenset(self.cluster.peer_keys())
         raw, now = None, time.monotonic()
         for child in shards:
             sent_serial, sent_at = child.roles_sent
@@ -386,7 +206,7 @@ class Supervisor:
                 raw = raw or encode(ReplicaRoles(roles, True, fenced, refused,
                                                  self.cluster.peer_keys(), absent,
                                                  _restarted(shards)), 0)
-                self.control.send_multipart([child.peer, raw], zmq.NOBLOCK)
+                self.net.control.send_multipart([child.peer, raw], zmq.NOBLOCK)
                 child.roles_sent = (serial, now)
             except zmq.ZMQError:
                 pass             # the shard is gone or full: the next turn tries again
@@ -404,15 +224,15 @@ class Supervisor:
         if serving < len(gateways):
             return f"starting: gateways {serving}/{len(gateways)} serving", False
         return (f"ready: shards {ready}/{len(shards)}, gateways {serving}/{len(gateways)}, "
-                f"http {self.config.host}:{self.http_port}, zmq port {self.zmq_port}", True)
+                f"http {self.config.host}:{self.net.http_port}, zmq port {self.net.zmq_port}", True)
 
     def _answer(self, timeout_ms: int) -> None:
         self.notifier.keep_alive()         # WATCHDOG=1: this loop still turns
         poller = zmq.Poller()
-        poller.register(self.control, zmq.POLLIN)
+        poller.register(self.net.control, zmq.POLLIN)
         ready = dict(poller.poll(timeout_ms))
-        if self.control in ready:
-            self._drain(self.control, self._on_control)
+        if self.net.control in ready:
+            self._drain(self.net.control, self._on_control)
 
     def _stop_children(self) -> None:
         """Stop in order within one budget, TOPICS_STOP_GRACE_MS (docs/OPERATIONS.md 5): the
@@ -439,7 +259,7 @@ class Supervisor:
         while (time.monotonic() < deadline_s
                and any(c.proc is not None and c.proc.poll() is None for c in children)):
             self._answer(POLL_MS)
-            self.relay.publish_map(self.shard_map())
+            self.net.relay.publish_map(self.shard_map())
         self.table.stop_all(0, roles=(role,))
 
     def _drain(self, sock: zmq.Socket, handler) -> None:
@@ -484,7 +304,7 @@ class Supervisor:
                 "processes": [{"role": c.role, "index": c.index, "state": c.state,
                                "pid": c.pid, "incarnation": c.incarnation}
                               for c in self.table.children if c.role != ProcessRole.SHARD],
-                "pid": os.getpid(), "zmq_port": self.zmq_port, "http_port": self.http_port,
+                "pid": os.getpid(), "zmq_port": self.net.zmq_port, "http_port": self.net.http_port,
                 **({"cluster": self.cluster.view()} if self.cluster is not None else {})}
 
     def _supervise(self) -> None:
@@ -508,14 +328,14 @@ class Supervisor:
         self.exit_code = EXIT_CHILD_FLAPPING
         self.stopping = True
 
-    def _state_changed(self, child: Child, state: str, extra: dict) -> None:
+    def _state_changed(self, child: Child, state: ProcessState, extra: dict) -> None:
         fields = " ".join(f"{k}={v}" for k, v in extra.items())
         log.info("event=child_state child=%s state=%s %s", child.name, state, fields)
         event = {"started": ProcessState.STARTING, "exited": ProcessState.DOWN}
         name = next((k for k, v in event.items() if v == state), state)
         body = {"role": child.role, "index": child.index, "state": state, **extra}
         try:
-            self.events.send_multipart([f"{child.role}.{child.index}.{name}".encode(),
+            self.net.events.send_multipart([f"{child.role}.{child.index}.{name}".encode(),
                                         encode_event(body)], zmq.NOBLOCK)
         except zmq.ZMQError:
             pass

@@ -8,16 +8,32 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 import zmq
 
 from topics_actors.allocator_policy import settle_allocator
 from topics_actors.collector_policy import settle_collector
 from topics_actors.config import ProcessOptions, decode_options
+from topics_actors.errors import InvariantViolation
 from topics_actors.process_profile import profiled
 from topics_actors.supervisor_link import SupervisorLink, die_with_parent
+
+log = logging.getLogger(__name__)
+
+EXIT_BUG = 70                    # EX_SOFTWARE; the supervisor restarts the process
+
+
+def die_of_bug(bug: InvariantViolation) -> NoReturn:
+    """End the process at once, for a bug met where a loop would otherwise carry on (the
+    gateway's requests and its commit listener): the supervisor restarts it."""
+    log.critical("event=invariant_violation pid=%d exit_code=%d", os.getpid(), EXIT_BUG,
+                 exc_info=bug)
+    logging.shutdown()
+    os._exit(EXIT_BUG)
 
 
 def child_main(kind: type, serve: Callable, argv: list[str] | None = None) -> int:

@@ -24,6 +24,9 @@ DISK_FLUSH_INTERVAL_MS_DEFAULT = 10
 WAL_FILE_BYTES_DEFAULT = 64 * 1024 * 1024   # storage/wal_writer.py's files
 CHECKPOINT_WAL_BYTES_DEFAULT = 64 * 1024 * 1024     # compactor_server.Cadence's too
 CHECKPOINT_INTERVAL_MS_DEFAULT = 60_000
+SEGMENT_MAX_EVENTS_DEFAULT = 10_000             # compactor/segment_ledger.SegmentLimits' too
+SEGMENT_MAX_BYTES_DEFAULT = 64 * 1024 * 1024
+SEGMENT_MAX_AGE_MS_DEFAULT = 3_600_000          # 0 disables sealing by age
 RESTART_MAX_DEFAULT = 10              # failed starts of one child in the window (restart_policy)
 RESTART_WINDOW_MS_DEFAULT = 300_000
 
@@ -130,9 +133,9 @@ class NodeConfig:
     stop_grace_ms: int = 10_000
     checkpoint_wal_bytes: int = CHECKPOINT_WAL_BYTES_DEFAULT
     checkpoint_interval_ms: int = CHECKPOINT_INTERVAL_MS_DEFAULT
-    segment_max_events: int = 10_000
-    segment_max_bytes: int = 64 * 1024 * 1024
-    segment_max_age_ms: int = 3_600_000
+    segment_max_events: int = SEGMENT_MAX_EVENTS_DEFAULT
+    segment_max_bytes: int = SEGMENT_MAX_BYTES_DEFAULT
+    segment_max_age_ms: int = SEGMENT_MAX_AGE_MS_DEFAULT
     reclaim_interval_ms: int = 5_000
     max_total_bytes: int = 0         # node-wide live-bytes quota; 0 = none
     cold_dir: str | None = None      # the cold tier for old sealed segments

@@ -47,6 +47,8 @@ class ErrorCode(enum.Enum):
     SHUTTING_DOWN = (503, "shutting_down")
     NOT_LEADER = (503, "not_leader")      # a replicated topic led elsewhere: detail names it
     QUARANTINED = (503, "quarantined")    # recovery found a mismatch; repair it (admin)
+    OUTCOME_UNKNOWN = (504, "outcome_unknown")  # a write sent, its fate unknown: retry with
+                                                # its idempotency key, never without
     INSUFFICIENT_STORAGE = (507, "insufficient_storage")   # the data dir's disk is full
 
     @property

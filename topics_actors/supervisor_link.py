@@ -79,7 +79,7 @@ class SupervisorLink:
     def hello(self, endpoint: str, ipc: str) -> None:
         self._send(Hello(self.role, self.index, os.getpid(), endpoint, ipc))
 
-    def beat(self, state: str | None = None, progress: float | None = None,
+    def beat(self, state: ProcessState | None = None, progress: float | None = None,
              force: bool = False, quarantined: list | None = None,
              unsettled: dict | None = None) -> None:
         changed = (state is not None and state != self.state) or (
@@ -97,7 +97,7 @@ class SupervisorLink:
             self._send(Heartbeat(self.role, self.index, os.getpid(), self.state, self.progress,
                                  self.quarantined, self.unsettled or None))
 
-    def keep_alive(self, state: str | None = None, force: bool = False) -> bool:
+    def keep_alive(self, state: ProcessState | None = None, force: bool = False) -> bool:
         """Beat (progress 1.0); False once the supervisor is gone."""
         self.beat(state, 1.0, force)
         return self.parent_alive()

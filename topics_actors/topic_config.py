@@ -33,7 +33,7 @@ class Acks(enum.StrEnum):
         try:
             return cls(wire)
         except ValueError:
-            raise invalid("acks must be one of none, leader, all") from None
+            raise invalid(f"acks must be one of {', '.join(cls)}") from None
 
 
 class Durability(enum.StrEnum):

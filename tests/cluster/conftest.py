@@ -19,7 +19,7 @@ def zk_connect(zookeeper):
     from kazoo.client import KazooClient
     chroot = f"/t-{uuid.uuid4().hex[:12]}"
     client = KazooClient(hosts=zookeeper.connect)
-    client.start(timeout=10)
+    client.start(timeout=30)       # a JVM just started on a loaded machine answers late
     client.ensure_path(chroot)
     client.stop()
     client.close()

@@ -3,6 +3,9 @@ with its advertised address, exactly one is the controller, the controller role 
 its node is killed -9 (once ZooKeeper ends that node's session), a second node with a
 taken id and a node that cannot reach ZooKeeper refuse to start with one clear line."""
 
+import os
+import threading
+
 import pytest
 
 from tools.testing.node_harness import wait_for
@@ -63,17 +66,35 @@ def test_a_single_node_has_no_cluster_view(make_node):
     assert reply.status == 404 and reply.json()["error"]["code"] == "not_found"
 
 
-def test_a_taken_node_id_or_an_absent_zookeeper_refuses_to_start(make_node, zk_connect):
+def test_a_taken_node_id_or_an_absent_zookeeper_refuses_to_start(make_node, zk_connect,
+                                                                  observer):
     make_node(shards=1, env=cluster_env(zk_connect, "twin"))
     second = make_node(shards=1, env=cluster_env(zk_connect, "twin"), start=False)
     with pytest.raises(AssertionError, match="exited with 2"):
         second.start(timeout_s=30)
     assert "registered by another live node" in second.log()
+    assert "did not end within 1.5 s" in second.log()
     lonely = make_node(shards=1, env=cluster_env(f"127.0.0.1:{free_port()}", "x"),
                        start=False)
     with pytest.raises(AssertionError, match="exited with 2"):
         lonely.start(timeout_s=60)
-    assert "no ZooKeeper at" in lonely.log()
+    assert "no ZooKeeper at" in lonely.log() and "refused the connection" in lonely.log()
+
+
+def test_a_node_waits_out_the_session_that_held_its_id(make_node, zk_connect):
+    """As after a kill -9 and a quick restart: its id is still held by a session (here one
+    of the test's) that ends while the node waits; it says so, and starts."""
+    holder = MetadataStore(ZooKeeperZnodes(zk_connect, 2000), "back")
+    holder.register({"advertise": "127.0.0.1"})
+    node = make_node(shards=1, env=cluster_env(zk_connect, "back"), start=False)
+    starting = threading.Thread(target=node.start, kwargs={"timeout_s": 60}, daemon=True)
+    starting.start()
+    wait_for(lambda: os.path.exists(node.log_path) and "event=node_id_held" in node.log(), 30,
+             "the node waiting for its id")
+    holder.znodes.close()                         # the old session ends
+    starting.join(60)
+    assert node.http("GET", "/v0/ready").status == 200
+    assert "event=node_id_reclaimed node=back" in node.log()
 
 
 def test_cluster_settings_are_checked(make_node):

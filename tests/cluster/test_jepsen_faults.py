@@ -1,14 +1,15 @@
 """Short runs of the Jepsen-grade fault tool (tools/jepsen, docs/FAULT_TESTING.md
 "Jepsen-grade faults"): three nodes and a ZooKeeper, each in its own network namespace,
 writers and readers on fsync, disk and memory topics (acks=all), one fault of each kind,
-then the oracle over every copy. Kill and pause are the cluster crash test's
-(test_cluster_crashtest.py); the long runs are `python -m tools.jepsen --minutes 30`.
+then the oracle over every copy. The long runs are `python -m tools.jepsen --minutes 30`.
 
 - network: partition (one node cut from everyone, a minority split, a follower cut from its
   leader), partition_zk (a leader cut from ZooKeeper only), asymmetric (one direction of a
-  link), slow_link (loss, and delay or a rate limit);
+  link), slow_link (loss, and delay or a rate limit); and pause (SIGSTOP of a node, past
+  its session or within it);
 - storage: power_loss of one node on LazyFS (unsynced data dropped) and disk_full (the
-  small-disk node filled under load: 507, reads served, writes resume with no restart).
+  small-disk node filled under load: 507, reads served, writes resume with no restart);
+  and kill (kill -9 of a node, a shard or ZooKeeper).
 
 Asserted: the tool's last line is PASS with 0 violations, every fault of the run healed,
 exit status 0, and nothing left behind (processes, namespaces, mounts, temp dir). Method:
@@ -62,16 +63,17 @@ def run_tool(tmp_path, *args: str) -> list[str]:
     return lines
 
 
-def test_network_faults_keep_every_acked_write(tmp_path):
-    kinds = "partition,partition_zk,asymmetric,slow_link"
-    last = run_tool(tmp_path, "--faults", kinds, "--max-faults", "4")[-1]
+def test_network_faults_and_a_pause_keep_every_acked_write(tmp_path):
+    kinds = "partition,partition_zk,asymmetric,slow_link,pause"
+    last = run_tool(tmp_path, "--faults", kinds, "--max-faults", "5")[-1]
     assert all(f"{kind} 1" in last for kind in kinds.split(",")), last
 
 
-def test_power_loss_and_a_full_disk_keep_every_acked_write(tmp_path):
-    last = run_tool(tmp_path, "--faults", "power_loss,disk_full", "--max-faults", "2",
+def test_power_loss_a_full_disk_and_a_kill_keep_every_acked_write(tmp_path):
+    kinds = "power_loss,disk_full,kill"
+    last = run_tool(tmp_path, "--faults", kinds, "--max-faults", "3",
                     "--every-node-power-share", "0")[-1]
-    assert "disk_full 1" in last and "power_loss 1" in last, last
+    assert all(f"{kind} 1" in last for kind in kinds.split(",")), last
 
 
 @pytest.mark.skipif(not os.environ.get("TOPICS_JEPSEN_MINUTES"),

@@ -17,11 +17,11 @@ import time
 import pytest
 
 from topics_actors.client.client_core import (
-    Call, ClientCore, Fan, Pause, Refusal, Tried,
+    LEADER_SILENCE_MS, Call, ClientCore, Fan, Pause, Refusal, Tried,
 )
 from topics_actors.client.shard_map import FRONT
 from topics_actors.errors import ErrorCode, TopicsError
-from topics_actors.protocol.messages import GetTopic, Status
+from topics_actors.protocol.messages import Append, GetTopic, Status
 from topics_actors.topic_identity import shard_of_name
 
 pytestmark = pytest.mark.timeout(10)
@@ -30,6 +30,7 @@ STATUS = {"shard_count": 2, "node_ready": True, "shards": [
     {"shard": 0, "endpoint": "tcp://h:10", "incarnation": 1, "state": "ready"},
     {"shard": 1, "endpoint": "tcp://h:11", "incarnation": 1, "state": "ready"}]}
 NOT_READY = TopicsError("replaying", ErrorCode.NOT_READY)
+UNSENT = object()       # a Call that found no peer to send to (silence, nothing sent)
 
 
 class Script:
@@ -37,6 +38,7 @@ class Script:
 
     def __init__(self, answers: list):
         self.answers = list(answers)
+        self.status = STATUS
         self.calls: list[Call] = []
         self.pauses = 0
 
@@ -55,7 +57,9 @@ class Script:
                     result = None
                 else:
                     self.calls.append(step)
-                    answer = STATUS if type(step.msg) is Status else self.answers.pop(0)
+                    answer = self.status if type(step.msg) is Status else self.answers.pop(0)
+                    step.sent = answer is not UNSENT
+                    answer = None if answer is UNSENT else answer
                     if isinstance(answer, TopicsError):
                         result, send = answer, flow.throw
                     else:
@@ -151,3 +155,78 @@ def test_a_request_to_every_shard_fans_out_and_keeps_their_order():
     client, script = core(), Script([{"topics": [], "n": 0}, {"topics": [], "n": 1}])
     replies = script.run(client.all_shards(GetTopic("x", False)))
     assert [r["n"] for r in replies] == [0, 1] and script.keys() == [0, 1]
+
+
+# --- failover (docs/CLUSTER.md 5) -------------------------------------------------------------
+
+def _not_leader(front: str, **detail) -> TopicsError:
+    return TopicsError("not the leader", ErrorCode.NOT_LEADER, {"leader_front": front, **detail})
+
+
+def _append(client: ClientCore) -> Append:
+    return Append("t", [[b"1", None, None, None]], None, client.session_key())
+
+
+def test_a_silent_leader_is_looked_up_again_at_the_clients_own_node_soon():
+    client = core()
+    script = Script([_not_leader("tcp://old:1"), None, _not_leader("tcp://new:1"), {"ok": 1}])
+    assert script.run(client.request("t", GetTopic("t", False))) == {"ok": 1}
+    local = shard_of_name("t", 2)
+    assert script.keys() == [local, "tcp://old:1", local, "tcp://new:1"]
+    assert [c.timeout_ms for c in script.calls if c.target.key == "tcp://old:1"] == [
+        LEADER_SILENCE_MS]
+    assert len([c for c in script.calls if type(c.msg) is Status]) == 1   # the map kept
+
+
+def test_an_append_whose_fate_is_unknown_fails_outcome_unknown_never_plain_retryable():
+    client = core(deadline_ms=0)
+    msg = _append(client)
+    script = Script([_not_leader("tcp://old:1"), None, NOT_READY])
+    with pytest.raises(TopicsError) as raised:
+        script.run(client.request("t", msg))
+    error = raised.value
+    assert error.code is ErrorCode.OUTCOME_UNKNOWN and error.status == 504
+    assert not error.retryable and error.detail["idempotency_key"] == msg.idempotency_key
+    # never sent (no connection to the dead leader): nothing can have been stored
+    client = core(deadline_ms=0)
+    script = Script([_not_leader("tcp://old:1"), UNSENT, NOT_READY])
+    with pytest.raises(TopicsError) as raised:
+        script.run(client.request("t", _append(client)))
+    assert raised.value.code is ErrorCode.NOT_READY
+
+
+def test_an_in_doubt_write_goes_on_to_the_new_leader_with_its_key():
+    client = core(deadline_ms=0)
+    msg = _append(client)
+    doubt = _not_leader("tcp://new:1", in_doubt=True)
+    script = Script([_not_leader("tcp://old:1"), doubt, {"first_seq": 7, "deduped": True}])
+    assert script.run(client.request("t", msg))["first_seq"] == 7
+    assert [c.msg.idempotency_key for c in script.calls if type(c.msg) is Append] == [
+        msg.idempotency_key] * 3
+    script = Script([_not_leader("tcp://old:1", in_doubt=True), NOT_READY])
+    with pytest.raises(TopicsError) as raised:
+        script.run(core(deadline_ms=0).request("t", _append(client)))
+    assert raised.value.code is ErrorCode.OUTCOME_UNKNOWN
+
+
+def test_too_few_in_sync_replicas_is_answered_at_once():
+    client = core()
+    script = Script([TopicsError("1 of 2", ErrorCode.NOT_ENOUGH_REPLICAS, {"min_isr": 2})])
+    with pytest.raises(TopicsError) as raised:
+        script.run(client.request("t", GetTopic("t", False)))
+    assert raised.value.code is ErrorCode.NOT_ENOUGH_REPLICAS and script.pauses == 0
+
+
+def test_a_client_whose_node_went_silent_goes_on_through_another_node():
+    client = core()
+    script = Script([{"warm": 1}, {"ok": 1}])
+    script.status = {**STATUS, "cluster": {"nodes": {
+        "n1": {"advertise": "front", "zmq_port": 1}, "n2": {"advertise": "h2", "zmq_port": 2}}}}
+    script.run(client.request("t", GetTopic("t", False)))
+    silent = Script([])
+    silent.status = None                          # the front does not answer: its node died
+    with pytest.raises(TopicsError):
+        silent.run(client.status())
+    assert client.front.endpoint == "tcp://h2:2"
+    assert script.run(client.request("t", GetTopic("t", False))) == {"ok": 1}
+    assert script.calls[-2].target.endpoint == "tcp://h2:2"     # the map asked there

@@ -3,6 +3,8 @@ controller, a leader's departure moves leadership to an in-sync replica (not to 
 reports the topic quarantined), the controller's own departure hands the role on."""
 
 from supervisor.cluster_member import ClusterMember
+from tests.support import wait_for
+from topics_actors.errors import InvariantViolation
 from topics_actors.cluster.metadata_store import MetadataStore
 from topics_actors.cluster.replica_state import ReplicaState
 from topics_actors.cluster.znodes import MemoryEnsemble, MemoryZnodes
@@ -85,14 +87,21 @@ def test_a_lookup_of_a_missing_name_is_answered_absent_until_the_name_is_placed(
     nodes = members("a", "b")
     nodes["a"].turn()
     serial = nodes["a"].roles()[0]
-    nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {}, create=False))
+    nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {}, create=False, asked_ns=7))
     nodes["a"].turn()
     assert nodes["a"].store.read("t") is None                     # a lookup creates nothing
-    assert nodes["a"].roles()[4] == ["t"] and nodes["a"].roles()[0] > serial
+    assert nodes["a"].roles()[4] == {"t": 7} and nodes["a"].roles()[0] > serial
+    serial = nodes["a"].roles()[0]
+    nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {}, create=False, asked_ns=9))
+    nodes["a"].turn()
+    assert nodes["a"].roles()[4] == {"t": 9} and nodes["a"].roles()[0] > serial   # re-sent
     nodes["b"].submit(PlaceTopic("shard", 0, 1, "t", {}))        # created through another node
     nodes["b"].turn()
+    nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {}, create=False, asked_ns=11))
+    nodes["a"]._serve_requests(nodes["a"].store.nodes())          # the lookup alone finds it
+    assert nodes["a"].roles()[4] == {"t": 9}                      # not answered absent
     nodes["a"].turn()
-    assert nodes["a"].roles()[4] == [] and [r["topic"] for r in nodes["a"].roles()[1]] == ["t"]
+    assert nodes["a"].roles()[4] == {} and [r["topic"] for r in nodes["a"].roles()[1]] == ["t"]
 
 
 def test_a_leaders_config_change_is_written_only_by_the_leader_and_keeps_the_copies():
@@ -141,9 +150,28 @@ def test_a_deleted_topic_leaves_a_tombstone_and_a_new_one_of_its_name_starts_abo
     nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {"replication_factor": 1}, create=False))
     nodes["a"].turn()
     assert store.read("t").state == tomb                          # a lookup creates nothing
-    assert nodes["a"].roles()[4] == ["t"]                         # and finds no live topic
+    assert list(nodes["a"].roles()[4]) == ["t"]                   # and finds no live topic
     nodes["a"].submit(PlaceTopic("shard", 0, 1, "t", {"replication_factor": 1}))
     nodes["a"].turn()
     again = store.read("t")
     assert (again.state.deleted, again.state.leader, again.state.first_epoch) == (False, "a", 6)
     assert again.state.leader_epoch == 6 and again.version == 2
+
+
+def test_a_bug_in_a_turn_ends_the_thread_and_alive_says_so(monkeypatch):
+    """An InvariantViolation is not logged and retried every turn like a lost session: the
+    thread ends, and alive() turns False (the supervisor then stops the node)."""
+    member = ClusterMember(MetadataStore(MemoryZnodes(MemoryEnsemble()), "a"), {})
+    turns = []
+
+    def broken_turn():
+        turns.append(1)
+        raise InvariantViolation("a leader epoch went back")
+    monkeypatch.setattr(member, "turn", broken_turn)
+    member.start()
+    try:
+        wait_for(lambda: not member.alive(), 10, "the member's thread to end")
+        assert len(turns) == 1
+    finally:
+        member.stop()
+    assert member.alive()          # stopped on purpose: nothing for the supervisor to do

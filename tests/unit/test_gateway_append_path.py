@@ -228,3 +228,12 @@ def test_arrays_join_into_one_array_and_lists_go_in_a_lane_of_their_own():
                                                b'[{"n":1},[2],{"n":1},[2]]']
     assert [(r["first_seq"], r["last_seq"]) for r in replies] == [(1, 1), (3, 4), (2, 2),
                                                                  (5, 6)]
+
+
+def test_acks_takes_the_values_of_the_closed_set_and_nothing_else():
+    for acks in ("none", "leader", "all"):
+        assert parse_append("t", {"records": [{"data": 1}], "acks": acks}, None, False,
+                            "fb").message.acks == acks
+    with pytest.raises(TopicsError, match="must be one of none, leader, all") as refused:
+        parse_append("t", {"records": [{"data": 1}], "acks": "most"}, None, False, "fb")
+    assert refused.value.code is ErrorCode.INVALID_REQUEST

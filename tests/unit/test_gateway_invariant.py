@@ -16,7 +16,8 @@ from topics_actors.errors import InvariantViolation
 from topics_actors.gateway.gateway_core import GatewayCore
 from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.gateway.http_message import HttpRequest
-from topics_actors.gateway.http_server import EXIT_BUG, HttpServer
+from topics_actors.child_process import EXIT_BUG
+from topics_actors.gateway.http_server import HttpServer
 
 pytestmark = pytest.mark.timeout(30)
 

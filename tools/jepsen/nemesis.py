@@ -108,7 +108,7 @@ def partition_zk(cluster: LabCluster, rng: random.Random) -> str:
 def asymmetric(cluster: LabCluster, rng: random.Random) -> str:
     topic, leader, follower = _roles(cluster, rng)
     src, dst = rng.choice(((leader, follower), (follower, leader), (leader, "zk"),
-                           ("zk", leader), (follower, "zk")))
+                           ("zk", leader), (follower, "zk"), ("zk", follower)))
     cluster.lab.block(src, dst)
     return _held(cluster, rng, f"packets {src} -> {dst} dropped, the other way open "
                                f"({leader} leads {topic})")

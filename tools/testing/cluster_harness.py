@@ -5,6 +5,7 @@ which records were acknowledged (the oracle: every one must survive)."""
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 import time
 
@@ -12,7 +13,7 @@ import orjson
 
 from tools.testing.node_harness import wait_for
 from tools.testing.replica_copy import topic_copy
-from topics_actors.errors import TopicsError
+from topics_actors.errors import ErrorCode, TopicsError
 
 
 def cluster_env(zk_connect: str, node_id: str, session_ms: int = 1000, **extra) -> dict:
@@ -137,6 +138,74 @@ class LedgerWriter(Writer):
         self.failures += 1
         self.in_doubt.append(number)
         self.errors[code] += 1
+
+
+class OnceWriter(Writer):
+    """Appends the numbers 1, 2, ... from `threads` threads, each number until it is acked
+    (docs/CLUSTER.md 4): after `outcome_unknown` again with the key the error names (a
+    stored write is answered with its original seqs), after any other error anew (nothing
+    was stored). So a copy holds every acked number once and nothing else, save the numbers
+    still being retried when halted (`open`). `deduped` counts the retries answered with
+    original seqs, `unknown` the outcome_unknown errors."""
+
+    def __init__(self, node, topic: str, acks: str = "all", threads: int = 4,
+                 **client_options):
+        super().__init__(node, topic, acks, **client_options)
+        self.clients = [self.client] + [node.client(**client_options)
+                                        for _ in range(threads - 1)]
+        self.numbers = itertools.count(1)
+        self.open: set[int] = set()
+        self.deduped = self.unknown = 0
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        workers = [threading.Thread(target=self._write, args=(c,), daemon=True)
+                   for c in self.clients]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+
+    def _write(self, client) -> None:
+        while not self.halt.is_set():
+            with self.lock:
+                number = next(self.numbers)
+                self.open.add(number)
+            key = None
+            while not self.halt.is_set():
+                try:
+                    reply = client.append(self.topic, [{"data": {"n": number}}],
+                                          acks=self.acks, idempotency_key=key)
+                except TopicsError as error:
+                    with self.lock:
+                        self.failures += 1
+                        if error.code is ErrorCode.OUTCOME_UNKNOWN:
+                            key, self.unknown = error.detail["idempotency_key"], self.unknown + 1
+                    continue
+                with self.lock:
+                    self.acked[reply["first_seq"]] = number
+                    self.deduped += bool(reply.get("deduped"))
+                    self.open.discard(number)
+                break
+
+
+def once_violations(copy: dict, writer: OnceWriter) -> list[str]:
+    """What breaks exactly-once in a converged copy ({seq: envelope}) of a OnceWriter's
+    topic: a number stored twice, an acked number not at its acked seq, or a number stored
+    that was neither acked nor still open."""
+    seen: dict[int, int] = {}
+    problems = []
+    for seq, envelope in sorted(copy.items()):
+        number = orjson.loads(envelope)["d"]["n"]
+        if number in seen:
+            problems.append(f"number {number} at seqs {seen[number]} and {seq}")
+        seen[number] = seq
+    problems += [f"acked number {n} not at seq {seq}" for seq, n in writer.acked.items()
+                 if seen.get(n) != seq]
+    acked = set(writer.acked.values())
+    problems += [f"number {n} at seq {seq} was never acked" for n, seq in seen.items()
+                 if n not in acked and n not in writer.open]
+    return problems
 
 
 def read_numbers(client, topic: str) -> tuple[dict[int, int], int]:

@@ -71,7 +71,8 @@ class AsyncTransport:
             else:
                 if reply is None:
                     reply = await self.run(core.request(req.topic, req.msg, None, req.wait_ms,
-                                                        Tried(started_s, None)))
+                                                        Tried(started_s, None,
+                                                              sent=call.sent)))
         return reply if req.shape is None else req.shape(reply, *req.shape_args)
 
     async def _other(self, step):
@@ -117,10 +118,10 @@ class AsyncTransport:
             try:
                 raw = encode(call.msg, corr)
                 if not conn.send(raw, corr):   # not connected (yet): wait, within limits
-                    wait_ms = min(self._request_timeout_ms,
-                                  call.connect_ms or self._request_timeout_ms)
+                    wait_ms = min(call.timeout_ms, call.connect_ms or call.timeout_ms)
                     if not await conn.send_when_connected(raw, corr, wait_ms):
                         return None
+                call.sent = True
                 return await future
             finally:
                 conn.forget(corr)

@@ -16,7 +16,17 @@ replicated topic's requests go to the node a `not_leader` answer named (leader_m
 Retries: `not_ready` and `throttled` answers and silence (a shard that died) are retried
 until `retry_deadline_ms`, refreshing the shard map so a restarted shard is found again
 (retry_budget.py). Every append carries a key (the caller's idempotency_key, or one of the
-client's session), so a retry of a write whose ack was lost returns the original seqs.
+client's session), so a retry of a write whose ack was lost returns the original seqs, on
+the same leader or, the keys being replicated with the records, on a new one.
+
+Failover (docs/CLUSTER.md 5): a leader on another node that stays silent for
+LEADER_SILENCE_MS is looked up again at the client's own node, which knows a new leader
+within about 0.3 s of its election, so requests move on within about half a second of it,
+not after the request timeout. A client whose own node went silent goes on through another
+node of the cluster (the nodes its node's `status` listed). An append whose outcome the
+client cannot know when its retries end (an attempt went unanswered, or its leader lost
+the role with it in flight) fails `outcome_unknown`, never with a plain retryable error
+that would invite a blind resend.
 """
 
 from __future__ import annotations
@@ -30,7 +40,9 @@ from topics_actors.client import request_shapes as shapes
 from topics_actors.client import router_admin
 from topics_actors.client.curve_credentials import CurveCredentials
 from topics_actors.client.leader_map import HOPS_MAX, LeaderMap
-from topics_actors.client.retry_budget import RetryBudget, new_session, no_node, unavailable
+from topics_actors.client.retry_budget import (
+    RetryBudget, new_session, no_node, outcome_unknown, unavailable,
+)
 from topics_actors.client.shard_map import FRONT, ShardMap, routing_only
 from topics_actors.errors import TopicsError
 from topics_actors.limits import CLAIM_WAIT_MS_MAX
@@ -39,6 +51,11 @@ from topics_actors.protocol.messages import (
 )
 
 ROUTES_MAX = 4_096      # topics whose target a client remembers
+LEADER_SILENCE_MS = 500     # silence from a leader's front before its node is asked again
+LEADER_CONNECT_MS = 100     # no connection to a leader's front by then: its node is asked
+LEADER_PAUSE_S = 0.05       # the pause before asking it (no growing backoff while a failover
+                            # is followed: the new leader is known the moment it is elected)
+_UNSENT = object()          # an attempt that sent nothing (no shard serving, no connection)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -57,6 +74,7 @@ class Call:
     msg: object
     timeout_ms: int
     connect_ms: int | None = None
+    sent: bool = False        # set by the transport once the request left (else: no peer)
 
 
 @dataclasses.dataclass(slots=True)
@@ -81,11 +99,12 @@ class Tried:
     started_s: float
     reply: dict | None
     error: TopicsError | None = None
+    sent: bool = True
 
     def outcome(self) -> dict | None:
         if self.error is not None:
             raise self.error
-        return self.reply
+        return self.reply if self.reply is not None or self.sent else _UNSENT
 
 
 @dataclasses.dataclass(slots=True)
@@ -124,6 +143,7 @@ class ClientCore:
         self._routes: dict[str, Target] = {}        # topic -> its target, this map
         self._session = new_session()
         self._appends = itertools.count(1)
+        self._fronts: list[tuple[str, str | None]] = []   # the cluster's nodes: front, key
 
     def session_key(self) -> str:
         """The next key of this client's session (what makes an append's retry safe)."""
@@ -142,40 +162,93 @@ class ClientCore:
                 raise refusal
             if first:
                 raise no_node(self.endpoint, round((time.monotonic() - t0) * 1000))
-            raise unavailable(f"the node at {self.endpoint}")
+            silent = self.front.endpoint
+            self._next_front()
+            raise unavailable(f"the node at {silent}")
         self._reached = True
+        self._note_cluster(reply)
         self.map = ShardMap.from_status(reply)
         self._targets.clear()
         self._routes.clear()
         return reply
+
+    def _note_cluster(self, status: dict) -> None:
+        """The other nodes' fronts, from a cluster node's status: where to go on when this
+        node goes silent (a process of the node never does: it goes with its node)."""
+        nodes = (status.get("cluster") or {}).get("nodes") or {}
+        if self.node_local or not nodes:
+            return
+        self._fronts = sorted((f"tcp://{info.get('advertise', '127.0.0.1')}:"
+                               f"{info['zmq_port']}", info.get("curve_public"))
+                              for info in nodes.values() if info.get("zmq_port"))
+
+    def _next_front(self) -> None:
+        """Our node went silent: ask the next node of the cluster from now on."""
+        fronts = [f for f in self._fronts if f[0] != self.front.endpoint]
+        if not fronts:
+            return
+        at = next((i for i, f in enumerate(self._fronts) if f[0] == self.front.endpoint), -1)
+        endpoint, key = self._fronts[(at + 1) % len(self._fronts)]
+        curve = self.curve
+        if curve is not None and key:
+            curve = dataclasses.replace(curve, server_public=key.encode("ascii"))
+        self.front = Target(FRONT, endpoint, curve)
+        self._forget_map()
+
+    def timeout_ms(self, target: Target, wait_ms: int) -> int:
+        """How long an attempt waits: on another node's front (a topic's leader), only
+        LEADER_SILENCE_MS before the client's own node is asked who leads now."""
+        if isinstance(target.key, str):
+            return min(self.request_timeout_ms, LEADER_SILENCE_MS) + wait_ms
+        return self.request_timeout_ms + wait_ms
 
     def attempt(self, topic: str, msg, wait_ms: int) -> Call | None:
         """The first attempt of a request whose topic's route is known (the common case),
         which a transport makes without a flow, going on with `request(..., tried=...)`
         only when it fails; None when the route must be found first."""
         target = self._routes.get(topic)
-        return None if target is None else Call(target, msg, self.request_timeout_ms + wait_ms)
+        if target is None:
+            return None
+        return Call(target, msg, self.timeout_ms(target, wait_ms),
+                    LEADER_CONNECT_MS if isinstance(target.key, str) else None)
 
     def request(self, topic: str | None, msg, shard: int | None = None, wait_ms: int = 0,
                 tried: Tried | None = None) -> Flow:
         """`msg` to the shard owning `topic` (or to `shard`), retried within the deadline;
         the raw reply. `tried`: the outcome of the attempt a transport already made."""
         started_s = time.monotonic() if tried is None else tried.started_s
+        doubt = [False]                # whether an attempt may have been applied unanswered
+        try:
+            return (yield from self._retried(topic, msg, shard, wait_ms, tried, started_s,
+                                             doubt))
+        except TopicsError as error:
+            if doubt[0] and type(msg) is Append:
+                raise outcome_unknown(msg.idempotency_key, error) from error
+            raise
+
+    def _retried(self, topic: str | None, msg, shard: int | None, wait_ms: int,
+                 tried: Tried | None, started_s: float, doubt: list[bool]) -> Flow:
         budget, hops = None, 0
         while True:
+            cap_s = None
             try:
                 if tried is None:
                     reply = yield from self._attempt(topic, msg, shard, wait_ms)
                 else:
                     first, tried = tried, None
                     reply = first.outcome()
-                if reply is not None:
+                if reply is not None and reply is not _UNSENT:
                     return reply
-                self._forget_map()         # silence: look the shard up again
-                self._leaders.forget(topic)
+                doubt[0] = doubt[0] or reply is None
+                if shard is None and self._leaders.forget(topic):
+                    self._routes.pop(topic, None)   # a silent leader: our node knows who
+                    hops, cap_s = 0, LEADER_PAUSE_S  # leads now, or soon will
+                else:
+                    self._forget_map()     # silence: look the shard up again
             except TopicsError as error:
                 if not self._reached:
                     raise
+                doubt[0] = doubt[0] or bool((error.detail or {}).get("in_doubt"))
                 if shard is None and self._leaders.learn(topic, error) and hops < HOPS_MAX:
                     hops += 1
                     self._routes.pop(topic, None)
@@ -184,16 +257,19 @@ class ClientCore:
                 if budget.absorb(error):
                     self._forget_map()
             budget = budget or self._budget(topic, shard, started_s)
-            yield Pause(budget.next_delay_s())
+            yield Pause(budget.next_delay_s(cap_s))
 
     def _attempt(self, topic: str | None, msg, shard: int | None, wait_ms: int) -> Flow:
-        """One attempt: the reply, None for silence (or a shard not serving)."""
+        """One attempt: the reply, None for silence, _UNSENT for a shard not serving."""
         target = self._routes.get(topic) if shard is None else None
         if target is None:
             target = yield from self._route(topic, shard)
         if target is None:
-            return None
-        return (yield Call(target, msg, self.request_timeout_ms + wait_ms))
+            return _UNSENT
+        call = Call(target, msg, self.timeout_ms(target, wait_ms),
+                    LEADER_CONNECT_MS if isinstance(target.key, str) else None)
+        reply = yield call
+        return _UNSENT if reply is None and not call.sent else reply
 
     def _budget(self, topic: str | None, shard: int | None, started_s: float) -> RetryBudget:
         what = f"shard {shard}" if shard is not None else f"the shard owning {topic!r}"

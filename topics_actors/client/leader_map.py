@@ -50,7 +50,7 @@ class LeaderMap:
             self._fronts.popitem(last=False)
         return True
 
-    def forget(self, topic: str | None) -> None:
-        """The leader's front went silent: ask the local node again."""
-        if topic is not None:
-            self._fronts.pop(topic, None)
+    def forget(self, topic: str | None) -> bool:
+        """The leader's front went silent: ask the local node again. Whether a leader was
+        known."""
+        return topic is not None and self._fronts.pop(topic, None) is not None

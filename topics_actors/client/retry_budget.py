@@ -26,6 +26,16 @@ def no_node(endpoint: str, waited_ms: int) -> TopicsError:
                        ErrorCode.NOT_READY, {"endpoint": endpoint})
 
 
+def outcome_unknown(key: str | None, cause: TopicsError) -> TopicsError:
+    """The error of an append some attempt of which may have been applied, unanswered (a
+    silent leader, or one that lost its role with the write in flight), when its retries
+    end: resending it without its key could store it twice."""
+    return TopicsError(f"the append may or may not have been stored ({cause.message}); "
+                       f"send it again only with idempotency_key {key!r}, which answers "
+                       f"its original seqs if it was", ErrorCode.OUTCOME_UNKNOWN,
+                       {"idempotency_key": key, "cause": cause.code.wire})
+
+
 def new_session() -> str:
     """A client session: the prefix of the keys that make its append retries safe."""
     return "~" + os.urandom(8).hex()
@@ -44,18 +54,25 @@ class RetryBudget:
     def absorb(self, error: TopicsError) -> bool:
         """Re-raise a final error; for a retryable one, whether the map should be refreshed.
         A configured limit (429 with detail `limit`, e.g. the node's byte quota) is final
-        too: it frees up only when data goes, which retrying for seconds will not bring."""
-        if not error.retryable or (error.detail or {}).get("limit"):
+        too: it frees up only when data goes, which retrying for seconds will not bring; so
+        is not_enough_replicas (too few in-sync replicas, or nodes for a new topic): a
+        replica rejoins the ISR, or a node the cluster, in seconds at best, so the caller
+        hears of it at once and decides."""
+        if (not error.retryable or (error.detail or {}).get("limit")
+                or error.code is ErrorCode.NOT_ENOUGH_REPLICAS):
             raise error
         self.last = error
         return error.code == ErrorCode.NOT_READY
 
-    def next_delay_s(self) -> float:
-        """The pause before the next attempt; raises once the deadline would pass."""
+    def next_delay_s(self, cap_s: float | None = None) -> float:
+        """The pause before the next attempt (at most `cap_s`, which does not grow the
+        backoff); raises once the deadline would pass."""
+        if cap_s is not None and cap_s < self.backoff:
+            if time.monotonic() + cap_s > self.deadline:
+                raise unavailable(f"{self.what} (retried until the deadline)")
+            return cap_s
         delay = self.backoff
         if time.monotonic() + delay > self.deadline:
-            if self.last is not None and self.last.code is ErrorCode.NOT_ENOUGH_REPLICAS:
-                raise self.last     # the cause, not just the deadline: it needs the ISR
             raise unavailable(f"{self.what} (retried until the deadline)")
         self.backoff = min(BACKOFF_MAX_S, self.backoff * 2)
         return delay

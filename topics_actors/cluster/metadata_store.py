@@ -14,6 +14,7 @@ every write of the old one fails.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Callable, NamedTuple
 
 import orjson
@@ -45,12 +46,29 @@ class MetadataStore:
 
     # --- membership ------------------------------------------------------------------------
 
-    def register(self, info: dict) -> None:
-        """Announce this node; refused while another live session holds the same id (two
-        nodes configured with one TOPICS_NODE_ID must not both serve)."""
-        if not self.znodes.create(f"{NODES}/{self.node_id}", orjson.dumps(info), ephemeral=True):
-            raise TopicsError(f"node id {self.node_id!r} is registered by another live node",
-                              ErrorCode.NOT_READY)
+    def register(self, info: dict, wait_s: float = 0.0) -> None:
+        """Announce this node. Another session may hold the id: most often this node's own,
+        from before a kill -9 and a quick restart, which ZooKeeper ends within its timeout;
+        so the registration waits up to `wait_s` for it to go (saying so), and is refused
+        only if it is still there then: another live node has the id (two nodes configured
+        with one TOPICS_NODE_ID must not both serve)."""
+        path, data = f"{NODES}/{self.node_id}", orjson.dumps(info)
+        deadline = time.monotonic() + wait_s
+        waited = False
+        while not self.znodes.create(path, data, ephemeral=True):
+            if time.monotonic() >= deadline:
+                raise TopicsError(
+                    f"node id {self.node_id!r} is registered by another live node (its "
+                    f"session did not end within {wait_s:.1f} s: two nodes with one id?)",
+                    ErrorCode.NOT_READY)
+            if not waited:
+                waited = True
+                log.warning("event=node_id_held node=%s action=waiting_for_its_session_to_end "
+                            "wait_s=%.1f (this node's own session from before a restart "
+                            "ends within the session timeout)", self.node_id, wait_s)
+            time.sleep(0.1)
+        if waited:
+            log.warning("event=node_id_reclaimed node=%s", self.node_id)
 
     def update_registration(self, info: dict) -> bool:
         """Replace this node's registration (its shards' endpoints arrived)."""
@@ -97,7 +115,11 @@ class MetadataStore:
     def topics(self) -> list[str]:
         return self.znodes.children(STATES)
 
-    def read(self, topic: str) -> Versioned | None:
+    def read(self, topic: str, fresh: bool = False) -> Versioned | None:
+        """The topic's state; `fresh`: as of now, every acknowledged write seen (a lookup
+        after another node's create was answered: read-your-writes)."""
+        if fresh:
+            self.znodes.sync(f"{STATES}/{topic}")
         entry = self.znodes.get(f"{STATES}/{topic}")
         return None if entry is None else Versioned(ReplicaState.from_bytes(entry[0]),
                                                     entry[1])

@@ -32,11 +32,19 @@ class Znodes(Protocol):
     def children(self, path: str) -> list[str]:
         """Sorted child names, [] if the node does not exist."""
 
+    def sync(self, path: str) -> None:
+        """Bring this session's server up to the ensemble's leader for `path`, so the next
+        read sees every write acknowledged before (ZooKeeper reads are otherwise served by
+        whichever server the session is on, possibly behind)."""
+
     def watch_children(self, path: str, callback: ChildWatch) -> None:
         """Call `callback(children)` now and after every change, until closed."""
 
     def state(self) -> str:
         """"connected", "suspended" (the link is down, the session may survive) or "lost"."""
+
+    def on_state(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` whenever `state()` may have changed."""
 
     def close(self) -> None:
         ...
@@ -116,6 +124,9 @@ class MemoryZnodes:
         with self.ensemble.lock:
             return self.ensemble.children(path)
 
+    def sync(self, path: str) -> None:
+        return None          # one tree: always current
+
     def watch_children(self, path: str, callback: ChildWatch) -> None:
         with self.ensemble.lock:
             self.ensemble.watches.append((path, callback, self))
@@ -123,6 +134,9 @@ class MemoryZnodes:
 
     def state(self) -> str:
         return "lost" if self.closed else "connected"
+
+    def on_state(self, callback: Callable[[], None]) -> None:
+        pass                        # the state changes only with close()
 
     def close(self) -> None:
         self.closed = True

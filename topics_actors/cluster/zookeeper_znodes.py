@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 
+import socket
+
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch
@@ -28,18 +30,37 @@ class ZooKeeperZnodes:
         self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000,
                                   connection_retry={"max_tries": -1, "max_delay": 1})
         self._state = "lost"
+        self._callbacks: list = []
         self.client.add_listener(self._on_state)
         try:
             self.client.start(timeout=connect_timeout_ms / 1000)
         except Exception as exc:      # kazoo raises its own timeout type
             self.client.close()
-            raise TopicsError(f"no ZooKeeper at {connect} ({exc})", ErrorCode.NOT_READY) \
-                from exc
+            raise TopicsError(f"no ZooKeeper at {connect}: {unreachable(connect)}",
+                              ErrorCode.NOT_READY) from exc
         self._state = "connected"
 
     def _on_state(self, state: KazooState) -> None:
         self._state = _STATES.get(state, "lost")
         log.info("event=zookeeper_session state=%s", self._state)
+        for callback in self._callbacks:
+            callback()
+
+    def on_state(self, callback) -> None:
+        self._callbacks.append(callback)
+
+    def session_id(self) -> int | None:
+        """This session's id (ZooKeeper's ephemeralOwner of what it creates)."""
+        client_id = self.client.client_id
+        return client_id[0] if client_id else None
+
+    def owner(self, path: str) -> int | None:
+        """The session owning the ephemeral node at `path` (None: none, or no such node)."""
+        try:
+            _data, stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        return stat.ephemeralOwner or None
 
     def create(self, path: str, data: bytes, ephemeral: bool = False) -> bool:
         try:
@@ -75,6 +96,9 @@ class ZooKeeperZnodes:
         except NoNodeError:
             return []
 
+    def sync(self, path: str) -> None:
+        self.client.sync(path)
+
     def watch_children(self, path: str, callback: ChildWatch) -> None:
         self.client.ensure_path(path)
         ChildrenWatch(self.client, path, lambda names: callback(sorted(names)))
@@ -87,3 +111,33 @@ class ZooKeeperZnodes:
             self.client.stop()
         finally:
             self.client.close()
+
+
+def unreachable(connect: str, timeout_s: float = 2.0) -> str:
+    """Why no server of a connect string answered, server by server: a host that does not
+    resolve, a connection refused (nothing listens there), or no answer (a firewall, a
+    host that is down): an operator fixes each differently."""
+    hosts = connect.split("/", 1)[0]
+    reasons = []
+    for server in hosts.split(","):
+        host, _, port = server.strip().rpartition(":")
+        host, port = (host or server.strip()), int(port) if port.isdigit() else 2181
+        try:
+            addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            reasons.append(f"{host} does not resolve ({exc.strerror})")
+            continue
+        family, kind, proto, _name, address = addresses[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.settimeout(timeout_s)
+            try:
+                probe.connect(address)
+            except ConnectionRefusedError:
+                reasons.append(f"{host}:{port} refused the connection (no ZooKeeper listens "
+                               "there)")
+            except OSError as exc:
+                reasons.append(f"{host}:{port} did not answer ({exc.strerror or exc})")
+            else:
+                reasons.append(f"{host}:{port} accepted a connection but no ZooKeeper "
+                               "session opened (not ZooKeeper, or it is not serving)")
+    return "; ".join(reasons)

@@ -85,7 +85,7 @@ class CompactorServer:
         self.checkpointer.close()
         log.info("event=stopped checkpoints=%d", self.checkpoints)
 
-    def _beat(self, state: str | None = None, force: bool = False) -> None:
+    def _beat(self, state: ProcessState | None = None, force: bool = False) -> None:
         if self.link and not self.link.keep_alive(state, force):
             self.stopping = True
 

@@ -20,6 +20,10 @@ from collections.abc import Callable
 from itertools import accumulate, islice, repeat
 from operator import add
 
+from topics_actors.compactor.segment_cut import cut_segments
+from topics_actors.config import (
+    SEGMENT_MAX_AGE_MS_DEFAULT, SEGMENT_MAX_BYTES_DEFAULT, SEGMENT_MAX_EVENTS_DEFAULT,
+)
 from topics_actors.ledger import delete_rules, log_truncation
 from topics_actors.ledger.append_run import AppendBatch
 from topics_actors.ledger.topic_ledger import TopicLedger, snapshot_entry
@@ -30,7 +34,7 @@ from topics_actors.storage.fs import Fs
 from topics_actors.storage.segment_batch import RECORD_BYTES
 from topics_actors.storage.segment_tier import Tiers
 from topics_actors.storage.segment import (
-    DATA_FRAME_LEN_MIN, OpenSegment, SegmentReader, cut_before, data_path, flip_deleted,
+    DATA_FRAME_LEN_MIN, OpenSegment, SegmentReader, data_path, flip_deleted,
     sync_file, topic_dir,
 )
 from topics_actors.topic_config import TopicConfig
@@ -43,9 +47,9 @@ DATA_FRAME_BYTES_MIN = DATA_FRAME_LEN_MIN + 4   # a segment frame of empty data,
 
 @dataclasses.dataclass(frozen=True)
 class SegmentLimits:
-    max_events: int = 10_000
-    max_bytes: int = 64 * 1024 * 1024
-    max_age_ms: int = 3_600_000          # 0 disables sealing by age
+    max_events: int = SEGMENT_MAX_EVENTS_DEFAULT
+    max_bytes: int = SEGMENT_MAX_BYTES_DEFAULT
+    max_age_ms: int = SEGMENT_MAX_AGE_MS_DEFAULT      # 0 disables sealing by age
 
 
 class SegmentLedger(TopicLedger):
@@ -98,33 +102,15 @@ class SegmentLedger(TopicLedger):
 
     def truncate_records(self, topic: TopicState, last: int) -> None:
         """A follower's cut (ledger/log_truncation.py): the segments of this pass forget
-        the records after `last`. A segment holding only dropped records is forgotten (no
-        snapshot lists it: the reclaimer's sweep removes it, or the next segment starting at
-        its first seq overwrites it); one holding both is reopened at the cut, its count and
-        .data length taken back, so the next flush writes the leader's records over the
-        dropped ones (bytes past a segment's listed count are never read)."""
+        the records after `last` (segment_cut.py)."""
         self.flush_open(topic.tid)
         log_truncation.cut(topic, last, self._read_any)
         sealed = self.sealed.get(topic.tid, [])
         segment = self.open.pop(topic.tid, None)
+        directory = (os.path.join(self.data_dir, self.dirs[topic.tid])
+                     if sealed or segment is not None else "")
+        segment, kept = cut_segments(self.fs, self.reader, directory, sealed, segment, last)
         if segment is not None:
-            segment.close()
-            sealed.append([segment.first_seq, segment.count, segment.data_len])
-        kept = [s for s in sealed if s[0] + s[1] - 1 <= last]
-        straddling = [s for s in sealed if s[0] <= last < s[0] + s[1] - 1]
-        directory = os.path.join(self.data_dir, self.dirs[topic.tid]) if sealed else ""
-        for first, *_ in sealed:
-            self.reader.forget(directory, first)
-        if straddling:
-            first = straddling[0][0]
-            cut = cut_before(self.fs, directory, first, last + 1)
-            segment = OpenSegment(self.fs, directory, first, cut.data_len, cut.count)
-            segment.first_ts = cut.first_ts
-            if cut.kept:          # the cut goes through a batch frame: its head is kept
-                segment.add_texts(*cut.kept)
-            self.open[topic.tid] = segment
-        elif segment is not None and segment.first_seq + segment.count - 1 == last:
-            kept.pop()                   # the open segment ends at the cut: it stays open
             self.open[topic.tid] = segment
         if kept:
             self.sealed[topic.tid] = kept
@@ -207,37 +193,13 @@ class SegmentLedger(TopicLedger):
         add = OpenSegment.add_batch if type(run) is AppendBatch else OpenSegment.add_run
         while done < count:
             segment = self._segment_for(topic, run.first_seq + done, tss[done])
-            stop = done + self._room(segment, run, done)
+            stop = done + records_fitting(self.limits, segment, run, done)
             add(segment, view, run, done, stop)
             done = stop
         topic.publish(run.first_seq, array("Q", (0,)) * count, run.payload_bytes, tss[-1])
         self._absorbed(run.payload_bytes)
 
     store_batch = store_run
-
-    def _room(self, segment: OpenSegment, run, start: int) -> int:
-        """How many records of `run` from `start` go into `segment` (which takes the first:
-        _segment_for chose it) before it is full or its buffer is due for a flush."""
-        limits = self.limits
-        pending = segment.next_seq - segment.first_seq
-        take = min(run.count - start, limits.max_events - pending)
-        if take > 1:
-            # bytes before each later record, against the nearer of the two byte limits
-            room = min(limits.max_bytes - segment.pending_bytes,
-                       BUFFER_BYTES_MAX - len(segment.data_buf))
-            batch = type(run) is AppendBatch
-            extra = RECORD_BYTES if batch else DATA_FRAME_BYTES_MIN
-            if not batch or run.text_bytes(start, take - 1) + extra * (take - 1) >= room:
-                before = accumulate(map(add, islice(run.lens, start, start + take - 1),
-                                        repeat(extra)))
-                take = 1 + bisect.bisect_left(list(before), room)
-        if take > 1 and limits.max_age_ms > 0:
-            first_ts = segment.first_ts if pending else run.tss[start]
-            too_old = first_ts + limits.max_age_ms
-            later = run.tss[start + 1:start + take]
-            if max(later) >= too_old:
-                take = 1 + next(i for i, ts in enumerate(later) if ts >= too_old)
-        return take
 
     # --- segments --------------------------------------------------------------------------------
 
@@ -369,3 +331,27 @@ class SegmentLedger(TopicLedger):
             self.open[topic.tid] = segment
         if segments:
             self.sealed[topic.tid] = segments
+
+
+def records_fitting(limits: SegmentLimits, segment: OpenSegment, run, start: int) -> int:
+    """How many records of `run` from `start` go into `segment` (which takes the first:
+    SegmentLedger._segment_for chose it) before it is full or its buffer is due for a flush."""
+    pending = segment.next_seq - segment.first_seq
+    take = min(run.count - start, limits.max_events - pending)
+    if take > 1:
+        # bytes before each later record, against the nearer of the two byte limits
+        room = min(limits.max_bytes - segment.pending_bytes,
+                   BUFFER_BYTES_MAX - len(segment.data_buf))
+        batch = type(run) is AppendBatch
+        extra = RECORD_BYTES if batch else DATA_FRAME_BYTES_MIN
+        if not batch or run.text_bytes(start, take - 1) + extra * (take - 1) >= room:
+            before = accumulate(map(add, islice(run.lens, start, start + take - 1),
+                                    repeat(extra)))
+            take = 1 + bisect.bisect_left(list(before), room)
+    if take > 1 and limits.max_age_ms > 0:
+        first_ts = segment.first_ts if pending else run.tss[start]
+        too_old = first_ts + limits.max_age_ms
+        later = run.tss[start + 1:start + take]
+        if max(later) >= too_old:
+            take = 1 + next(i for i, ts in enumerate(later) if ts >= too_old)
+    return take

@@ -25,7 +25,9 @@ from topics_actors.gateway.request_body import field_bool, field_str
 from topics_actors.limits import IDEMPOTENCY_KEY_BYTES_MAX
 from topics_actors.protocol.messages import Append
 from topics_actors.record_batch import check_batch_size
-from topics_actors.topic_config import parse_config
+from topics_actors.topic_config import Acks, parse_config
+
+ACKS = frozenset(Acks)          # the values an append's `acks` may take (strings equal them)
 
 RECORD_OVERHEAD_BYTES = 16    # msgpack framing of one wire record, at most
 
@@ -112,8 +114,8 @@ def parse_append(topic: str, body: dict, header_key: str | None, return_seqs: bo
     may_create = create if create is not None else (
         parsed.auto_create if parsed is not None else True)
     acks = field_str(body, "acks")
-    if acks is not None and acks not in ("none", "leader", "all"):
-        raise invalid("field 'acks' must be one of none, leader, all")
+    if acks is not None and acks not in ACKS:
+        raise invalid(f"field 'acks' must be one of {', '.join(Acks)}")
     message = Append(topic, wire, node, key or fallback_key, create, config, return_seqs,
                      prevalidated=True, acks=acks)
     return AppendPlan(message, may_create, size, len(records), key is None and config is None)

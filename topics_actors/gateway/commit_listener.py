@@ -18,6 +18,8 @@ from collections.abc import Callable
 import zmq
 import zmq.asyncio
 
+from topics_actors.child_process import die_of_bug
+from topics_actors.errors import InvariantViolation
 from topics_actors.gateway.shared_reads import SharedReads
 from topics_actors.protocol.commit_feed import (
     FEED_HWM_MESSAGES, NotePage, decode_note, topic_filter,
@@ -75,8 +77,13 @@ Taker = Callable[[str, NotePage], bool]
 
 
 class CommitListener:
-    def __init__(self, reads: SharedReads, ctx: zmq.asyncio.Context | None = None):
+    """`die`: what a bug met while waking streams does (child_process.die_of_bug: the
+    process ends; a test's seam records it)."""
+
+    def __init__(self, reads: SharedReads, ctx: zmq.asyncio.Context | None = None,
+                 die: Callable[[InvariantViolation], None] = die_of_bug):
         self.reads = reads
+        self.die = die
         self.ctx = ctx or zmq.asyncio.Context.instance()
         self.sock: zmq.asyncio.Socket | None = None
         self.task: asyncio.Task | None = None
@@ -142,6 +149,9 @@ class CommitListener:
             self.notes += 1
             try:
                 self.wake(note.topic, note.page)
+            except AssertionError as bug:   # InvariantViolation, or a failed assert
+                self.die(bug)
+                raise
             except Exception:       # the listener must live on: every stream relies on it
                 log.exception("event=commit_note_failed topic=%s", note.topic)
                 self.wake(note.topic)

@@ -88,7 +88,7 @@ class GatewayServer:
         requests.close()
         log.info("event=stopped gateway=%d unfinished=%d", self.index, server.in_flight)
 
-    def _send_beat(self, state: str | None = None) -> bool:
+    def _send_beat(self, state: ProcessState | None = None) -> bool:
         if self.link is None:
             return True
         return self.link.keep_alive(state, force=state is not None)

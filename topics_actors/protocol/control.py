@@ -50,7 +50,8 @@ class ReplicaRoles(Message):
     no longer replicated here). `fenced`: the node's ZooKeeper session is not connected,
     so its leaders must not acknowledge `acks: all` writes (another node may lead now).
     `refused`: {topic: reason} of recent placements that could not be made; `absent`:
-    names recently looked up (a place_topic with create false) that have no state.
+    {topic: asked_ns} of names recently looked up (a place_topic with create false) that
+    had no state when the lookup asked at `asked_ns` was read.
     `peer_keys`: the CURVE public keys (Z85) the cluster's nodes registered (client keys
     configured): a shard admits them on its TCP socket as other nodes' shards, and each
     role's `leader_curve` is the key its leader's shards serve under. `settled`: indexes of
@@ -62,7 +63,7 @@ class ReplicaRoles(Message):
     fenced: bool = False
     refused: dict | None = None
     peer_keys: list | None = None
-    absent: list | None = None
+    absent: dict | None = None
     settled: list | None = None
 
 
@@ -83,7 +84,9 @@ class IsrChange(Message):
 @message
 class PlaceTopic(Message):
     """shard -> supervisor. Create `topic` with `config` in the cluster unless it exists
-    (with `create` false: only look it up); the answer comes back in `replica_roles`."""
+    (with `create` false: only look it up, reading ZooKeeper afresh); the answer comes back
+    in `replica_roles`. `asked_ns`: when the shard asked (CLOCK_MONOTONIC, shared by the
+    node's processes), echoed in an `absent` answer so an older one never answers it."""
     KIND = "place_topic"
     role: ProcessRole
     index: int
@@ -91,6 +94,7 @@ class PlaceTopic(Message):
     topic: str
     config: dict
     create: bool = True
+    asked_ns: int = 0
 
 
 @message

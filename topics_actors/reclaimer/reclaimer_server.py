@@ -51,7 +51,7 @@ class ReclaimerServer:
             self._sweep_once()
         log.info("event=stopped passes=%d", self.passes)
 
-    def _beat(self, state: str | None = None, force: bool = False) -> None:
+    def _beat(self, state: ProcessState | None = None, force: bool = False) -> None:
         if self.link and not self.link.keep_alive(state, force):
             self.stopping = True
 

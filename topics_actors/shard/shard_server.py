@@ -170,7 +170,7 @@ class ShardServer:
             self.turn()
         self._shutdown()
 
-    def _beat(self, state: str | None = None, force: bool = False) -> None:
+    def _beat(self, state: ProcessState | None = None, force: bool = False) -> None:
         if self.link:
             self.link.beat(state, self.core.replay_progress, force,
                            sorted(self.core.quarantine.topics), self.core.unsettled())
@@ -257,9 +257,9 @@ class ShardServer:
         for topic, epoch, version, isr in replicas.leader.isr_proposals():
             self.link.send(IsrChange("shard", self.core.options.shard, os.getpid(), topic,
                                      epoch, version, isr))
-        for topic, config, create in replicas.placements.to_place():
+        for topic, config, create, asked_ns in replicas.placements.to_place():
             self.link.send(PlaceTopic("shard", self.core.options.shard, os.getpid(), topic,
-                                      config, create))
+                                      config, create, asked_ns))
         for topic, change in replicas.placements.changes():
             lead = replicas.replicas.lead(topic)
             if lead is not None:

@@ -7,8 +7,9 @@ replicated topic it owns, this node leads it, follows it, or only knows where it
   Followership), indexed by what it does (ReplicaKind).
 - `placement.py`: what the shard waits on from the cluster (a placement with its
   PlacementState, a config change, a deletion).
-- `leader_duties.py`: the leader's side: fetches and epoch queries answered, the high
+- `leader_duties.py`: the leader's side: leading started and stopped, the high
   watermark, `acks: all`, ops logged and applied, ISR proposals.
+- `fetch_answers.py`: the leader's answers to its followers' fetches and epoch queries.
 - `follower_duties.py`: the follower's side: its next requests, answers applied at the
   leader's seqs, a diverged copy cut or fetched anew.
 - `replica_rules.py`: which requests a cluster node takes for a topic; its handler table.
@@ -18,6 +19,9 @@ replicated topic it owns, this node leads it, follows it, or only knows where it
   every in-sync replica holds them.
 - `replica_records.py`: reading records for a fetch, and appending fetched ones.
 - `replica_frames.py`: the leader's Append frames for a fetch, checked by the follower.
+- `replica_keys.py`: idempotency and session keys that travel with the records (the
+  leader's KeyTrail, a fetch answer's keys, the follower's dedupe index), so a retry
+  through a new leader gets its original seqs.
 - `replica_cut.py`: cutting a diverged copy back in place, or fetching it anew.
 - `replica_report.py`: what a shard tells of its replicated topics.
 - `replica_fetcher.py` (shell): the follower's fetches, one DEALER per leader shard.

@@ -21,7 +21,7 @@ from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.messages import EpochQuery, ReplicaFetch
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op, write_op
 from topics_actors.shard.record_reader import RecordReader
-from topics_actors.shard.replication import replica_frames, replica_records
+from topics_actors.shard.replication import replica_frames, replica_keys, replica_records
 from topics_actors.shard.replication.replica import Followership, Replicas
 from topics_actors.shard.replication.replica_cut import ReplicaCut
 from topics_actors.shard.replication.replica_ops import ReplicaOps, ops_of
@@ -141,6 +141,8 @@ class FollowerDuties:
         staged = replica_records.append_fetched(stager, topic, answer.records, runs,
                                                 new_epochs, end_leo) if end_leo else []
         log_end = end_leo or topic.head + 1
+        replica_keys.stage_keys(stager, topic, body.get("keys") or (), log_end,
+                                topic.config.durability.acks_after_fsync)
         floors = replica_records.take_floors(stager, topic, body.get("floors"), log_end)
         ops_applied = self.ops.take(topic, body, log_end)
         hw = answer.hw_seq

@@ -11,16 +11,14 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from topics_actors.cluster.epoch_cache import EpochEnd
 from topics_actors.cluster.isr_tracker import AckWaiters, IsrTracker
-from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError, invalid
+from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError
 from topics_actors.ledger.topic_state import TopicState
-from topics_actors.protocol.messages import Append, DeleteRecords, EpochQuery, ReplicaFetch
-from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op
-from topics_actors.shard.long_poll import Park
+from topics_actors.protocol.messages import Append, DeleteRecords
+from topics_actors.shard.batch_stager import BatchStager, Staged
 from topics_actors.shard.record_reader import RecordReader
-from topics_actors.shard.replication import replica_records
 from topics_actors.shard.replication.replica import Leadership, Released, Replicas
+from topics_actors.shard.replication.replica_keys import KeyTrail
 from topics_actors.shard.replication.replica_ops import AwaitOp, ReplicaOps, ops_of
 from topics_actors.shard.replication.replica_role import Role
 from topics_actors.shard.topic_registry import TopicRegistry
@@ -31,7 +29,6 @@ from topics_actors.topic_config import Acks
 log = logging.getLogger(__name__)
 
 LAG_TIME_MS = 10_000          # a follower not caught up this long leaves the ISR
-FETCH_BYTES_MAX = 1 << 20     # payload per fetch answer
 ACK_WAITERS_MAX = 100_000     # `acks: all` writes waiting for the watermark, per topic
 FETCH_PREFIX = "\0r"          # parked fetches wait under this + topic (not a reader's wake)
 
@@ -68,7 +65,8 @@ class LeaderDuties:
         if lead is None or lead.leader_epoch != role.leader_epoch:
             tracker = self._new_tracker(role, topic)
             if lead is None:        # a leader that stays across epochs keeps its waiters
-                lead = Leadership(tracker, AckWaiters(ACK_WAITERS_MAX))
+                keys = KeyTrail.seeded(topic) if len(role.replicas) > 1 else None
+                lead = Leadership(tracker, AckWaiters(ACK_WAITERS_MAX), keys)
                 self.replicas.start_leading(role.topic, lead)
             lead.tracker = tracker
             self.leader_changes += 1
@@ -117,7 +115,8 @@ class LeaderDuties:
         role = self.replicas.role(name)
         error = TopicsError(f"leadership of {name!r} moved before the write was on every "
                             f"in-sync replica: it may or may not survive",
-                            ErrorCode.NOT_LEADER, role.hint() if role else {"topic": name})
+                            ErrorCode.NOT_LEADER,
+                            {**(role.hint() if role else {"topic": name}), "in_doubt": True})
         for peer, corr, t0, _body in lead.waiters.drain():
             self.replicas.release(Released(peer, corr, t0, None, error))
         self.ops.drop_waiters(name, error)
@@ -125,15 +124,19 @@ class LeaderDuties:
     # --- requests ----------------------------------------------------------------------------
 
     def check_append(self, msg: Append) -> bool:
-        """Whether the append waits for the watermark (`acks: all`); raises when it cannot
-        be taken here."""
+        """Whether the append waits for the watermark (`acks: all`; and in every ack mode
+        while this node is cut off from ZooKeeper, when another node may lead already: its
+        answer waits for the session to come back, and if leadership moved meanwhile it is
+        answered in doubt); raises when it cannot be taken here."""
         acks = Acks.of(msg.acks)
         lead = self.replicas.lead(msg.topic)
         if lead is None:
             self.check_led(msg.topic)
             return False
-        if acks is not Acks.ALL or len(lead.tracker.replicas) == 1:
+        if len(lead.tracker.replicas) == 1:
             return False
+        if acks is not Acks.ALL:
+            return self.fenced
         lead.tracker.require_min_isr("that acks=all")
         return True
 
@@ -167,6 +170,18 @@ class LeaderDuties:
                           if role.leader else f"topic {name!r} has no leader now",
                           ErrorCode.NOT_LEADER, role.hint())
 
+    def note_key(self, name: str, key: str | None) -> None:
+        """An append to `name` with `key` was staged here: a new write's key joins the
+        trail its followers fetch it from (replica_keys.py)."""
+        lead = self.replicas.lead(name)
+        topic = self.registry.get(name)
+        if key is None or lead is None or lead.keys is None or topic is None:
+            return
+        entry = topic.dedupe.lookup(key, self.stager.clock(),
+                                    topic.config.idempotency_window_ms)
+        if entry is not None:
+            lead.keys.add(key, entry.first_seq, entry.last_seq)
+
     def hold(self, peer: bytes, corr: int, t0_ns: int, held: AwaitHw) -> bool:
         """Keep an `acks: all` reply until the watermark covers it; False: answer now."""
         topic = self.registry.get(held.topic)
@@ -190,66 +205,6 @@ class LeaderDuties:
             topic = self.registry.get(name)
             if lead is not None and topic is not None:
                 self.advance(topic, lead.tracker.leader_committed(topic.head + 1))
-
-    def fetch(self, msg: ReplicaFetch) -> Staged:
-        lead, topic = self._led(msg.topic, msg.leader_epoch)
-        tracker = lead.tracker
-        if msg.fetch_leo > topic.head + 1:
-            raise TopicsError(f"fetch from {msg.fetch_leo} past the leader's log end "
-                              f"{topic.head + 1}", ErrorCode.INVALID_REQUEST,
-                              {"reason": "seq_out_of_range", "leo": topic.head + 1})
-        self.advance(topic, tracker.fetched(msg.node, msg.fetch_leo, self.clock_ms()))
-        if tracker.ops_fetched(msg.node, msg.ops_leo):
-            self.ops_moved(topic)
-
-        def now() -> dict:
-            body = self._records_from(msg, lead)
-            body.update(self.ops.answer(topic, msg.ops_leo, msg.ops_epoch, tracker))
-            body["ops_applied"] = ops_of(topic).applied
-            return body
-
-        def answer(_info: CommitInfo):
-            body = now()
-            quiet = (not body["records"] and body["end_leo"] == msg.fetch_leo
-                     and not body.get("ops") and "ops_drop" not in body
-                     and "ops_reset" not in body and body["ops_hw"] <= msg.ops_applied)
-            if quiet and msg.wait_ms > 0:
-                return Park(FETCH_PREFIX + msg.topic, msg.wait_ms, now)
-            return body
-        return read_op(answer)
-
-    def _records_from(self, msg: ReplicaFetch, lead: Leadership) -> dict:
-        topic = self.registry.get(msg.topic)
-        if topic is None or self.replicas.lead(msg.topic) is not lead:
-            raise TopicsError(f"no longer the leader of {msg.topic!r}", ErrorCode.NOT_LEADER)
-        budget = min(msg.max_bytes or FETCH_BYTES_MAX, FETCH_BYTES_MAX)
-        key = (topic, msg.fetch_leo, budget, msg.frames, topic.head, topic.earliest_seq(),
-               topic.evict_floor, topic.expiry_floor, topic.deletions)
-        memo = lead.read_memo
-        if memo is None or memo[0] != key:
-            memo = lead.read_memo = key, replica_records.read_for(
-                self.reader, topic, msg.fetch_leo, budget, msg.frames)
-        return {**memo[1], "leader_epoch": lead.leader_epoch, "hw": lead.tracker.hw_seq}
-
-    def epoch_end(self, msg: EpochQuery) -> Staged:
-        _lead, topic = self._led(msg.topic, msg.leader_epoch)
-        end = topic.epochs.end_for(msg.epoch, topic.head + 1) if msg.epoch is not None else (
-            EpochEnd(topic.epochs.latest, topic.head + 1))
-        return read_op(lambda info: {"topic": topic.name, "leader_epoch": msg.leader_epoch,
-                                     "epoch": end.epoch, "end_leo": end.end_leo})
-
-    def _led(self, name: str, leader_epoch: int) -> tuple[Leadership, TopicState]:
-        lead = self.replicas.lead(name)
-        topic = self.registry.get(name)
-        role = self.replicas.role(name)
-        if lead is None or topic is None:
-            raise TopicsError(f"not the leader of {name!r}", ErrorCode.NOT_LEADER,
-                              role.hint() if role else {"topic": name})
-        if leader_epoch != lead.leader_epoch:
-            raise TopicsError(f"leader epoch {leader_epoch} is not the current "
-                              f"{lead.leader_epoch} of {name!r}", ErrorCode.NOT_LEADER,
-                              role.hint())
-        return lead, topic
 
     # --- ops: replicated deletes and queue events (replica_ops.py) ----------------------------
 
@@ -342,9 +297,6 @@ class LeaderDuties:
             role = self.replicas.role(name)
             out.append((name, role.leader_epoch, role.version, list(wanted)))
         return out
-
-    def acks_waiting(self) -> int:
-        return sum(len(lead.waiters) for _name, lead in self.replicas.led())
 
 
 def unsettled(topic: TopicState, leader_epoch: int) -> bool:

@@ -8,6 +8,7 @@ back in the next replication states (replica_book.py), which wake the request pa
 from __future__ import annotations
 
 import enum
+import time
 
 
 class PlacementState(enum.Enum):
@@ -24,12 +25,13 @@ _WAITING = (PlacementState.PLACING, PlacementState.LOOKING_UP)
 
 class Placement:
     """One topic's request to the cluster for its state, and its outcome."""
-    __slots__ = ("_state", "_config", "_reason")
+    __slots__ = ("_state", "_config", "_reason", "asked_ns")
 
-    def __init__(self, config: dict, create: bool):
+    def __init__(self, config: dict, create: bool, asked_ns: int):
         self._state = PlacementState.PLACING if create else PlacementState.LOOKING_UP
         self._config = config
         self._reason = ""
+        self.asked_ns = asked_ns     # CLOCK_MONOTONIC: an answer read before is not its own
 
     @property
     def state(self) -> PlacementState:
@@ -81,10 +83,11 @@ class Placements:
 
     # --- asked by requests (replica_rules.py) ---------------------------------------------
 
-    def ask(self, name: str, config: dict, create: bool) -> None:
+    def ask(self, name: str, config: dict, create: bool, asked_ns: int | None = None) -> None:
         """Have the cluster place `name` (`create`), or tell where it is (a new ask
         replaces an earlier one and its outcome)."""
-        self._placements[name] = Placement(config, create)
+        self._placements[name] = Placement(config, create, time.monotonic_ns()
+                                           if asked_ns is None else asked_ns)
 
     def asked(self, name: str) -> Placement | None:
         """`name`'s placement, waiting or answered (not yet taken)."""
@@ -131,10 +134,13 @@ class Placements:
             placement.refuse(reason)
             self._woken.add(name)
 
-    def absent(self, name: str) -> None:
-        """The cluster has no state of `name`: a lookup waiting for it is answered."""
+    def absent(self, name: str, asked_ns: int) -> None:
+        """The cluster had no state of `name` when it read it for a lookup asked at
+        `asked_ns`: a lookup asked no later is answered (a newer one, asked perhaps after
+        another node's create was answered, waits for its own read)."""
         placement = self._placements.get(name)
-        if placement is not None and placement.state is PlacementState.LOOKING_UP:
+        if (placement is not None and placement.state is PlacementState.LOOKING_UP
+                and asked_ns >= placement.asked_ns):
             placement.find_absent()
             self._woken.add(name)
 
@@ -148,9 +154,9 @@ class Placements:
 
     # --- sent by the shell ----------------------------------------------------------------
 
-    def to_place(self) -> list[tuple[str, dict, bool]]:
-        """(topic, config, create) of every placement or lookup still waiting."""
-        return [(name, p.config, p.create) for name, p in self._placements.items()
+    def to_place(self) -> list[tuple[str, dict, bool, int]]:
+        """(topic, config, create, asked_ns) of every placement or lookup still waiting."""
+        return [(name, p.config, p.create, p.asked_ns) for name, p in self._placements.items()
                 if p.waiting]
 
     def changes(self) -> list[tuple[str, dict]]:

@@ -8,12 +8,13 @@ and the topics whose readers or parked fetches to wake.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from topics_actors.cluster.follower_fetch import FollowerFetch
 from topics_actors.cluster.isr_tracker import AckWaiters, IsrTracker
 from topics_actors.errors import TopicsError
+from topics_actors.shard.replication.replica_keys import KeyTrail
 from topics_actors.shard.replication.replica_role import Role
 
 
@@ -35,19 +36,28 @@ class Released(NamedTuple):
 
 class Leadership:
     """A leader's state of one topic: its followers' progress and the high watermark
-    (tracker), the `acks: all` writes waiting for it, the ISR last proposed, and the last
-    records read for a fetch (followers in step fetch the same range)."""
-    __slots__ = ("tracker", "waiters", "proposal", "read_memo")
+    (tracker), the `acks: all` writes waiting for it, the ISR last proposed, the last
+    records read for a fetch (followers in step fetch the same range), and the keys of its
+    newest keyed writes, which travel with the records (replica_keys.py; None for a topic
+    of one copy)."""
+    __slots__ = ("tracker", "waiters", "proposal", "read_memo", "keys")
 
-    def __init__(self, tracker: IsrTracker, waiters: AckWaiters):
+    def __init__(self, tracker: IsrTracker, waiters: AckWaiters, keys: KeyTrail | None):
         self.tracker = tracker
         self.waiters = waiters
         self.proposal: tuple | None = None
         self.read_memo: tuple | None = None
+        self.keys = keys
 
     @property
     def leader_epoch(self) -> int:
         return self.tracker.leader_epoch
+
+    def records(self, key: tuple, read: Callable[[], dict]) -> dict:
+        """`read()`, or what it gave the last fetch if that one asked with the same `key`."""
+        if self.read_memo is None or self.read_memo[0] != key:
+            self.read_memo = key, read()
+        return self.read_memo[1]
 
 
 class Followership:

@@ -24,6 +24,7 @@ from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, wr
 from topics_actors.shard.checkpoint_window import CheckpointWindow
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.replication.follower_duties import FollowerDuties
+from topics_actors.shard.replication.fetch_answers import FetchAnswers
 from topics_actors.shard.replication.leader_duties import FETCH_PREFIX, LeaderDuties
 from topics_actors.shard.replication.placement import Placements
 from topics_actors.shard.replication.replica import ReplicaKind, Released, Replicas
@@ -68,6 +69,7 @@ class ReplicaBook:
         self.cut = ReplicaCut(stager, reader, checkpoints or CheckpointWindow())
         self.leader = LeaderDuties(node_id, self.replicas, stager, registry, reader, self.ops,
                                    clock_ms)
+        self.answers = FetchAnswers(self.leader)
         self.follower = FollowerDuties(node_id, self.replicas, stager, registry, reader,
                                        self.ops, self.cut, drop_buffer)
 
@@ -94,8 +96,8 @@ class ReplicaBook:
             self._take(role)
         for name, reason in (msg.refused or {}).items():
             self.placements.refused(name, reason)
-        for name in msg.absent or ():
-            self.placements.absent(name)
+        for name, asked_ns in (msg.absent or {}).items():
+            self.placements.absent(name, asked_ns)
         self.leader.set_fence(msg.fenced)
         if msg.complete:
             named = {role.topic for role in owned}

@@ -7,7 +7,9 @@ query until the logs are reconciled, then a long-polling fetch from its durable 
 sent over a DEALER to the leader's shard for that topic (one socket per leader shard, so
 the requests of many topics share one connection). A request with no answer within
 FETCH_TIMEOUT_MS is forgotten and asked again; a late answer is dropped by the core's
-checks (leader epoch, start seq). Errors back off RETRY_MS.
+checks (leader epoch, start seq). Errors back off RETRY_MS. A request still in flight to
+a leader that no longer leads (a new leader or epoch arrived) is forgotten at once, and the
+new leader asked: a dead leader's silence does not hold up the failover.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class ReplicaFetcher:
         self.submit = submit
         self.peers = PeerSockets(ctx)
         self.in_flight: dict[int, tuple[str, str, float]] = {}   # corr -> topic, kind, sent
-        self.busy: set[str] = set()
+        self.busy: dict[str, tuple[int, str, int]] = {}   # topic -> corr, endpoint, epoch
         self.not_before: dict[str, float] = {}
         self.corr = 0
         self.sent = self.failed = 0
@@ -53,10 +55,16 @@ class ReplicaFetcher:
         for corr, (name, _kind, sent_at) in list(self.in_flight.items()):
             if now - sent_at > (FETCH_WAIT_MS + FETCH_TIMEOUT_MS) / 1000:
                 del self.in_flight[corr]
-                self.busy.discard(name)
+                self.busy.pop(name, None)
         self._receive(now)
         for name, endpoint, msg in self.book.follower.requests():
-            if name in self.busy or self.not_before.get(name, 0) > now:
+            asked = self.busy.get(name)
+            if asked is not None and asked[1:] != (endpoint, msg.leader_epoch):
+                self.in_flight.pop(asked[0], None)      # asked of the old leader
+                del self.busy[name]
+                self.not_before.pop(name, None)
+                asked = None
+            if asked is not None or self.not_before.get(name, 0) > now:
                 continue
             self._send(name, endpoint, msg, now)
 
@@ -77,7 +85,7 @@ class ReplicaFetcher:
             self.not_before[name] = now + RETRY_MS / 1000
             return
         self.in_flight[self.corr] = (name, msg.KIND, now)
-        self.busy.add(name)
+        self.busy[name] = (self.corr, endpoint, msg.leader_epoch)
         self.sent += 1
 
     def _curve(self, name: str) -> tuple[str, ServerKeys] | None:
@@ -95,7 +103,7 @@ class ReplicaFetcher:
         if entry is None:
             return                          # answered after its timeout
         name, kind, _sent_at = entry
-        self.busy.discard(name)
+        self.busy.pop(name, None)
         if error is not None:
             self.failed += 1
             self.not_before[name] = now + RETRY_MS / 1000

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import (
-    Append, DeleteRecords, DeleteTopic, EpochQuery, GetTopic, PutRouter, PutTopic,
-    ReplicaFetch,
+    Ack, Append, Claim, DeleteRecords, DeleteTopic, Diff, EpochQuery, Extend, GetTopic, Held,
+    Nack, PutRouter, PutTopic, ReplicaFetch, Scan,
 )
 from topics_actors.shard import topic_admin
 from topics_actors.shard.replication import replica_report
@@ -40,6 +40,11 @@ Handler = Callable[[object], Staged]
 PLACE_WAIT_MS = 5_000
 NOT_REPLICATED_YET = (PutRouter,)
 _OWN_CHECKS = (ReplicaFetch, EpochQuery, ReplicaAnswer, Append)
+# A client's requests naming a topic this node neither holds nor knows the state of: the
+# cluster is asked (afresh) before any answers topic_not_found, so a topic whose create
+# another node answered is found here too (read-your-writes; an append looks up its own).
+LOOKED_UP = (GetTopic, DeleteTopic, Diff, Scan, DeleteRecords, Claim, Ack, Nack, Extend,
+             Held, PutRouter)
 
 
 class ReplicaRules:
@@ -62,15 +67,18 @@ class ReplicaRules:
             GetTopic: self._checked(lambda m: self.get_topic(m, get)),
             DeleteRecords: self._checked(lambda m: self.delete_records(m, delete_records)),
             ReplicaRoles: self.book.take_roles,
-            ReplicaFetch: self.book.leader.fetch,
-            EpochQuery: self.book.leader.epoch_end,
+            ReplicaFetch: self.book.answers.fetch,
+            EpochQuery: self.book.answers.epoch_end,
             ReplicaAnswer: self.book.follower.apply,
         })
         return table
 
     def _checked(self, handler: Handler) -> Handler:
         def checked(msg) -> Staged:
-            if getattr(msg, "topic", None) is not None:
+            name = getattr(msg, "topic", None)
+            if name is not None:
+                if type(msg) in LOOKED_UP and self.unplaced(name):
+                    return self._place(name, TopicConfig(), False, retry=True)
                 self.check(msg)
             return handler(msg)
         return checked
@@ -84,6 +92,7 @@ class ReplicaRules:
             return plain(msg)
         waits = self.book.leader.check_append(msg)
         is_write, fn = plain(msg)
+        self.book.leader.note_key(msg.topic, msg.idempotency_key)
         if not waits:
             return is_write, fn
 
@@ -242,7 +251,7 @@ class ReplicaRules:
 
     def _place(self, name: str, config: TopicConfig, create: bool, retry: bool) -> Staged:
         """Ask the supervisor for the topic's state (creating it if `create`); park until it
-        arrives. Then a retried append gets `not_ready` (the client sends it again and the
+        arrives. Then a retried request gets `not_ready` (the client sends it again and the
         shard that leads the topic takes it); a put_topic is answered here."""
         book, placements = self.book, self.book.placements
         placements.ask(name, config.to_json(), create)
@@ -260,13 +269,15 @@ class ReplicaRules:
                     raise topic_not_found(name)
                 raise TopicsError(f"the cluster has not placed {name!r} yet; retry",
                                   ErrorCode.NOT_READY, {"reason": "placing"})
-            if retry:
+            placed = book.role(name).config
+            if retry or placed != config.to_json():
+                # A put_topic whose name another request placed with another config is
+                # sent again: its leader then takes it as a config change.
                 raise TopicsError(f"{name!r} is placed; retry", ErrorCode.NOT_READY,
                                   {"reason": "placed"})
-            book.leader.check_led(name)
-            topic = self.registry.get(name)
-            return {"topic": name, "created": True,
-                    "config": (topic.config if topic is not None else config).to_json()}
+            # Answered here, leader or not: the state holds the config asked for (sent on
+            # to a leader that already has its copy, it would answer 200 created: false).
+            return {"topic": name, "created": True, "config": placed}
 
         def answer(_info):
             if book.role(name) is not None or placements.settled(name):
