@@ -84,6 +84,10 @@ def test_a_replicated_topic_is_written_and_read_through_any_node(cluster, observ
     assert metrics.count('topics_follower_lag_records{topic="orders"') == 2
     _change_config_through_a_follower(cluster, state.leader, follower)
     _created_is_seen_through_every_node(cluster)
+    with pytest.raises(TopicsError) as refused:     # a config error at once, not retried
+        cluster["b"].client().put_topic("toomany", replication_factor=5)
+    assert refused.value.code.wire == "not_enough_replicas" and "5 live" in str(refused.value)
+    assert observer.read("toomany") is None
     assert sorted(converged(cluster, SHARDS, "orders")) == list(range(15, 25))   # stops them
 
 
@@ -102,6 +106,16 @@ def _created_is_seen_through_every_node(cluster) -> None:
         assert diff.status == 200 and diff.json()["records"] == [], diff.body
     missing = cluster["c"].http("GET", "/v0/topics/nowhere")
     assert missing.status == 404 and missing.json()["error"]["code"] == "topic_not_found"
+    cluster["a"].http("POST", "/v0/topics/fresh0", {"records": [{"data": 1}]})
+    listed, cursor = {}, ""                 # GET /v0/topics lists the whole cluster, paged
+    for _ in range(10):
+        page = cluster["c"].http("GET", f"/v0/topics?page_size=2{cursor}").json()
+        listed.update({t["topic"]: t["head_seq"] for t in page["topics"]})
+        if "next_cursor" not in page:
+            break
+        cursor = f"&cursor={page['next_cursor']}"
+    assert listed == {"fresh0": 1, "fresh1": 0, "fresh2": 0, "fresh3": 0, "orders": 24,
+                      "x": 0}               # the refused router's source, on node a
 
 
 def _change_config_through_a_follower(cluster, leader: str, follower: str) -> None:
@@ -153,9 +167,8 @@ def test_min_isr_refuses_acks_all_and_the_watermark_hides_leader_acked_writes(
     os.killpg(nodes[follower].proc.pid, signal.SIGSTOP)    # past the session timeout
     try:
         wait_isr(nodes[leader], "pair", 1)
-        with pytest.raises(TopicsError) as refused:
-            nodes[leader].client(retry_deadline_ms=500).append("pair", [{"data": 2}],
-                                                               acks="all")
+        with pytest.raises(TopicsError) as refused:     # at once, not retried to the deadline
+            nodes[leader].client().append("pair", [{"data": 2}], acks="all")
         assert refused.value.code.wire == "not_enough_replicas"
         nodes[leader].client().append("pair", [{"data": 3}], acks="leader")
         view = replication(nodes[leader], "pair")

@@ -129,7 +129,7 @@ def test_sigterm_during_replay_never_serves_half_replayed_state(make_node, data_
         c.append("slow", [{"data": i}])
     node.stop()
     node = make_node(shards=1, data_dir=data_dir, start=False,
-                     env={"TOPICS_FAILPOINTS": "recovery::mid_replay=sleep:100"})
+                     env={"TOPICS_FAILPOINTS": "recovery::mid_replay=sleep:200"})
     node.start(wait_ready=False)
     shard = wait_for(lambda: (lambda s: s if s["endpoint"] and s["state"] != "ready" else None)(
         node.status()["shards"][0]), 20, "the shard to start replaying")

@@ -219,10 +219,13 @@ class QueueState:
 
     def counters(self, count: int, live: Live) -> dict:
         """`queue` of a GET (call after sweep): in_flight = leases on live jobs; ready =
-        live jobs neither leased nor waiting for their delay."""
+        live jobs neither leased, waiting for their delay, moving nor acked in the batch
+        being committed (their records are deleted as the batch's answers run, so the figures
+        stay the same through one commit's answers)."""
         in_flight = sum(1 for seq in self.leases if live(seq))
         waiting = sum(1 for seq in self.delayed if live(seq))
         waiting += sum(1 for seq in self.moving if live(seq))
+        waiting += sum(1 for seq in self.leaving if live(seq))   # acked, deleted at commit
         return {"ready": max(0, count - in_flight - waiting), "in_flight": in_flight,
                 "dead_lettered": self.dead_lettered}
 
@@ -290,10 +293,20 @@ def queue_of(topic: TopicState) -> QueueState:
     return topic.queue
 
 
-def live_jobs(topic: TopicState, read) -> Live:
-    """Whether a seq of `topic` is a job still there; `read(topic, seq)` gives its record."""
+def live_jobs(topic: TopicState, read, records: dict | None = None) -> Live:
+    """Whether a seq of `topic` is a job still there; `read(topic, seq)` gives its record,
+    kept in `records` (seq -> record) when given."""
     floor = live_floor(topic)
-    return lambda seq: floor < seq <= topic.head and read(topic, seq) is not None
+    if records is None:
+        return lambda seq: floor < seq <= topic.head and read(topic, seq) is not None
+
+    def live(seq: int) -> bool:
+        record = read(topic, seq) if floor < seq <= topic.head else None
+        if record is None:
+            return False
+        records[seq] = record
+        return True
+    return live
 
 
 def known_jobs(topic: TopicState) -> Live:

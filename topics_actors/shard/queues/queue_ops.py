@@ -102,6 +102,8 @@ class QueueOps:
         self.moves = DeadLetterMoves(stager, registry, reader, appends)
         self.windows = ClaimWindows()
         self.replication: QueueReplication | None = None   # a cluster node's (ShardCore)
+        self._counted_for: CommitInfo | None = None
+        self._counted: dict[str, dict] = {}
 
     def _queue(self, name: str) -> tuple[TopicState, QueueState]:
         topic = self.registry.get(name)
@@ -114,8 +116,15 @@ class QueueOps:
         state.sweep(self.stager.clock())
         return topic, state
 
-    def _counters(self, topic: TopicState) -> dict:
-        return counters(topic, self.stager.clock())
+    def _counters(self, topic: TopicState, info: CommitInfo) -> dict:
+        """The queue's figures for a reply of the commit `info`: counted once per commit and
+        topic (they walk every lease), the same for every answer of that commit."""
+        if self._counted_for is not info:
+            self._counted_for, self._counted = info, {}
+        found = self._counted.get(topic.name)
+        if found is None:
+            found = self._counted[topic.name] = counters(topic, self.stager.clock())
+        return found
 
     def _replicated(self, topic: TopicState, what: str) -> bool:
         """Whether this queue's acks (and durable lease events) go through its op log;
@@ -186,7 +195,8 @@ class QueueOps:
         claimed, moving, turn = [], [], 0
         left = sum(m.want for m in members)
         mover = self._dead_letter(topic)
-        for seq in state.candidates(topic.visible, live_jobs(topic, self.reader.read)):
+        records: dict = {}          # read once: to tell a live job, then for its reply
+        for seq in state.candidates(topic.visible, live_jobs(topic, self.reader.read, records)):
             if mover is not None and state.deliveries.get(seq, 0) >= config.max_deliveries:
                 moving.append(seq)
                 continue
@@ -207,11 +217,10 @@ class QueueOps:
         writes = staged or (durable and bool(claimed))
         if writes:
             self.stager.batch.undo_fns.append(lambda: _unclaim(state, claimed, undo_moves))
-        records = {seq: self.reader.read(topic, seq) for seq, _ in claimed}
 
         def answers(info: CommitInfo) -> list[dict]:
             publish_moves(info)
-            ready = self._counters(topic)["ready"]
+            ready = self._counters(topic, info)["ready"]
             return [_claim_reply(topic.name, share, records, state, ready) for share in shares]
         return writes, answers
 
@@ -259,7 +268,7 @@ class QueueOps:
         def answer(info: CommitInfo) -> dict:
             delete_rules.delete_seqs(topic, self.reader.read, acked, TopicState.delete_one)
             state.left(acked)
-            return self._holder_reply(topic, "acked", acked, skipped)
+            return self._holder_reply(topic, "acked", acked, skipped, info)
         return writes, answer
 
     def _ack_replicated(self, msg: Ack, topic: TopicState, state: QueueState) -> Staged:
@@ -271,8 +280,8 @@ class QueueOps:
                                        lambda seq, lease: state.leave(seq) or lease,
                                        logged=False)
 
-        def reply(_info: CommitInfo | None = None) -> dict:
-            return self._holder_reply(topic, "acked", acked, skipped)
+        def reply(info: CommitInfo | None = None) -> dict:
+            return self._holder_reply(topic, "acked", acked, skipped, info)
         if not acked:
             return read_op(reply)
         return self.replication.log_queue_op(topic, ["seqs", acked], reply)
@@ -291,7 +300,8 @@ class QueueOps:
         nacked, skipped, writes = self._held(msg, topic, state, RELEASED, release,
                                              events=events)
         return self._logged(topic, events, writes,
-                            lambda info: self._holder_reply(topic, "nacked", nacked, skipped))
+                            lambda info: self._holder_reply(topic, "nacked", nacked, skipped,
+                                                            info))
 
     def extend(self, msg: Extend) -> Staged:
         self.stager.throttle()
@@ -310,10 +320,11 @@ class QueueOps:
             "skipped": skipped, "deadlines": {str(seq): deadline for seq in extended}})
 
     def _holder_reply(self, topic: TopicState, done: str, seqs: list[int],
-                      skipped: list[int]) -> dict:
+                      skipped: list[int], info: CommitInfo | None) -> dict:
         """An ack's or nack's reply: the reference's count under `acked`/`nacked` (its
         src/types.rs), the seqs themselves under `acked_seqs`/`nacked_seqs`."""
-        queue = self._counters(topic)
+        queue = (counters(topic, self.stager.clock()) if info is None
+                 else self._counters(topic, info))
         return {"topic": topic.name, done: len(seqs), done + "_seqs": seqs,
                 "skipped": skipped, "ready": queue["ready"], "in_flight": queue["in_flight"]}
 

@@ -269,13 +269,15 @@ class ReplicaRules:
                     raise topic_not_found(name)
                 raise TopicsError(f"the cluster has not placed {name!r} yet; retry",
                                   ErrorCode.NOT_READY, {"reason": "placing"})
-            if retry:
+            placed = book.role(name).config
+            if retry or placed != config.to_json():
+                # A put_topic whose name another request placed with another config is
+                # sent again: its leader then takes it as a config change.
                 raise TopicsError(f"{name!r} is placed; retry", ErrorCode.NOT_READY,
                                   {"reason": "placed"})
-            book.leader.check_led(name)
-            topic = self.registry.get(name)
-            return {"topic": name, "created": True,
-                    "config": (topic.config if topic is not None else config).to_json()}
+            # Answered here, leader or not: the state holds the config asked for (sent on
+            # to a leader that already has its copy, it would answer 200 created: false).
+            return {"topic": name, "created": True, "config": placed}
 
         def answer(_info):
             if book.role(name) is not None or placements.settled(name):
