@@ -154,6 +154,14 @@ class LabCluster(ClusterRun):
             reader.join(max(0.1, deadline - time.monotonic()))
         return [topic for topic, reader in self.readers.items() if reader.is_alive()]
 
+    def _report_dead(self, nid: str, mount: LazyFsMount) -> None:
+        """A LazyFS that died leaves its node's data dir unreadable ("transport endpoint is
+        not connected"); its log goes with its control dir at the unmount, so show its end."""
+        code = mount.proc.poll() if mount.proc is not None else None
+        if code is not None:
+            self.out(f"LazyFS of {nid} exited with {code}; its log ends:\n"
+                     f"{mount.log()[-3000:]}")
+
     def close(self) -> None:
         """Everything ClusterRun.close stops, then the mounts and the namespaces, then the
         temp dir (unless kept)."""
@@ -167,7 +175,8 @@ class LabCluster(ClusterRun):
             for disk in self.disks.values():
                 disk.free()
                 disk.unmount()
-            for mount in self.lazy.values():
+            for nid, mount in self.lazy.items():
+                self._report_dead(nid, mount)
                 mount.unmount()
             self.lab.destroy()
             if not keep:

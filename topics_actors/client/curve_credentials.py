@@ -81,12 +81,19 @@ def wait_slices(timeout_ms: float):
 
 
 class HandshakeWatch:
-    """The handshake failures of one socket (a ZeroMQ monitor, read without blocking)."""
+    """The handshake failures of one socket that mean a refusal (a ZeroMQ monitor, read
+    without blocking). A connection the peer closes during the handshake (a node killed, a
+    link cut: ECONNRESET, EPIPE) also fails it with no detail: on a socket without CURVE
+    that is only a network fault, retried like silence. With CURVE it counts, since a
+    server that cannot read the client's hello (a wrong server key) fails it the same way."""
 
     def __init__(self, sock: zmq.Socket):
         self.sock = sock
+        curve = sock.getsockopt(zmq.MECHANISM) == zmq.CURVE
+        self.events = {event: reason for event, reason in _FAILED.items()
+                       if curve or event != zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL}
         address = f"inproc://topics-handshake-{os.getpid()}-{next(_WATCHES)}"
-        sock.monitor(address, sum(_FAILED))
+        sock.monitor(address, sum(self.events))
         self.pair = zmq.Context.shadow(sock.context.underlying).socket(zmq.PAIR)
         self.pair.setsockopt(zmq.LINGER, 0)
         self.pair.connect(address)
@@ -99,7 +106,7 @@ class HandshakeWatch:
                 event = recv_monitor_message(self.pair, zmq.NOBLOCK)["event"]
             except zmq.ZMQError:      # Again: nothing (more) heard
                 break
-            self.reason = _FAILED.get(event, self.reason)
+            self.reason = self.events.get(event, self.reason)
         return self.reason is not None
 
     def refusal(self, endpoint: str) -> TopicsError | None:

@@ -34,7 +34,6 @@ Modules:
 - `route_table.py`: which handler answers a method and path, and the scope it needs
 - `router_api.py`: the router endpoints of the gateway
 - `shared_reads.py`: reads of watched topics shared by every watch stream of a gateway
-- `socket_writer.py`: a thread that sends event streams' chunks to their sockets
 - `sse_frame.py`: server-sent-event framing of a watch stream and its composite cursor
 - `stream_api.py`: the watch endpoints of the gateway
 - `topic_api.py`: the topic and record endpoints of the gateway

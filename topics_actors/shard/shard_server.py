@@ -234,6 +234,7 @@ class ShardServer:
         if self.core.polls.count:
             self._send(self.core.expire_polls())
         self.core.flush_due()
+        self.core.reader.segments.sweep_idle(time.monotonic_ns())
         if self.core.quarantine.unaudited and not self.core.has_work():
             self.core.audit_segments(AUDIT_SLICE_MS)
         self._beat()

@@ -65,6 +65,7 @@ _WAL_SEQ_AT = 14                              # offset of seq in a WAL frame
 _PLAIN_FRAMES: dict[int, struct.Struct] = {}  # data_len -> packer of header + data
 _SEGMENT_RE = re.compile(r"seg-(\d{16})\.(data|idx)")
 _digest = xxhash.xxh3_64_intdigest
+IDLE_SWEEP_NS = 10 * 10**9         # a mapped segment unread this long (to twice it) goes
 assert array("I").itemsize == 4     # index_words reads .idx entries as five u32 words
 
 
@@ -479,11 +480,8 @@ def sync_file(fs: Fs, path: str) -> None:
 # --- reading (the shards) ---------------------------------------------------------------------
 
 class SegmentReader:
-    """Maps segment files on demand and keeps the ones in use mapped: at most `max_open`,
-    and only those read since the last sweep (keep_only). Each map holds a descriptor
-    (CPython's mmap keeps a dup of the file's), so a segment read once and never again
-    must not stay mapped: without the sweep, a shard whose readers wander over its topics
-    (watchers coming and going) gained maps and descriptors for as long as it ran."""
+    """Maps segment files on demand and keeps at most `max_open` mapped, only those read
+    since the last sweep_idle: a map holds a descriptor (CPython's mmap keeps a dup)."""
 
     def __init__(self, fs: Fs, max_open: int = 256, tiers=None):
         self.fs = fs
@@ -491,13 +489,12 @@ class SegmentReader:
         self.tiers = tiers       # segment_tier.Tiers: look in the cold tier too
         self._views: OrderedDict[tuple[str, int], tuple] = OrderedDict()
         self._used: set[tuple[str, int]] = set()    # the keys read since the last sweep
-        # the last batch frame checked in each mapped segment: its records are read one by
-        # one (a diff page), and its checksum covers them all
+        self._next_sweep_ns = 0
+        # each mapped segment's last checked batch frame (a diff page reads it one by one)
         self._batches: dict[tuple[str, int], segment_batch.Batch] = {}
 
     def _pair(self, topic_dir: str, first_seq: int, seq: int):
         key = (topic_dir, first_seq)
-        self._used.add(key)
         pair = self._views.get(key)
         need = (seq - first_seq + 1) * IDX_ENTRY_BYTES
         if pair is None or len(pair[1]) < need:
@@ -507,9 +504,11 @@ class SegmentReader:
             while len(self._views) > self.max_open:
                 old, evicted = self._views.popitem(last=False)
                 self._batches.pop(old, None)
+                self._used.discard(old)
                 _close(evicted)
         else:
             self._views.move_to_end(key)
+        self._used.add(key)
         return pair
 
     def _map(self, topic_dir: str, first_seq: int) -> tuple:
@@ -569,20 +568,23 @@ class SegmentReader:
 
     def forget(self, topic_dir: str, first_seq: int) -> None:
         self._batches.pop((topic_dir, first_seq), None)
+        self._used.discard((topic_dir, first_seq))     # so it holds mapped keys only
         pair = self._views.pop((topic_dir, first_seq), None)
         if pair is not None:
             _close(pair)
 
     def keep_only(self, keys: set[tuple[str, int]]) -> None:
-        """Unmap every segment but those of `keys` ((topic dir, first seq)) read since the
-        last call: a dropped segment's map would keep its file's pages, and a descriptor,
-        after the unlink; an idle one, its descriptor (called at each snapshot taken in)."""
-        used, self._used = self._used, set()
-        for key in [k for k in self._views if k not in keys or k not in used]:
+        """Unmap the segments not in `keys` ((topic dir, first seq)), as dropped ones."""
+        for key in [k for k in self._views if k not in keys]:
             self.forget(*key)
 
-    def forget_dir(self, topic_dir: str) -> None:
-        for key in [k for k in self._views if k[0] == topic_dir]:
+    def sweep_idle(self, now_ns: int) -> None:
+        """Every IDLE_SWEEP_NS: unmap the segments not read since the last sweep."""
+        if now_ns < self._next_sweep_ns:
+            return
+        self._next_sweep_ns = now_ns + IDLE_SWEEP_NS
+        used, self._used = self._used, set()
+        for key in [k for k in self._views if k not in used]:
             self.forget(*key)
 
     def close(self) -> None:
