@@ -8,6 +8,8 @@ import os
 import pytest
 
 from tests.unit.test_segment import expected, topic_dir, wal_record, write_segment  # noqa: F401
+from topics_actors.compactor.checkpointer import Checkpointer
+from topics_actors.compactor.segment_ledger import SegmentLimits
 from topics_actors.storage import segment as seg
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.segment import SegmentReader
@@ -49,3 +51,19 @@ def test_reader_sweep_unmaps_idle_segments_and_gives_back_their_descriptors(topi
     finally:
         reader.close()
     assert fds() == before
+
+
+def test_the_compactor_sweeps_its_maps_too(tmp_path, topic_dir):
+    """The compactor's reader (its cuts and deletes read segments) held up to 64 maps, a
+    dropped segment's among them, until evicted: its checkpointer sweeps them the same way."""
+    write_segment(topic_dir, 1, 3).close()
+    checkpointer = Checkpointer(RealFs(), str(tmp_path), SegmentLimits())
+    reader, step = checkpointer.ledger.reader, seg.IDLE_SWEEP_NS
+    try:
+        assert reader.read(topic_dir, 1, 2) == expected(2, *wal_record(2))
+        checkpointer.sweep_idle_maps(step)
+        assert list(reader._views) == [(topic_dir, 1)]
+        checkpointer.sweep_idle_maps(2 * step)
+        assert reader._views == {}
+    finally:
+        checkpointer.close()

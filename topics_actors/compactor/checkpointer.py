@@ -172,5 +172,10 @@ class Checkpointer:
                 removed += 1
         return removed
 
+    def sweep_idle_maps(self, now_ns: int) -> None:
+        """Unmap the segments no checkpoint read lately (SegmentReader.sweep_idle): an
+        idle map keeps a descriptor, and a dropped segment's disk space, for nothing."""
+        self.ledger.reader.sweep_idle(now_ns)
+
     def close(self) -> None:
         self.ledger.close()

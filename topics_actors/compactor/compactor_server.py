@@ -75,6 +75,7 @@ class CompactorServer:
         while not self.stopping:
             time.sleep(SLICE_S)
             self._beat()
+            self.checkpointer.sweep_idle_maps(time.monotonic_ns())
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + self.cadence.check_interval_ms / 1000
                 if self._due():

@@ -25,6 +25,7 @@ Modules:
 - `metrics_report.py`: the /v0/metrics body, in text and JSON
 - `probe_api.py`: health, readiness, metrics and the cluster view (their handlers)
 - `quarantine_api.py`: the node's recovery quarantine as HTTP shows it
+- `copy_compare.py`: GET /v0/topics/:t/checksum, a topic's in-sync copies compared
 - `queue_api.py`: the queue endpoints of the gateway
 - `replication_report.py`: the node's replication figures, gathered from its shards'
   statuses
@@ -33,7 +34,6 @@ Modules:
 - `route_table.py`: which handler answers a method and path, and the scope it needs
 - `router_api.py`: the router endpoints of the gateway
 - `shared_reads.py`: reads of watched topics shared by every watch stream of a gateway
-- `socket_writer.py`: a thread that sends event streams' chunks to their sockets
 - `sse_frame.py`: server-sent-event framing of a watch stream and its composite cursor
 - `stream_api.py`: the watch endpoints of the gateway
 - `topic_api.py`: the topic and record endpoints of the gateway

@@ -7,9 +7,8 @@ a thread. On this 2-core machine those wake-ups were most of a request's latency
 handler over one keep-alive connection: 88 us p50 behind granian, 16 us here, with `wrk
 -c1`). Here the socket's bytes reach `data_received` on the loop, httptools (C, llhttp)
 parses them in that call, the handler runs, and its response is written to the socket from
-the same thread. A server-sent-event stream is a chunked response whose chunks the socket
-writer's thread sends (gateway/socket_writer.py: at 1000 watchers the sends were half the
-loop's time), with the transport's flow control behind it.
+the same thread. A server-sent-event stream is a chunked response whose chunks go straight
+to the socket, with the transport's flow control as its only buffer.
 
 What the server does for the handlers: keep-alive and pipelining (answers in request
 order), bodies by Content-Length or chunked, `Expect: 100-continue`, the body limit (413
@@ -42,7 +41,6 @@ from topics_actors.gateway.http_message import (
 )
 from topics_actors.gateway.request_body import payload_too_large
 from topics_actors.gateway.route_table import handler_of
-from topics_actors.gateway.socket_writer import Outlet, SocketWriter
 from topics_actors.gateway.ws_transport import WsTransport
 
 log = logging.getLogger(__name__)
@@ -84,13 +82,11 @@ class HttpServer:
         self.in_flight = 0               # requests being answered, streams and sockets too
         self.server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task | None = None
-        self.writer: SocketWriter | None = None
 
     async def start(self, listen_fd: int) -> None:
         sock = socket.socket(fileno=os.dup(listen_fd))
         sock.setblocking(False)
         loop = asyncio.get_running_loop()
-        self.writer = SocketWriter(loop)
         self.server = await loop.create_server(lambda: HttpConnection(self), sock=sock,
                                                backlog=BACKLOG)
         self._sweeper = loop.create_task(self._sweep())
@@ -111,8 +107,6 @@ class HttpServer:
             self._sweeper.cancel()
         for conn in list(self.connections):
             conn.close()
-        if self.writer is not None:
-            self.writer.close()
 
     async def _sweep(self) -> None:
         """Close keep-alive connections idle too long and requests whose headers stall."""
@@ -171,7 +165,6 @@ class HttpConnection(asyncio.Protocol):
         self.refusing = False        # a 400 or 413 is queued: the connection ends after it
         self.last_s = time.monotonic()
         self._drained: asyncio.Future | None = None
-        self.outlet: Outlet | None = None        # a stream's chunks, to the socket writer
 
     # --- the transport's callbacks -----------------------------------------------------------
 
@@ -246,8 +239,7 @@ class HttpConnection(asyncio.Protocol):
 
     def writable(self) -> bool:
         """Open and not backed up: the socket takes more now."""
-        return not self.closed and self._drained is None and \
-            (self.outlet is None or not self.outlet.backed_up())
+        return not self.closed and self._drained is None
 
     def ready(self) -> bool:
         """The stream's connection takes a chunk now (StreamSink)."""
@@ -257,18 +249,12 @@ class HttpConnection(asyncio.Protocol):
         """One chunk of the stream, written now (StreamSink; after ready()). An empty one
         is not written: in chunked framing it would end the response."""
         if chunk:
-            data = b"%x\r\n%s\r\n" % (len(chunk), chunk)
-            if self.outlet is not None:
-                self.outlet.write(data)
-            else:
-                self.transport.write(data)
+            self.transport.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
 
     async def drain(self) -> None:
         """Wait until the socket took the buffered bytes (or the client left)."""
         if self._drained is not None and not self.closed:
             await self._drained
-        if self.outlet is not None and not self.closed:
-            await self.outlet.unclogged()
 
     # --- the parser's callbacks --------------------------------------------------------------
 
@@ -462,20 +448,15 @@ async def send_chunked(conn: HttpConnection, response: HttpStream) -> bool:
     conn.transport.write(head_bytes(response.status, response.header_list(),
                                     b"transfer-encoding: chunked\r\n"))
     conn.streaming = asyncio.current_task()
-    writer, sock = conn.server.writer, conn.transport.get_extra_info("socket")
-    outlet = conn.outlet = None if writer is None or sock is None else \
-        writer.outlet(sock, conn.transport)
     if response.attach is not None:
         response.attach(conn)
-    ended = False
     try:
         async for chunk in chunks:
             if conn.closed:
                 break
             conn.push(chunk)
-            if not conn.writable():           # the socket's buffer is full
+            if conn._drained is not None:      # the socket's buffer is full
                 await conn.drain()
-        ended = True
     except asyncio.CancelledError:
         if not conn.closed:
             raise                            # cancelled for another reason: pass it on
@@ -484,14 +465,7 @@ async def send_chunked(conn: HttpConnection, response: HttpStream) -> bool:
         conn.streaming = None
         if response.attach is not None:
             response.attach(None)
-        if outlet is not None and (not ended or conn.closed):
-            conn.outlet = None
-            outlet.close()
         await chunks.aclose()
-    if outlet is not None and conn.outlet is outlet:
-        await outlet.settled()               # the terminator goes after the outlet's chunks
-        conn.outlet = None
-        outlet.close()
     if conn.closed:
         return False
     conn.transport.write(b"0\r\n\r\n")
