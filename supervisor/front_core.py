@@ -25,6 +25,7 @@ from topics_actors.protocol.envelope import with_corr
 from topics_actors.protocol.messages import (
     Ack, Append, Claim, DeleteRecords, DeleteRouters, DeleteTopic, Diff, Extend, GetTopic, Held,
     ListRouters, ListTopics, Nack, PutRouter, PutTopic, RepairTopic, RouterSync, Scan, Status,
+    Checksum,
 )
 from topics_actors.topic_identity import shard_of_name
 from topics_actors.topic_pages import merged_topics
@@ -33,7 +34,7 @@ from .forward_table import ForwardTable, Gather, Pending, TableFull
 FORWARD_TIMEOUT_MS = 4_000     # below the library's 5 s request timeout: the client hears why
 IN_FLIGHT_MAX = 16_384
 TOPIC_KINDS = (Append, Diff, Scan, PutTopic, GetTopic, DeleteTopic, DeleteRecords, Claim, Ack,
-               Nack, Extend, Held, PutRouter, RouterSync, RepairTopic)
+               Nack, Extend, Held, PutRouter, RouterSync, RepairTopic, Checksum)
 NODE_KINDS = (ListTopics, ListRouters, DeleteRouters)       # asked of every shard
 
 

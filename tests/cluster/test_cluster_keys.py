@@ -65,5 +65,7 @@ def test_nodes_serving_curve_replicate_to_each_other(make_node, zk_connect, obse
             stranger.status()
         assert refused.value.code.wire == "unauthorized"
     wait_caught_up(nodes[leader], "secure")
+    compared = nodes[other].http("GET", "/v0/topics/secure/checksum").json()  # under CURVE
+    assert compared["agree"] and len(compared["copies"]) == 3, compared
     copy = converged(nodes, SHARDS, "secure")
     assert sorted(copy) == acked

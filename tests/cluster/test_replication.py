@@ -60,6 +60,10 @@ def test_a_replicated_topic_is_written_and_read_through_any_node(cluster, observ
         assert view["hw"] == 23 and sorted(view["isr"]) == ["a", "b", "c"], (nid, view)
     diff = cluster["b"].http("POST", "/v0/topics/orders/diff", {"from_seq": 0, "limit": 100})
     assert [r["$seq"] for r in diff.json()["records"]] == list(range(1, 24))
+    compared = cluster["b"].http("GET", "/v0/topics/orders/checksum").json()   # the copies
+    assert compared["agree"] and sorted(compared["copies"]) == ["a", "b", "c"], compared
+    assert (compared["from_seq"], compared["to_seq"]) == (1, 23)
+    assert {copy["records"] for copy in compared["copies"].values()} == {23}
     bad = cluster["a"].http("POST", "/v0/topics/orders", {"records": [{"data": 1}],
                                                           "acks": "some"})
     assert bad.status == 400 and bad.json()["error"]["code"] == "invalid_request"

@@ -167,6 +167,13 @@ def test_cluster_quarantine_and_unreachable(topics, capsys, monkeypatch):
     assert code == 4 and "not in a cluster" in err
     code, out, _ = topics("quarantine", "--json")
     assert code == 0 and json.loads(out)["quarantined"] == []
+    topics("append", "sum", "1", "2", "3")
+    code, out, _ = topics("checksum", "sum")       # a single node: one copy, which agrees
+    assert code == 0 and "agree over seqs 1..3" in out and "local" in out
+    code, out, _ = topics("checksum", "sum", "--from", "2", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["agree"] and doc["chunks"][0]["copies"]["local"]["records"] == 2
+    assert topics("checksum", "nosuch")[0] == 4
     code, _, err = run(capsys, monkeypatch, "http://127.0.0.1:1", "ls")
     assert code == 3 and "cannot reach" in err
 

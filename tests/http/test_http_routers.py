@@ -90,6 +90,7 @@ def test_put_errors_in_contract_order(node):
     assert put_router(node, "r1", "e-a", "e-b").status == 201
     fan_in = error_of(put_router(node, "r2", "e-c", "e-b"), 409, "topic_exists_incompatible")
     assert fan_in["detail"] == {"topic": "e-b", "reason": "router_dest_fan_in"}
+    assert node.http("GET", "/v0/topics/e-c").status == 404      # its source went again
     repoint = error_of(put_router(node, "r1", "e-a", "e-z"), 409, "topic_exists_incompatible")
     assert repoint["detail"] == {"router": "r1", "reason": "router_repoint_forbidden",
                                  "existing_source": "e-a", "existing_dest": "e-b"}

@@ -4,10 +4,12 @@ batches, the read-only latch."""
 from __future__ import annotations
 
 import os
+import random
 
 import pytest
 
 from topics_actors.errors import ErrorCode, StorageError
+from tools.testing.crash_fs import CrashFs
 from tools.testing.fault_fs import FaultFs
 from topics_actors.storage.frame import encode
 from topics_actors.storage.frame_types import FrameType
@@ -243,9 +245,9 @@ def test_close_syncs_only_when_dirty(fs, wal_dir, writer):
     writer.close()
     assert fs.count("sync_data") == before + 1
     clean = WalWriter(fs, wal_dir, FILE_BYTES, background_prealloc=False)
-    clean.open(1, 100)
+    clean.open(1, 100)            # one sync: what a crashed incarnation left unsynced
     clean.close()
-    assert fs.count("sync_data") == before + 1
+    assert fs.count("sync_data") == before + 2
 
 
 def test_background_preallocation_prepares_the_next_file(fs, wal_dir):
@@ -297,3 +299,26 @@ def test_fault_fs_short_write_writes_half(fs, tmp_path):
     assert read(str(tmp_path / "f")) == b"1234567"         # 4 + 2 + 1 bytes, then nothing
     assert [n for op, n, kind in fs.fired] == [0, 1, 2, 3, 4]
     handle.close()
+
+
+def test_a_resumed_file_is_synced_before_frames_after_it_can_be(tmp_path, wal_dir):
+    """A process crash leaves the last file's unsynced tail in the page cache; the next
+    incarnation resumes after it, rotates and syncs the new file. A power loss then must
+    not take the old tail while the new file's frames survive (a gap in the log that
+    recovery quarantines; tools.jepsen's 30-minute run, issue 34). Method: CrashFs, whose
+    pending writes outlive the first writer (dropped without a close, as kill -9 does)."""
+    fs = CrashFs(grave=str(tmp_path / "grave"))
+    first = WalWriter(fs, wal_dir, FILE_BYTES, background_prealloc=False)
+    first.open(0, 0)
+    for seq in range(1, 41, 10):
+        first.write(batch(seq, 10))                # disk-class batches: written, not synced
+    second = WalWriter(fs, wal_dir, FILE_BYTES, background_prealloc=False)
+    second.open(1, first.tail)                     # the restart after the crash
+    second.write(batch(41, 10))                    # file 1 is full: to file 2
+    second.sync()
+    assert second.idx == 2
+    fs.power_loss("drop", random.Random(34))
+    assert seqs_in(fs, os.path.join(wal_dir, wal_file_name(1))) == list(range(1, 41))
+    assert seqs_in(fs, os.path.join(wal_dir, wal_file_name(2))) == list(range(41, 51))
+    for writer in (first, second):
+        writer.handle.close()

@@ -1,5 +1,6 @@
-"""The node verbs of `topics`: `cluster` (nodes, controller, leaders, ISR, lag) and
-`quarantine` (topics recovery set aside, and their repair)."""
+"""The node verbs of `topics`: `cluster` (nodes, controller, leaders, ISR, lag),
+`checksum` (do a topic's in-sync copies agree?) and `quarantine` (topics recovery set
+aside, and their repair)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,49 @@ def cluster(ctx, as_json) -> int:
                   ",".join(t.get("replicas") or []), follower_lags(t)]
                  for name, t in sorted(topics.items())], title="topics")
     return ExitCode.OK
+
+
+@click.command("checksum")
+@click.argument("topic")
+@click.option("--from", "from_seq", type=click.IntRange(min=0), default=0,
+              help="first seq (default: the earliest)")
+@click.option("--to", "to_seq", type=click.IntRange(min=0), default=0,
+              help="last seq (default: the leader's high watermark)")
+@json_option
+@click.pass_context
+@verb
+def checksum(ctx, topic, from_seq, to_seq, as_json) -> int:
+    """Compare TOPIC's in-sync copies over a seq range, chunk by chunk (exit 6 if they
+    differ)."""
+    api = api_of(ctx)
+    chunks, cursor = [], from_seq
+    while True:
+        doc = api.request("GET", api.path("v0", "topics", topic, "checksum", query={
+            "from_seq": cursor, "to_seq": to_seq or None}))
+        chunks.append(doc)
+        to_seq = to_seq or doc["until_seq"]     # the first answer fixes the range's end
+        if not as_json:
+            _print_chunk(doc)
+        if not doc["agree"] or doc.get("next_from_seq") is None:
+            break
+        cursor = doc["next_from_seq"]
+    agree = all(doc["agree"] for doc in chunks)
+    if as_json:
+        print_json({"topic": topic, "agree": agree, "chunks": chunks})
+    else:
+        click.echo(f"{topic}: the in-sync copies {'agree' if agree else 'DIFFER'} over "
+                   f"seqs {chunks[0]['from_seq']}..{chunks[-1]['to_seq']}")
+    return ExitCode.OK if agree else ExitCode.DIFFER
+
+
+def _print_chunk(doc: dict) -> None:
+    copies = doc.get("copies") or {}
+    click.echo(f"seqs {doc['from_seq']}..{doc['to_seq']}: "
+               + ", ".join(f"{node} {c.get('checksum') or c.get('error')}"
+                           f" ({c.get('records', '-')} records)"
+                           for node, c in copies.items()))
+    if doc.get("not_compared"):
+        click.echo(f"  not in sync, not compared: {', '.join(doc['not_compared'])}")
 
 
 @click.group("quarantine", invoke_without_command=True)

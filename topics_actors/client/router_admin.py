@@ -144,12 +144,22 @@ def put_router(name: str, body: dict, routers_max: int = 0, topics_max: int = 0)
             raise
         if topics_max:
             raise _topics_cap(topics_max) from None
-        yield ToTopic(source, PutTopic(source, {}))
+        created = (yield ToTopic(source, PutTopic(source, {}))).get("created", False)
         head = 0
-    return (yield ToTopic(dest, PutRouter(
-        dest, name, source, head, definition.preserve_node, definition.preserve_tag,
-        definition.create_dest, body.get("filter"), definition.allow_cycle,
-        definition.guarantee)))
+    else:
+        created = False
+    try:
+        return (yield ToTopic(dest, PutRouter(
+            dest, name, source, head, definition.preserve_node, definition.preserve_tag,
+            definition.create_dest, body.get("filter"), definition.allow_cycle,
+            definition.guarantee)))
+    except TopicsError:
+        if created:              # a refused router leaves nothing behind: not its source
+            try:
+                yield ToTopic(source, DeleteTopic(source, True))
+            except TopicsError:
+                pass             # written to meanwhile: it stays, as any topic would
+        raise
 
 
 def every_router() -> Steps:

@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import time
 
-from topics_actors.client.async_client import NodeClient
+from topics_actors.client.async_client import AsyncClient, NodeClient
 from topics_actors.errors import TopicsError
 from topics_actors.limits import LIST_PAGE_SIZE_MAX
 from topics_actors.server_keys import ServerKeys
@@ -65,6 +65,7 @@ class EngineLink:
         self.client = NodeClient(front, request_timeout_ms=request_timeout_ms,
                                  retry_deadline_ms=retry_deadline_ms,
                                  max_in_flight=max_in_flight, **curve)
+        self._curve = curve
         self._topics: tuple[int, float] = (0, -1e9)   # (count, taken at)
         self._census = Census(taken_s=-1e9)
         self._census_lock = asyncio.Lock()
@@ -74,6 +75,19 @@ class EngineLink:
 
     async def call(self, topic: str | None, msg, wait_ms: int = 0) -> dict:
         return await self.client.request(topic, msg, wait_ms)
+
+    async def call_node(self, front: str, server_key: str | None, topic: str, msg) -> dict:
+        """`msg` answered by another node of the cluster itself (its front at `front`,
+        serving CURVE under `server_key` when the cluster does), not by the topic's leader:
+        an operator's question to one copy (copy_compare.py)."""
+        curve = self._curve and {**self._curve, "curve_server_key": server_key}
+        client = AsyncClient(front, request_timeout_ms=self.client.request_timeout_ms,
+                             retry_deadline_ms=self.client.retry_deadline_ms, route=False,
+                             **curve)
+        try:
+            return await client.request(topic, msg)
+        finally:
+            await client.close()
 
     async def drive(self, steps) -> dict:
         """Run a router operation (client/router_admin.py) through the client."""

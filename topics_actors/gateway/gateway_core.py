@@ -9,7 +9,8 @@ Content-Type (415) and body (400) -> the shard. Every failure is the error envel
 The route table (route_table.py) names a route's handler; `handlers`, built here, is the
 table of the functions that answer each name, grouped by concern: probes (probe_api.py),
 topics and records (topic_api.py), routers (router_api.py), watch streams (stream_api.py),
-queues (queue_api.py), the recovery quarantine (quarantine_api.py).
+queues (queue_api.py), the recovery quarantine (quarantine_api.py), replica checksums
+(copy_compare.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from topics_actors.gateway.http_message import (
 )
 from topics_actors.gateway.inflight_limit import InflightLimit
 from topics_actors.gateway.probe_api import ProbeApi
+from topics_actors.gateway.copy_compare import CopyCompare
 from topics_actors.gateway.quarantine_api import QuarantineApi
 from topics_actors.gateway.queue_api import QueueApi
 from topics_actors.gateway.request_stats import RequestStats
@@ -114,6 +116,7 @@ class GatewayCore:
             "work_stream": queues.work_stream,
             "quarantine_list": quarantine.list,
             "quarantine_repair": quarantine.repair,
+            "checksum": CopyCompare(self.engine).checksum,
             "unknown": unknown,
         }
 

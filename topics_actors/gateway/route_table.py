@@ -62,6 +62,8 @@ _TOPIC_SUB = {
     "extend": {"POST": ("extend", WRITE)},
     # The queue's SSE stream; `?token=` stands for the header.
     "work": {"GET": ("work_stream", READ_WRITE)},
+    # Do the in-sync replicas agree over a seq range? (docs/CLUSTER.md 9)
+    "checksum": {"GET": ("checksum", READ)},
 }
 # Sub-paths of the full API that this build does not serve: they answer 404 after the
 # write-scope check every unknown sub-path gets. (None now: `work` is served.)

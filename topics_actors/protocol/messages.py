@@ -389,6 +389,21 @@ class RepairTopic(Message):
 
 
 @message
+class Checksum(Message):
+    """client -> shard. A digest of this node's copy of `topic` over [from_seq, to_seq]
+    (docs/CLUSTER.md 9): xxh3-64 of each stored record's seq, ts, envelope, tag and node.
+    Answered by any copy, leader or follower, for itself. `from_seq` is raised to the
+    copy's earliest seq; `to_seq` 0 means its high watermark, and it is lowered to the
+    copy's log end; at most 100,000 seqs per request. Reply: {topic, from_seq, to_seq,
+    records, checksum (16 hex digits), next_from_seq (null when the range is done),
+    until_seq (where the whole range ends), head_seq, hw, performance}."""
+    KIND = "checksum"
+    topic: str
+    from_seq: int = 0
+    to_seq: int = 0
+
+
+@message
 class ReplicaFetch(Message):
     """follower shard -> the leader's shard (docs/CLUSTER.md). Records of replicated `topic`
     from `fetch_leo`, the follower's durable log end, which also reports its progress;

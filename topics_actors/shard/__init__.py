@@ -17,6 +17,7 @@ Modules:
 - `quarantine_book.py`: the shard's quarantined topics
 - `ram_buffer.py`: an ephemeral topic's records in memory
 - `range_scan.py`: the bulk range read
+- `copy_checksum.py`: a digest of this copy of a topic over a seq range
 - `record_append.py`: an append in a shard's batch
 - `record_delete.py`: a delete_records request in a shard's batch
 - `record_reader.py`: where a shard reads one record of a topic

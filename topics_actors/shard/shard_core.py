@@ -25,13 +25,14 @@ from topics_actors.errors import (
 from topics_actors.ledger import retention_rules
 from topics_actors.protocol import encode_error
 from topics_actors.protocol.messages import (
-    Absorbed, Ack, Append, Checkpoint, Claim, DeleteRecords, DeleteTopic, Diff, Extend,
+    Absorbed, Ack, Append, Checkpoint, Checksum, Claim, DeleteRecords, DeleteTopic, Diff, Extend,
     GetTopic, Held, ListTopics, Nack, PutTopic, RepairTopic, Retain, Scan, Status, StreamLease,
     WatchCreate, WatchCursor, WatchOpen,
 )
 from topics_actors.protocol.messages import DeleteRouters, ListRouters, PutRouter, RouterSync
 from topics_actors.shard import (
-    absorption, diff_read, head_marks, range_scan, record_delete, retention, topic_admin,
+    absorption, copy_checksum, diff_read, head_marks, range_scan, record_delete, retention,
+    topic_admin,
 )
 from topics_actors.shard.replication import replica_report
 from topics_actors.shard.batch_stager import (
@@ -148,6 +149,7 @@ class ShardCore:
             RouterPass: routers.forward,
             RouterSync: routers.sync,
             RepairTopic: lambda m: read_op(lambda info: self.quarantine.repair(m.topic)),
+            Checksum: lambda m: copy_checksum.request(registry, reader, m),
         }
         if self.replicated:
             table = self.replica_rules.handlers(table)

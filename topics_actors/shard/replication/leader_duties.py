@@ -160,7 +160,11 @@ class LeaderDuties:
         where it is led (the gateway and the client follow it); not_ready while this node
         is its leader but waits for a new epoch (it recovered in the current one)."""
         role = self.replicas.role(name)
-        if role is None or self.replicas.lead(name) is not None:
+        if role is None:
+            return
+        lead = self.replicas.lead(name)
+        if lead is not None:
+            self._check_settled(name, lead)
             return
         if role.leader == self.node_id:
             raise TopicsError(f"the copy of {name!r} here recovered in leader epoch "
@@ -169,6 +173,19 @@ class LeaderDuties:
         raise TopicsError(f"topic {name!r} is led by node {role.leader!r}"
                           if role.leader else f"topic {name!r} has no leader now",
                           ErrorCode.NOT_LEADER, role.hint())
+
+    def _check_settled(self, name: str, lead: Leadership) -> None:
+        """A new leader serves a topic only once its predecessor's ops are applied here (a
+        new Raft leader's rule): a follower learns that an op is committed from its next
+        fetch, so a delete or an ack the old leader applied and answered may still be
+        pending here, and a read would show the deleted record, a claim hand out the acked
+        job. Appends pass (they name no record); the ops commit with the first fetches."""
+        topic = self.registry.get(name)
+        ops = topic.ops if topic is not None else None
+        if ops is not None and ops.pending and ops.pending[0].epoch < lead.leader_epoch:
+            raise TopicsError(f"the new leader of {name!r} applies its predecessor's "
+                              f"deletes and acks first", ErrorCode.NOT_READY,
+                              {"reason": "predecessor_ops"})
 
     def note_key(self, name: str, key: str | None) -> None:
         """An append to `name` with `key` was staged here: a new write's key joins the

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import (
-    Ack, Append, Claim, DeleteRecords, DeleteTopic, Diff, EpochQuery, Extend, GetTopic, Held,
-    Nack, PutRouter, PutTopic, ReplicaFetch, Scan,
+    Ack, Append, Checksum, Claim, DeleteRecords, DeleteTopic, Diff, EpochQuery, Extend,
+    GetTopic, Held, Nack, PutRouter, PutTopic, ReplicaFetch, Scan,
 )
 from topics_actors.shard import topic_admin
 from topics_actors.shard.replication import replica_report
@@ -39,7 +39,7 @@ Handler = Callable[[object], Staged]
 
 PLACE_WAIT_MS = 5_000
 NOT_REPLICATED_YET = (PutRouter,)
-_OWN_CHECKS = (ReplicaFetch, EpochQuery, ReplicaAnswer, Append)
+_OWN_CHECKS = (ReplicaFetch, EpochQuery, ReplicaAnswer, Append, Checksum)   # Checksum: any copy
 # A client's requests naming a topic this node neither holds nor knows the state of: the
 # cluster is asked (afresh) before any answers topic_not_found, so a topic whose create
 # another node answered is found here too (read-your-writes; an append looks up its own).
