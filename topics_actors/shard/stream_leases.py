@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from topics_actors.protocol.messages import StreamLease
-from topics_actors.shard.watch_sessions import SWEEP_INTERVAL_MS
+from topics_actors.shard.watch_sessions import SWEEP_INTERVAL_MS, count_owner
 
 
 class StreamLeases:
@@ -27,19 +27,14 @@ class StreamLeases:
         if msg.closed:
             self._close(msg.stream)
         else:
-            if msg.stream not in self.streams and msg.owner:
-                self.by_owner[msg.owner] = self.by_owner.get(msg.owner, 0) + 1
+            if msg.stream not in self.streams:
+                count_owner(self.by_owner, msg.owner, 1)
             self.streams[msg.stream] = (msg.owner, self.clock() + msg.lease_ms)
         return {"stream": msg.stream}
 
     def _close(self, stream: str) -> None:
         owner, _ = self.streams.pop(stream, ("", 0))
-        if owner:
-            left = self.by_owner[owner] - 1
-            if left:
-                self.by_owner[owner] = left
-            else:
-                del self.by_owner[owner]
+        count_owner(self.by_owner, owner, -1)
 
     def add_to(self, census: dict) -> dict:
         """`census` (a watch census) with these streams counted in (kept as they change;

@@ -28,6 +28,16 @@ SESSION_TTL_MS = 300_000
 SWEEP_INTERVAL_MS = 1_000
 
 
+def count_owner(by_owner: dict[str, int], owner: str, delta: int) -> None:
+    """Move `owner`'s count of open streams by `delta` (an owner at 0 leaves the map)."""
+    if owner:
+        left = by_owner.get(owner, 0) + delta
+        if left:
+            by_owner[owner] = left
+        else:
+            del by_owner[owner]
+
+
 def unknown_session() -> TopicsError:
     return TopicsError("watch session not found (create a new one)", ErrorCode.NOT_FOUND)
 
@@ -71,20 +81,14 @@ class WatchSessions:
     def _open(self, session: WatchSession, stream: str, deadline_ms: int) -> None:
         if stream not in session.streams:
             self.streams += 1
-            if session.owner:
-                self.by_owner[session.owner] = self.by_owner.get(session.owner, 0) + 1
+            count_owner(self.by_owner, session.owner, 1)
         session.streams[stream] = deadline_ms
 
     def _close(self, session: WatchSession, stream: str) -> None:
         if session.streams.pop(stream, None) is None:
             return
         self.streams -= 1
-        if session.owner:
-            left = self.by_owner[session.owner] - 1
-            if left:
-                self.by_owner[session.owner] = left
-            else:
-                del self.by_owner[session.owner]
+        count_owner(self.by_owner, session.owner, -1)
 
     def _get(self, wid: str) -> WatchSession:
         self.gc()
