@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 
-from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError
 
 
 @dataclasses.dataclass
@@ -34,8 +34,9 @@ class FollowerProgress:
 class IsrTracker:
     def __init__(self, leader: str, replicas: tuple[str, ...], isr: tuple[str, ...],
                  min_isr: int, lag_time_ms: int, epoch_start_leo: int, leader_leo: int,
-                 hw_leo: int, now_ms: int):
+                 hw_leo: int, now_ms: int, leader_epoch: int = 0):
         self.leader, self.replicas, self.isr = leader, replicas, isr
+        self.leader_epoch = leader_epoch
         self.min_isr, self.lag_time_ms = min_isr, lag_time_ms
         self.epoch_start_leo = epoch_start_leo
         self.leader_leo, self.hw_leo = leader_leo, hw_leo
@@ -44,6 +45,10 @@ class IsrTracker:
         # A new leader gives every follower a full lag window before judging it.
         self.followers = {node: FollowerProgress(caught_up_ms=now_ms, last_fetch_ms=now_ms)
                           for node in replicas if node != leader}
+
+    def reconfigure(self, replicas: tuple[str, ...], min_isr: int) -> None:
+        """The same epoch's replica set and min_isr, as ZooKeeper holds them now."""
+        self.replicas, self.min_isr = replicas, min_isr
 
     @property
     def hw_seq(self) -> int:
@@ -123,8 +128,20 @@ class IsrTracker:
         candidate = min(leos)
         if candidate <= self.hw_leo:
             return False
+        self._check_covered(candidate)
         self.hw_leo = candidate
         return True
+
+    def _check_covered(self, hw_leo: int) -> None:
+        """The HW never passes the durable end of a replica ZooKeeper lists in sync (any of
+        them may be elected and would lack acked records), nor the leader's own. Checked
+        over the ISR as written, apart from how the candidate was counted."""
+        short = {n: self.followers[n].leo for n in self.isr if n != self.leader
+                 and self.followers[n].leo < hw_leo}
+        if short or self.leader_leo < hw_leo:
+            raise InvariantViolation(f"the high watermark would reach leo {hw_leo}, past the "
+                                     f"durable end of in-sync replicas {short} (the leader's "
+                                     f"is {self.leader_leo})")
 
     def proposal(self, now_ms: int) -> tuple[str, ...] | None:
         """The ISR to write to ZooKeeper, None if it should stay as it is."""

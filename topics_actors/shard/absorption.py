@@ -32,9 +32,20 @@ def barrier_request(stager: BatchStager, wal: WalFileSet, registry: TopicRegistr
     stager.throttle()
     stager.frame(FrameType.CHECKPOINT_MARK, None, frame_body.encode_u64(0))
     key = wal.group_key
-    return write_op(lambda info: {
-        "generation": wal.generation, "group": key, "idx": info.idx, "offset": info.end,
-        "accounting": accounting_rows(registry)})
+
+    def answer(info) -> dict:
+        _check_durable(wal, (info.idx, info.end), "a checkpoint barrier answered at")
+        return {"generation": wal.generation, "group": key, "idx": info.idx,
+                "offset": info.end, "accounting": accounting_rows(registry)}
+    return write_op(answer)
+
+
+def _check_durable(wal: WalFileSet, position: tuple[int, int], what: str) -> None:
+    """A checkpoint never passes what this shard's WAL holds durably: after a power loss
+    the shard would write new records below it, and no later checkpoint would take them."""
+    if tuple(position) > wal.writer.durable_end:
+        raise InvariantViolation(f"{what} WAL position {tuple(position)}, past the shard's "
+                                 f"durable end {wal.writer.durable_end}")
 
 
 def absorb_request(fs: Fs, data_dir: str, wal: WalFileSet, registry: TopicRegistry,
@@ -55,10 +66,7 @@ def absorb_snapshot(fs: Fs, data_dir: str, wal: WalFileSet, registry: TopicRegis
     except OSError as exc:
         raise StorageError(f"cannot read snapshot {snap_id}: {exc}") from None
     checkpoint = tuple(body["positions"].get(wal.group_key, (0, 0)))
-    writer = wal.writer
-    if checkpoint > (writer.idx, writer.tail):
-        raise InvariantViolation(f"snapshot {snap_id} checkpoints WAL position {checkpoint}, "
-                                 f"past the shard's end {(writer.idx, writer.tail)}")
+    _check_durable(wal, checkpoint, f"snapshot {snap_id} checkpoints")
     barrier = (wal.generation, *checkpoint)
     topics = 0
     for entry in body["topics"]:

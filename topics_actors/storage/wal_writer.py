@@ -115,6 +115,7 @@ class WalWriter:
         self.handle: FsFile | None = None
         self.idx = 0
         self.tail = 0
+        self.synced_tail = 0         # how far the active file is durable (fdatasync'd)
         self.capacity = 0
         self.latched: str | None = None
         self.rotation_error: str | None = None   # the last rotation failed (a full disk)
@@ -142,6 +143,7 @@ class WalWriter:
             # in the log, and its topics quarantined: seen by tools.jepsen, issue 34).
             self.handle.sync_data()
             self.fs.sync_dir(self.directory)
+            self.synced_tail = valid_len
         self.prealloc.start(self.idx + 1)
 
     def _remove_stale_pre(self) -> None:
@@ -157,7 +159,7 @@ class WalWriter:
         handle = self.fs.open(path)
         if self.handle is not None:
             self.handle.close()
-        self.handle, self.idx, self.tail = handle, idx, 0
+        self.handle, self.idx, self.tail, self.synced_tail = handle, idx, 0, 0
         self.capacity = handle.size()
         log.info("event=wal_rotated dir=%s idx=%d", self.directory, idx)
 
@@ -207,7 +209,14 @@ class WalWriter:
         self.handle.sync_data()
         failpoint.hit("wal::after_fdatasync")
         self.dirty = False
+        self.synced_tail = self.tail
         self.syncs += 1
+
+    @property
+    def durable_end(self) -> tuple[int, int]:
+        """(file idx, offset) up to which the log is durable: every earlier file was synced
+        before its successor took writes (`_rotate`)."""
+        return self.idx, self.synced_tail
 
     def undo(self, offset: int, length: int) -> None:
         """Erase a failed batch [offset, offset+length) so no later scan can read it back."""
@@ -215,6 +224,7 @@ class WalWriter:
             raise InvariantViolation(f"erasing a batch at {offset}, past the WAL tail "
                                      f"{self.tail}: bytes before it would stay")
         self.tail = offset
+        self.synced_tail = min(self.synced_tail, offset)
         try:
             zero_fill(self.handle, offset, offset + length)
             self.handle.sync_data()

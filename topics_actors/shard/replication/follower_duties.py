@@ -159,7 +159,7 @@ class FollowerDuties:
                 retention_rules.apply(topic, self.reader.read, floors)
             if ops_applied is not None:
                 ops_applied(info)
-            follow.ops_durable = ops_of(topic).leo
+            follow.ops_written(ops_of(topic).leo)
             topic.hw = max(topic.hw or 0, min(hw, topic.head))
             info.woken.add(topic.name)
             return {"applied": sum(len(run.offsets) for run in staged)}

@@ -68,18 +68,14 @@ class LeaderDuties:
                 keys = KeyTrail.seeded(topic) if len(role.replicas) > 1 else None
                 lead = Leadership(tracker, AckWaiters(ACK_WAITERS_MAX), keys)
                 self.replicas.start_leading(role.topic, lead)
-            lead.tracker = tracker
+            else:
+                lead.new_epoch(tracker)
             self.leader_changes += 1
             log.info("event=leading topic=%s leader_epoch=%d isr=%s leo=%d", role.topic,
                      role.leader_epoch, ",".join(role.isr), topic.head + 1)
             self.advance(topic, tracker.leader_committed(topic.head + 1))
         else:
-            tracker = lead.tracker
-            tracker.replicas, tracker.min_isr = role.replicas, topic.config.min_isr
-            if tracker.isr != role.isr:
-                self.advance(topic, tracker.isr_written(role.isr))
-        lead.tracker.leader_epoch = role.leader_epoch
-        lead.proposal = None
+            self.advance(topic, lead.same_epoch(role.replicas, topic.config.min_isr, role.isr))
         self.ops_moved(topic)
 
     def _new_tracker(self, role: Role, topic: TopicState) -> IsrTracker:
@@ -98,8 +94,7 @@ class LeaderDuties:
         topic.unsettled_epoch = None
         tracker = IsrTracker(self.node_id, role.replicas, role.isr, topic.config.min_isr,
                              LAG_TIME_MS, topic.epochs.entries()[-1][1], topic.head + 1,
-                             (topic.hw or 0) + 1, self.clock_ms())
-        tracker.leader_epoch = role.leader_epoch
+                             (topic.hw or 0) + 1, self.clock_ms(), role.leader_epoch)
         ops = ops_of(topic)
         tracker.start_ops(ops.leo, ops.applied)
         if not topic.config.leases_durable:
@@ -117,7 +112,7 @@ class LeaderDuties:
                             f"in-sync replica: it may or may not survive",
                             ErrorCode.NOT_LEADER,
                             {**(role.hint() if role else {"topic": name}), "in_doubt": True})
-        for peer, corr, t0, _body in lead.waiters.drain():
+        for peer, corr, t0, _body in lead.drain():
             self.replicas.release(Released(peer, corr, t0, None, error))
         self.ops.drop_waiters(name, error)
 
@@ -210,7 +205,7 @@ class LeaderDuties:
         lead = self.replicas.lead(held.topic)
         if lead is None:
             raise TopicsError(f"leadership of {held.topic!r} moved", ErrorCode.NOT_LEADER)
-        if not lead.waiters.add(held.last_seq, (peer, corr, t0_ns, held.body)):
+        if not lead.hold(held.last_seq, (peer, corr, t0_ns, held.body)):
             raise TopicsError("too many writes wait for replication; retry",
                               ErrorCode.THROTTLED, {"retry_after_ms": 100})
         return True
@@ -300,17 +295,16 @@ class LeaderDuties:
                                      f"the leader's own log end ({topic.head})")
         topic.hw = hw
         self.replicas.wake(topic.name)
-        for peer, corr, t0, body in lead.waiters.released(hw):
+        for peer, corr, t0, body in lead.released(hw):
             self.replicas.release(Released(peer, corr, t0, body, None))
 
     def isr_proposals(self) -> list[tuple[str, int, int, list[str]]]:
         """(topic, leader_epoch, version, isr) for each ISR change to write now."""
         out, now = [], self.clock_ms()
         for name, lead in self.replicas.led():
-            wanted = lead.tracker.proposal(now)
-            if wanted is None or lead.proposal == wanted:
+            wanted = lead.proposal(now)
+            if wanted is None:
                 continue
-            lead.proposal = wanted
             role = self.replicas.role(name)
             out.append((name, role.leader_epoch, role.version, list(wanted)))
         return out

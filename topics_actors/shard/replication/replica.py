@@ -39,35 +39,94 @@ class Leadership:
     (tracker), the `acks: all` writes waiting for it, the ISR last proposed, the last
     records read for a fetch (followers in step fetch the same range), and the keys of its
     newest keyed writes, which travel with the records (replica_keys.py; None for a topic
-    of one copy)."""
-    __slots__ = ("tracker", "waiters", "proposal", "read_memo", "keys")
+    of one copy). Its fields are its own: the duties reach them through these methods."""
+    __slots__ = ("_tracker", "_waiters", "_proposal", "_read_memo", "_keys")
 
     def __init__(self, tracker: IsrTracker, waiters: AckWaiters, keys: KeyTrail | None):
-        self.tracker = tracker
-        self.waiters = waiters
-        self.proposal: tuple | None = None
-        self.read_memo: tuple | None = None
-        self.keys = keys
+        self._tracker = tracker
+        self._waiters = waiters
+        self._proposal: tuple | None = None
+        self._read_memo: tuple | None = None
+        self._keys = keys
+
+    @property
+    def tracker(self) -> IsrTracker:
+        """The followers' progress, the ISR and the high watermark (cluster/isr_tracker.py),
+        moved only through the tracker's own methods."""
+        return self._tracker
+
+    @property
+    def keys(self) -> KeyTrail | None:
+        return self._keys
 
     @property
     def leader_epoch(self) -> int:
-        return self.tracker.leader_epoch
+        return self._tracker.leader_epoch
+
+    def new_epoch(self, tracker: IsrTracker) -> None:
+        """A new leader epoch: a new tracker; the waiting writes and the keys stay."""
+        self._tracker, self._proposal = tracker, None
+
+    def same_epoch(self, replicas: tuple[str, ...], min_isr: int, isr: tuple[str, ...]) -> bool:
+        """The same epoch's replica set, min_isr and ISR as ZooKeeper holds them now;
+        whether the high watermark moved."""
+        self._proposal = None
+        self._tracker.reconfigure(replicas, min_isr)
+        return self._tracker.isr != isr and self._tracker.isr_written(isr)
+
+    def proposal(self, now_ms: int) -> tuple[str, ...] | None:
+        """The ISR to write to ZooKeeper now: None if it stays, or was proposed already."""
+        wanted = self._tracker.proposal(now_ms)
+        if wanted is None or wanted == self._proposal:
+            return None
+        self._proposal = wanted
+        return wanted
+
+    def hold(self, last_seq: int, waiter: tuple) -> bool:
+        """An `acks: all` answer waits for the watermark to cover `last_seq`; False: no
+        room (the caller answers `throttled`)."""
+        return self._waiters.add(last_seq, waiter)
+
+    def released(self, hw_seq: int) -> list:
+        """The waiting answers the watermark `hw_seq` covers, taken out."""
+        return self._waiters.released(hw_seq)
+
+    def drain(self) -> list:
+        """Every waiting answer (leadership lost: they are answered "in doubt")."""
+        return self._waiters.drain()
+
+    def waiting(self) -> int:
+        return len(self._waiters)
 
     def records(self, key: tuple, read: Callable[[], dict]) -> dict:
         """`read()`, or what it gave the last fetch if that one asked with the same `key`."""
-        if self.read_memo is None or self.read_memo[0] != key:
-            self.read_memo = key, read()
-        return self.read_memo[1]
+        if self._read_memo is None or self._read_memo[0] != key:
+            self._read_memo = key, read()
+        return self._read_memo[1]
 
 
 class Followership:
     """A follower's state of one topic: its fetch state machine, and how far its op log is
     durable (what it reports to the leader)."""
-    __slots__ = ("fetch", "ops_durable")
+    __slots__ = ("_fetch", "_ops_durable")
 
     def __init__(self, fetch: FollowerFetch, ops_durable: int):
-        self.fetch = fetch
-        self.ops_durable = ops_durable
+        self._fetch = fetch
+        self._ops_durable = ops_durable
+
+    @property
+    def fetch(self) -> FollowerFetch:
+        """What to ask the leader next (cluster/follower_fetch.py), moved only through the
+        state machine's own methods."""
+        return self._fetch
+
+    @property
+    def ops_durable(self) -> int:
+        return self._ops_durable
+
+    def ops_written(self, ops_leo: int) -> None:
+        """The op log is durable up to `ops_leo` (reported with the next fetch)."""
+        self._ops_durable = ops_leo
 
 
 class Replica:

@@ -47,7 +47,7 @@ def figures(book: ReplicaBook) -> dict:
         "copies_truncated": book.cut.truncated, "copies_reset": book.cut.resets,
         "under_replicated": sum(1 for _name, lead in replicas.led()
                                 if len(lead.tracker.isr) < len(lead.tracker.replicas)),
-        "acks_waiting": sum(len(lead.waiters) for _name, lead in replicas.led()),
+        "acks_waiting": sum(lead.waiting() for _name, lead in replicas.led()),
         "ops_pending": sum(len(t.ops.pending) for name in replicas.names()
                            if (t := book.registry.get(name)) is not None and t.ops),
         "led": led}}
