@@ -19,7 +19,7 @@ from topics_actors.cli import VERB_NAMES, add_verbs
 from topics_actors.cli.exit_code import ExitCode
 from topics_actors.config import NodeConfig
 
-DEFAULT_URL = "http://127.0.0.1:4000"
+DEFAULT_URL = f"http://{NodeConfig.host}:{NodeConfig.http_port}"
 
 
 def _print_version(ctx: click.Context, _param, value: bool) -> None:

@@ -122,3 +122,29 @@ def test_a_real_gateway_worker_exits_on_a_bug():
         _, stderr = proc.communicate()
     assert b"CRITICAL event=invariant_violation" in stderr
     assert b"InvariantViolation: seq went backwards" in stderr
+
+
+def test_a_bug_in_a_background_task_ends_the_process():
+    """A work stream's release runs in the background once its client left: a bug met
+    there (here: in the claim it waited for) ends the process too; a claim that merely
+    failed leaves nothing to give back, and nothing dies."""
+    from topics_actors.errors import ErrorCode, TopicsError
+    from topics_actors.gateway.watch_service import in_background
+    from topics_actors.gateway.work_stream import WorkPlan
+    died = []
+
+    async def scenario() -> set:
+        core = core_with(TopicsError("gone", ErrorCode.NOT_FOUND))
+        loop, plan = asyncio.get_running_loop(), WorkPlan("q", "n", 1, None)
+        for error in (InvariantViolation("a lease handed out twice"),
+                      TopicsError("gone", ErrorCode.NOT_FOUND)):
+            claiming = loop.create_future()
+            claiming.set_exception(error)
+            task = in_background(core.work._give_back(plan, {}, claiming), core.watch.tasks,
+                                 died.append)
+            await asyncio.wait([task])
+            await asyncio.sleep(0)
+        return core.watch.tasks
+
+    assert asyncio.run(scenario()) == set()
+    assert [str(bug) for bug in died] == ["a lease handed out twice"]

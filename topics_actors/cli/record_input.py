@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-MAX_RECORDS_PER_REQUEST = 10_000   # the API's batch limit (docs/HTTP.md 8.5)
+from topics_actors.limits import BATCH_RECORDS_MAX   # the API's batch limit (docs/HTTP.md 8.5)
 
 
 class BadRecord(ValueError):
@@ -44,5 +44,5 @@ def build_records(datas: list, tag: str | None, node: str | None) -> list[dict]:
     return records
 
 
-def chunks(records: list[dict], size: int = MAX_RECORDS_PER_REQUEST) -> list[list[dict]]:
+def chunks(records: list[dict], size: int = BATCH_RECORDS_MAX) -> list[list[dict]]:
     return [records[i:i + size] for i in range(0, len(records), size)]

@@ -20,7 +20,9 @@ from topics_actors.client.linger_batcher import (
     BATCH_BYTES_MAX_DEFAULT, BATCH_RECORDS_MAX_DEFAULT, IN_FLIGHT_MAX_DEFAULT,
     WAITING_MAX_DEFAULT, ClientStatistics, LingerOptions,
 )
-from topics_actors.client.retry_budget import CONNECT_TIMEOUT_MS
+from topics_actors.client.retry_budget import (
+    CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS, RETRY_DEADLINE_MS,
+)
 from topics_actors.client.router_admin import Steps
 from topics_actors.client.shard_map import DEFAULT_ENDPOINT
 from topics_actors.client.topic_watch import WATCH_WAIT_MS_DEFAULT, watch_events
@@ -34,8 +36,9 @@ class AsyncClient:
 
     NODE_LOCAL = False     # NodeClient: a process of the node, on the shards' ipc sockets
 
-    def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
-                 retry_deadline_ms: int = 30_000, max_in_flight: int = 256,
+    def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *,
+                 request_timeout_ms: int = REQUEST_TIMEOUT_MS,
+                 retry_deadline_ms: int = RETRY_DEADLINE_MS, max_in_flight: int = 256,
                  connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
                  ctx: zmq.Context | None = None, route: bool = True,
                  curve_server_key=None, curve_public_key=None, curve_secret_key=None,

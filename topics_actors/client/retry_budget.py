@@ -10,6 +10,8 @@ from topics_actors.errors import ErrorCode, TopicsError
 BACKOFF_MIN_S = 0.02
 BACKOFF_MAX_S = 0.5
 CONNECT_TIMEOUT_MS = 2_000     # how long a first contact waits for a connection
+REQUEST_TIMEOUT_MS = 5_000     # how long one attempt waits for its reply
+RETRY_DEADLINE_MS = 30_000    # how long a request is retried in all
 
 
 def unavailable(what: str) -> TopicsError:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from topics_actors.config import ProcessState
+from topics_actors.config import NodeConfig, ProcessState
 from topics_actors.errors import invalid
 from topics_actors.topic_identity import shard_of_name
 
-DEFAULT_ENDPOINT = "tcp://127.0.0.1:4001"      # the front of a node started with defaults
+DEFAULT_ENDPOINT = f"tcp://{NodeConfig.host}:{NodeConfig().front_port()}"   # a default node's front
 FRONT = -1      # the target of a request sent to the front (forwarding mode, `status`)
 
 

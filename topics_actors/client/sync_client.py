@@ -23,7 +23,9 @@ from topics_actors.client.linger_batcher import (
     ClientStatistics, LingerOptions, closed_error,
 )
 from topics_actors.client.linger_sender import LingerSender
-from topics_actors.client.retry_budget import CONNECT_TIMEOUT_MS
+from topics_actors.client.retry_budget import (
+    CONNECT_TIMEOUT_MS, REQUEST_TIMEOUT_MS, RETRY_DEADLINE_MS,
+)
 from topics_actors.client.shard_map import DEFAULT_ENDPOINT
 
 
@@ -39,8 +41,10 @@ class Client:
     `linger_batch_records_max`, `linger_batch_bytes_max` bound a batch,
     `linger_waiting_max` the appends waiting)."""
 
-    def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *, request_timeout_ms: int = 5_000,
-                 retry_deadline_ms: int = 30_000, connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
+    def __init__(self, endpoint: str = DEFAULT_ENDPOINT, *,
+                 request_timeout_ms: int = REQUEST_TIMEOUT_MS,
+                 retry_deadline_ms: int = RETRY_DEADLINE_MS,
+                 connect_timeout_ms: int = CONNECT_TIMEOUT_MS,
                  ctx: zmq.Context | None = None, route: bool = True,
                  node_local: bool = False, curve_server_key=None, curve_public_key=None,
                  curve_secret_key=None, linger_ms: float | str = 0,

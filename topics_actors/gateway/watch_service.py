@@ -17,6 +17,7 @@ import logging
 import time
 import uuid
 
+from topics_actors.child_process import die_of_bug
 from topics_actors.errors import ErrorCode, TopicsError, topic_not_found
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, forbidden
@@ -39,6 +40,25 @@ log = logging.getLogger(__name__)
 LEASE_SLACK_MS = 5_000
 REPORT_INTERVAL_S = 0.25        # a stream's cursor reports, at most this often (but the last)
 REPORTS_PER_S_MAX = 400         # ... and this process's streams together, at most this often
+
+
+def in_background(coro, tasks: set, die=die_of_bug) -> asyncio.Task:
+    """Run `coro` as a task in `tasks` (the gateway's stop waits for them, briefly). A bug
+    in it (an InvariantViolation, a failed assert) ends the process, as one a request
+    meets does (`die`: child_process.die_of_bug); any other failure is logged."""
+    task = asyncio.ensure_future(coro)
+    tasks.add(task)
+    task.add_done_callback(lambda done: _settled(done, tasks, die))
+    return task
+
+
+def _settled(task: asyncio.Task, tasks: set, die) -> None:
+    tasks.discard(task)
+    error = None if task.cancelled() else task.exception()
+    if isinstance(error, AssertionError):
+        die(error)
+    elif error is not None:
+        log.error("event=background_task_failed", exc_info=error)
 
 
 def report_interval_s(streams: int) -> float:
@@ -243,9 +263,7 @@ class CursorReporter:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        self.task = asyncio.ensure_future(self._send())
-        self.tasks.add(self.task)
-        self.task.add_done_callback(self.tasks.discard)
+        self.task = in_background(self._send(), self.tasks)
 
     def _fire(self) -> None:
         self.timer = None

@@ -30,7 +30,7 @@ from topics_actors.gateway.sse_frame import CONTENT_TYPE, HEADERS
 from topics_actors.gateway.watch_request import (
     accepts_event_stream, min_heartbeat_ms, not_acceptable, owner_of,
 )
-from topics_actors.gateway.watch_service import LEASE_SLACK_MS, WatchService
+from topics_actors.gateway.watch_service import LEASE_SLACK_MS, WatchService, in_background
 from topics_actors.gateway.work_stream import WorkPlan, WorkStream
 from topics_actors.limits import CLAIM_MAX, NODE_BYTES_MAX, clamp
 from topics_actors.protocol.messages import Held, Nack, StreamLease
@@ -106,11 +106,8 @@ class WorkService:
             lease.close()
 
     def spawn(self, coro) -> asyncio.Task:
-        """Run `coro` in the background; the gateway's stop waits for it (briefly)."""
-        task = asyncio.ensure_future(coro)
-        self.watch.tasks.add(task)
-        task.add_done_callback(self.watch.tasks.discard)
-        return task
+        """Run `coro` in the background (watch_service.in_background)."""
+        return in_background(coro, self.watch.tasks)
 
     def _release(self, plan: WorkPlan, held: dict, claiming: asyncio.Future | None) -> None:
         self.spawn(self._give_back(plan, held, claiming))
@@ -120,6 +117,8 @@ class WorkService:
         if claiming is not None:           # the client left while a claim was on its way
             try:
                 reply = await claiming
+            except AssertionError:          # a bug: in_background ends the process
+                raise
             except Exception:               # a claim that failed took no lease
                 reply = {"claimed": []}
             held.update((job[0], job[1]) for job in reply["claimed"])

@@ -13,14 +13,16 @@ import os
 import uuid
 from collections.abc import Mapping
 
+from topics_actors.client.shard_map import DEFAULT_ENDPOINT
+from topics_actors.limits import BATCH_RECORDS_MAX, SCAN_LIMIT_MAX
 from topics_actors.spark.offsets import EARLIEST, LATEST, OffsetSpec, is_seq
 
-DEFAULT_URL = "tcp://127.0.0.1:4001"
+DEFAULT_URL = DEFAULT_ENDPOINT
 SEQS_PER_PARTITION_DEFAULT = 100_000
 PAGE_SIZE_DEFAULT = 10_000
-PAGE_SIZE_MAX = 50_000
+PAGE_SIZE_MAX = SCAN_LIMIT_MAX           # a scan's limit
 BATCH_SIZE_DEFAULT = 5_000
-BATCH_SIZE_MAX = 10_000
+BATCH_SIZE_MAX = BATCH_RECORDS_MAX       # an append's records
 REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 # Idempotency keys of a topic the writer creates live this long (the server's default
 # window is 2 minutes, too short for a query restarted the next morning).
