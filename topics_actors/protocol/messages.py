@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from topics_actors.limits import LIST_PAGE_SIZE_DEFAULT
 from topics_actors.protocol.envelope import Message, message
 from topics_actors.topic_config import Acks
 
@@ -118,7 +119,7 @@ class ListTopics(Message):
     KIND = "list_topics"
     prefix: str = ""
     after: str = ""
-    limit: int = 100
+    limit: int = LIST_PAGE_SIZE_DEFAULT
     touch: bool = False
 
 
