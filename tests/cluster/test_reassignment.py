@@ -148,15 +148,18 @@ def topic_copy_gone(node, topic: str) -> bool:
 def test_a_node_is_added_another_drained_onto_it_and_removed_under_writes(
         cluster, observer, make_node, zk_connect, capsys):
     """Three topics (one, two and three copies) under retrying `acks: all` writers; a
-    fourth node joins, the leader of the three-copy topic is drained (its copies go to the
-    new node, the freest) and then stopped: writes go on, with full ISRs, and every acked
+    fourth node joins, the topic of one copy moves onto it, the leader of the three-copy
+    topic is drained (each copy to the freest node: the new one for that topic) and then
+    stopped: writes go on, with full ISRs, and every acked
     write is on every final copy exactly once."""
     factors = {"one": 1, "two": 2, "three": 3}
     for topic, factor in factors.items():
         cluster["a"].client().put_topic(topic, replication_factor=factor,
                                         durability="fsync" if factor > 1 else "disk")
-    writers = {t: OnceWriter(cluster["b"], t, threads=2) for t in factors}
-    readers = {t: Reader(cluster["c"], t) for t in factors}
+    drained = observer.read("three").state.leader
+    entry, watcher = (n for n in "abc" if n != drained)
+    writers = {t: OnceWriter(cluster[entry], t, threads=2) for t in factors}
+    readers = {t: Reader(cluster[watcher], t) for t in factors}
     for thread in [*writers.values(), *readers.values()]:
         thread.start()
     try:
@@ -165,16 +168,19 @@ def test_a_node_is_added_another_drained_onto_it_and_removed_under_writes(
                                            env=cluster_env(zk_connect, "d", session_ms=4000))}
         wait_for(lambda: "d" in observer.nodes() and observer.nodes()["d"].get("shards"),
                  30, "d registered")
-        drained = observer.read("three").state.leader
+        code, out, err = topics(capsys, cluster[entry], "cluster", "move", "one",
+                                "--to", "d", "--timeout", "120")    # a copy of one moves
+        assert code == 0 and observer.read("one").state.replicas == ("d",), (out, err)
         held = [t for t in factors if drained in observer.read(t).state.replicas]
-        code, out, err = topics(capsys, cluster["a"], "cluster", "drain", drained,
+        code, out, err = topics(capsys, cluster[entry], "cluster", "drain", drained,
                                 "--timeout", "120")
         print(out)
         assert code == 0, (out, err)
         for topic in held:
             state = observer.read(topic).state
-            assert drained not in state.replicas and "d" in state.replicas, (topic, state)
+            assert drained not in state.replicas, (topic, state)
             assert len(state.replicas) == factors[topic] and state.isr == state.replicas
+        assert "d" in observer.read("three").state.replicas    # the only free node
         nodes[drained].stop()                      # removed: nothing of its is needed now
         wait_for(lambda: drained not in observer.nodes(), 30, "the drained node gone")
         counts = {t: len(w.acked) for t, w in writers.items()}
@@ -187,10 +193,11 @@ def test_a_node_is_added_another_drained_onto_it_and_removed_under_writes(
         for thread in [*writers.values(), *readers.values()]:
             thread.stop()
     assert topic_copy(nodes[drained].data_dir, SHARDS, "three") is None
-    for topic in factors:
-        final = {n: nodes[n] for n in observer.read(topic).state.replicas}
+    finals = {t: {n: nodes[n] for n in observer.read(t).state.replicas} for t in factors}
+    for topic, final in finals.items():
         compared = nodes["d"].http("GET", f"/v0/topics/{topic}/checksum").json()
         assert compared["agree"] and set(compared["copies"]) == set(final), compared
+    for topic, final in finals.items():          # converged() stops the nodes
         copy = converged(final, SHARDS, topic, writers[topic].acked)
         assert once_violations(copy, writers[topic]) == [], topic
         reader = readers[topic]
