@@ -119,6 +119,9 @@ def test_a_topic_moves_off_its_leader_and_a_node_drains_under_writes(
                                 "--timeout", "90")
         assert code == 0, (out, err)
         assert moved(observer, "moving", {kept, before.leader}), observer.read("moving")
+        assert observer.draining() == {spare}
+        client.put_topic("later", replication_factor=2)     # no new copy on a drained node
+        assert set(observer.read("later").state.replicas) == {kept, before.leader}
         count = len(writer.acked)
         wait_for(lambda: len(writer.acked) >= count + 30, 60, "acked writes after the drain")
     finally:
