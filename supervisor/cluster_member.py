@@ -14,11 +14,14 @@ import logging
 import threading
 import time
 
-from topics_actors.cluster import role_table
+from topics_actors.cluster import reassignment, role_table
 from topics_actors.cluster.leader_election import new_topic, reelect
 from topics_actors.cluster.metadata_store import MetadataStore, Versioned
-from topics_actors.errors import TopicsError
+from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.control import IsrChange, PlaceTopic, TopicChange
+from topics_actors.protocol.messages import Reassign
+
+from . import move_request
 from topics_actors.topic_config import parse_config
 from topics_actors.topic_identity import topic_id
 
@@ -32,6 +35,7 @@ QUICK_S = 2.0           # controller writes new leaders right after, which every
 REQUESTS_MAX = 4_096    # shards' ISR changes and placements waiting for the thread
 REFUSED_MAX = 256       # placements refused, kept for the shards to answer with
 ABSENT_MAX = 256        # names looked up and not found, kept for the shards to answer with
+ADMIN_MAX = 64          # operators' moves waiting for the thread
 
 
 class ClusterMember:
@@ -48,6 +52,7 @@ class ClusterMember:
                             "topics": {}, "session": "connecting"}
         self._thread = threading.Thread(target=self._run, name="cluster-member", daemon=True)
         self._requests: collections.deque = collections.deque(maxlen=REQUESTS_MAX)
+        self._admin: collections.deque = collections.deque()    # (Reassign, answer)
         self._roles: list[dict] = []
         self._peer_keys: list[str] = []
         self._roles_serial = 0
@@ -112,6 +117,33 @@ class ClusterMember:
         self._requests.append(msg)
         self._changed.set()
 
+    def admin(self, msg: Reassign, answer) -> None:
+        """An operator's move (from the front's thread), done and answered by the thread:
+        `answer(body, error)`."""
+        if len(self._admin) >= ADMIN_MAX:
+            answer(None, TopicsError("too many moves wait for the cluster; retry",
+                                     ErrorCode.THROTTLED, {"retry_after_ms": 500}))
+            return
+        self._admin.append((msg, answer))
+        self._changed.set()
+
+    def _serve_admin(self, nodes: dict[str, dict] | None) -> None:
+        """The operators' moves waiting; None: the session is down, refuse them now."""
+        while self._admin:
+            msg, answer = self._admin.popleft()
+            if nodes is None:
+                answer(None, TopicsError("this node's ZooKeeper session is not connected; "
+                                         "retry", ErrorCode.NOT_READY))
+                continue
+            try:
+                answer(move_request.serve(self.store, msg, nodes))
+            except TopicsError as error:
+                answer(None, error)
+            except Exception as error:      # kazoo's connection errors among them
+                answer(None, TopicsError(f"ZooKeeper failed the move: {error!r}; retry",
+                                         ErrorCode.NOT_READY))
+                raise
+
     def set_shards(self, endpoints: list[str]) -> None:
         """This node's shard endpoints, which followers fetch from: registered once known."""
         self._register("shards", endpoints)
@@ -159,6 +191,7 @@ class ClusterMember:
         if session != "connected":
             with self._lock:
                 self._view = {**self._view, "session": session}
+            self._serve_admin(None)
             return
         if self._info_dirty:
             with self._lock:
@@ -168,6 +201,7 @@ class ClusterMember:
         if self.store.campaign():
             nodes = self.store.nodes()
         self._serve_requests(nodes)
+        self._serve_admin(nodes)
         states = {topic: found for topic in self.store.topics()
                   if (found := self.store.read(topic)) is not None}
         if self.store.controller_epoch:
@@ -286,7 +320,8 @@ class ClusterMember:
             self._roles_serial += 1
 
     def reconcile(self, nodes: dict[str, dict], states: dict[str, Versioned]) -> int:
-        """Re-elect where a leader or an ISR member left; `states` is updated with what was
+        """Re-elect where a leader or an ISR member left, and take the next step of each
+        move under way (cluster/reassignment.py); `states` is updated with what was
         written. The number of topics changed."""
         live, changed = set(nodes), 0
         for topic, current in states.items():
@@ -297,12 +332,19 @@ class ClusterMember:
             leader = nodes.get(current.state.leader) or {}
             after = reelect(current.state, live, quarantined, self.store.controller_epoch,
                             (leader.get("unsettled") or {}).get(topic))
+            event = "leader_changed"
+            if after is None:
+                after = reassignment.step(current.state, live, quarantined,
+                                          self.store.controller_epoch)
+                event = "move_step"
             if after is not None and self.store.swap(topic, after, current.version,
                                                      as_controller=True):
                 states[topic] = Versioned(after, current.version + 1)
                 changed += 1
-                log.info("event=leader_changed topic=%s leader=%s leader_epoch=%d isr=%s",
-                         topic, after.leader, after.leader_epoch, ",".join(after.isr))
+                log.info("event=%s topic=%s leader=%s leader_epoch=%d isr=%s replicas=%s "
+                         "target=%s", event, topic, after.leader, after.leader_epoch,
+                         ",".join(after.isr), ",".join(after.replicas),
+                         ",".join(after.target or ()) or "-")
         return changed
 
 
