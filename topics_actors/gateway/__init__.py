@@ -27,6 +27,7 @@ Modules:
 - `probe_api.py`: health, readiness, metrics and the cluster view (their handlers)
 - `quarantine_api.py`: the node's recovery quarantine as HTTP shows it
 - `copy_compare.py`: GET /v0/topics/:t/checksum, a topic's in-sync copies compared
+- `cluster_moves.py`: POST /v0/cluster/move and /drain, replicas moved between nodes
 - `queue_api.py`: the queue endpoints of the gateway
 - `replication_report.py`: the node's replication figures, gathered from its shards'
   statuses

@@ -3,8 +3,10 @@
 Built on a topic's first delete by tag (one scan of its live records) and kept current on
 every append after that, so topics that never delete by tag pay nothing. It is not persisted:
 a restarted shard builds it again on first use. Entries are never removed one by one; a seq
-that was deleted or fell below a floor is skipped when the delete reads it, and the prefix
-below the floor is trimmed as queries pass over it.
+that was deleted or fell below a floor is skipped when the delete reads it. The seqs below
+the topic's floor go in `trim`, every TRIM_MIN appends, from every tag (a tag the deletes
+never name, too: a capped topic's index then holds its live records only, not every record
+ever appended), and a tag left with none goes with them.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ TRIM_MIN = 1024          # trim a tag's dead prefix once it is at least this lon
 
 
 class TagIndex:
-    __slots__ = ("seqs", "tags")
+    __slots__ = ("seqs", "tags", "added")
 
     def __init__(self):
         self.seqs: dict[str, array] = {}
         self.tags: list[str] = []          # sorted, for prefix matches
+        self.added = 0                     # seqs added since the last trim
 
     @classmethod
     def build(cls, first: int, last: int, read: Callable[[int], object]) -> "TagIndex":
@@ -41,6 +44,20 @@ class TagIndex:
             seqs = self.seqs[tag] = array("Q")
             bisect.insort(self.tags, tag)
         seqs.append(seq)
+        self.added += 1
+
+    def trim(self, floor: int) -> None:
+        """Every TRIM_MIN seqs added: forget every tag's seqs at or below `floor` (the
+        topic's records there are gone), and the tags left with none."""
+        if self.added < TRIM_MIN:
+            return
+        self.added = 0
+        for tag, seqs in list(self.seqs.items()):
+            if seqs[-1] <= floor:
+                del self.seqs[tag]
+                del self.tags[bisect.bisect_left(self.tags, tag)]
+            else:
+                del seqs[:bisect.bisect_right(seqs, floor)]
 
     def candidates(self, op: int, value: str, floor: int, limit: int) -> Iterator[int]:
         """Seqs in (floor, limit) whose tag matches, ascending within each tag."""

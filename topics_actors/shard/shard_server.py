@@ -15,6 +15,7 @@ import time
 
 import zmq
 
+from topics_actors.allocator_policy import release_free_memory
 from topics_actors.config import ProcessState
 from topics_actors.curve_auth import CurveAuth
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
@@ -236,7 +237,8 @@ class ShardServer:
         if self.core.polls.count:
             self._send(self.core.expire_polls())
         self.core.flush_due()
-        self.core.reader.segments.sweep_idle(time.monotonic_ns())
+        if self.core.reader.segments.sweep_idle(time.monotonic_ns()):
+            release_free_memory()   # every 10 s: what the heap freed, even mid-heap (< 1 ms)
         if self.core.quarantine.unaudited and not self.core.has_work():
             self.core.audit_segments(AUDIT_SLICE_MS)
         self._beat()
