@@ -63,8 +63,10 @@ class ClusterMember:
         self._absent: dict[str, int] = {}      # looked up (asked_ns), no live state then
 
     def join(self) -> None:
-        """Register the node; from now on membership changes wake the thread."""
+        """Register the node; from now on membership changes wake the thread. A node that
+        starts again after a drain takes new copies again."""
         self.store.register(self.info, self._register_wait_s)
+        self.store.set_draining(self.store.node_id, False)
         self.store.watch_nodes(self._membership_changed)
         self.store.znodes.on_state(self._changed.set)    # fence at once when cut off
 
@@ -200,8 +202,9 @@ class ClusterMember:
         nodes = self._rejoin(self.store.nodes())
         if self.store.campaign():
             nodes = self.store.nodes()
-        self._serve_requests(nodes)
         self._serve_admin(nodes)
+        draining = self.store.draining()
+        self._serve_requests(nodes, draining)
         states = {topic: found for topic in self.store.topics()
                   if (found := self.store.read(topic)) is not None}
         if self.store.controller_epoch:
@@ -215,6 +218,7 @@ class ClusterMember:
             self._roles_serial += bool(found)
             self._view = {"node_id": self.store.node_id, "session": session,
                           "controller": self.store.controller(), "nodes": nodes,
+                          "draining": sorted(draining),
                           "topics": {t: v.state.view() for t, v in states.items()
                                      if not v.state.deleted}}
             if roles != self._roles or keys != self._peer_keys:
@@ -238,7 +242,8 @@ class ClusterMember:
         store.watch_nodes(self._membership_changed)
         return store.nodes()
 
-    def _serve_requests(self, nodes: dict[str, dict]) -> None:
+    def _serve_requests(self, nodes: dict[str, dict], draining: frozenset[str] = frozenset()
+                        ) -> None:
         while self._requests:
             msg = self._requests.popleft()
             if type(msg) is IsrChange:
@@ -246,7 +251,7 @@ class ClusterMember:
             elif type(msg) is TopicChange:
                 self._change(msg)
             else:
-                self._place(msg, nodes)
+                self._place(msg, nodes, draining)
 
     def _change_isr(self, msg: IsrChange, nodes: dict[str, dict]) -> None:
         """A leader's ISR proposal, without the nodes ZooKeeper does not list as live: a
@@ -278,10 +283,11 @@ class ClusterMember:
             log.info("event=topic_%s topic=%s leader_epoch=%d",
                      "deleted" if msg.delete else "reconfigured", msg.topic, msg.leader_epoch)
 
-    def _place(self, msg: PlaceTopic, nodes: dict[str, dict]) -> None:
+    def _place(self, msg: PlaceTopic, nodes: dict[str, dict], draining: set[str]) -> None:
         """Create the topic's state unless it exists (the first creator wins; a deleted
-        topic's tombstone is replaced, its epochs continued); a topic that cannot be placed
-        is reported back to the shards as refused."""
+        topic's tombstone is replaced, its epochs continued) on live nodes that are not
+        drained, if enough are; a topic that cannot be placed is reported back to the
+        shards as refused."""
         found = self.store.read(msg.topic, fresh=not msg.create)
         live = found is not None and not found.state.deleted
         if not msg.create:
@@ -294,7 +300,9 @@ class ClusterMember:
             return
         try:
             config = parse_config(msg.config, msg.topic)
-            state = new_topic(sorted(nodes), config.replication_factor, topic_id(msg.topic),
+            kept = sorted(n for n in nodes if n not in draining)
+            state = new_topic(kept if len(kept) >= config.replication_factor else sorted(nodes),
+                              config.replication_factor, topic_id(msg.topic),
                               self.store.controller_epoch, config.to_json(),
                               local=self.store.node_id,
                               first_epoch=found.state.leader_epoch + 1 if found else 1)

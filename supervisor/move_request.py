@@ -1,8 +1,9 @@
 """An operator's move of topics between nodes (POST /v0/cluster/move and /drain, `topics
 cluster move|drain`), as the node's cluster member serves it: the target of each topic is
 checked and stored in the topic's state by compare-and-swap; the controller carries the
-moves out (cluster/reassignment.py). Runs on the cluster member's thread, the only one
-that talks to ZooKeeper."""
+moves out (cluster/reassignment.py). A drained node is also marked, so that no new topic
+is placed on it until it starts again; the copies of a drain go only to nodes not drained.
+Runs on the cluster member's thread, the only one that talks to ZooKeeper."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ def serve(store: MetadataStore, msg: Reassign, nodes: dict[str, dict]) -> dict:
         if msg.drain not in nodes and not held:
             raise TopicsError(f"node {msg.drain!r} is not registered and holds no copy",
                               ErrorCode.NOT_FOUND, {"live": live})
-        targets = reassignment.drain_targets(states, msg.drain, live)
+        others = [n for n in live if n not in store.draining()]
+        targets = reassignment.drain_targets(states, msg.drain, others)
+        store.set_draining(msg.drain, True)       # new topics avoid it from now on
     else:
         if not msg.topic or msg.replicas is None:
             raise invalid("name a `topic` and its new `replicas`, or a node to `drain`")

@@ -4,8 +4,9 @@ nodes and a real ZooKeeper: a topic's copies moved off its leader onto the third
 `acks: all` writers that retry with their keys and a reader that never stops. Checked:
 every acked write at its seq exactly once on the final copies, the copies equal (the
 checksum route and the stopped copies), every record a reader saw still there, no read
-failed, the moved-off copies dropped. TOPICS_TEST_HEAVY=1 adds a run with three topics,
-one of them of one copy, moved and drained at once."""
+failed, the moved-off copies dropped. TOPICS_TEST_HEAVY=1 adds a fourth node joining
+(three topics, one of them of one copy, moved onto it and drained) and a dead node
+drained, whose copy goes when it returns."""
 
 import io
 import os
@@ -118,6 +119,9 @@ def test_a_topic_moves_off_its_leader_and_a_node_drains_under_writes(
                                 "--timeout", "90")
         assert code == 0, (out, err)
         assert moved(observer, "moving", {kept, before.leader}), observer.read("moving")
+        assert observer.draining() == {spare}
+        client.put_topic("later", replication_factor=2)     # no new copy on a drained node
+        assert set(observer.read("later").state.replicas) == {kept, before.leader}
         count = len(writer.acked)
         wait_for(lambda: len(writer.acked) >= count + 30, 60, "acked writes after the drain")
     finally:
@@ -203,3 +207,40 @@ def test_a_node_is_added_another_drained_onto_it_and_removed_under_writes(
         reader = readers[topic]
         assert reader.failures == [] and all(
             seq in copy for seq in reader.seen), (topic, reader.failures)
+
+
+@pytest.mark.skipif(not HEAVY, reason="TOPICS_TEST_HEAVY=1: a dead node drained, its copy "
+                    "dropped when it returns")
+def test_a_dead_node_is_drained_and_drops_its_copy_when_it_returns(
+        cluster, observer, make_node, zk_connect, capsys):
+    """A node holding a copy is killed; a drain of the dead node puts its copy on the third
+    node under writes; when the dead node starts again, it drops the copy it still has
+    (it learns the move from the topic's state, not from its own past)."""
+    cluster["a"].client().put_topic("kept", replication_factor=2, durability="fsync")
+    state = observer.read("kept").state
+    dead = next(n for n in state.replicas if n != state.leader)
+    spare = next(n for n in "abc" if n not in state.replicas)
+    writer = OnceWriter(cluster[spare], "kept", threads=2)
+    writer.start()
+    try:
+        wait_for(lambda: len(writer.acked) >= 50, 60, "acked writes before the kill")
+        cluster[dead].kill_group()
+        wait_for(lambda: dead not in observer.nodes(), 30, "the dead node's session gone")
+        code, out, err = topics(capsys, cluster[spare], "cluster", "drain", dead,
+                                "--timeout", "120")
+        assert code == 0 and moved(observer, "kept", {state.leader, spare}), (out, err)
+        count = len(writer.acked)
+        wait_for(lambda: len(writer.acked) >= count + 50, 60, "acked writes after the drain")
+        returned = make_node(shards=SHARDS, data_dir=cluster[dead].data_dir,
+                             env=cluster_env(zk_connect, dead, session_ms=4000))
+        wait_for(lambda: topic_copy_gone(returned, "kept"), 30, "the stale copy dropped")
+    finally:
+        writer.stop()
+    nodes = {**cluster, dead: returned}
+    final = {n: nodes[n] for n in (state.leader, spare)}
+    compared = nodes[spare].http("GET", "/v0/topics/kept/checksum").json()
+    assert compared["agree"] and set(compared["copies"]) == set(final), compared
+    returned.stop()
+    assert topic_copy(returned.data_dir, SHARDS, "kept") is None
+    copy = converged(final, SHARDS, "kept", writer.acked)
+    assert once_violations(copy, writer) == []

@@ -118,3 +118,26 @@ def test_the_member_stores_targets_and_the_controller_carries_the_move_out():
     final = store.read("t").state
     assert (final.replicas, final.leader, final.leader_epoch, final.target) == (
         ("c", "b"), "c", 2, None)
+
+
+def test_a_drained_node_gets_no_new_copy_until_it_starts_again():
+    from topics_actors.protocol.control import PlaceTopic
+    ensemble = MemoryEnsemble()
+    nodes = {n: _member(ensemble, n) for n in "abc"}
+    nodes["a"].turn()
+    answers = []
+    nodes["b"].admin(Reassign(drain="c"), lambda *a: answers.append(a))
+    nodes["b"].turn()
+    assert answers == [({"moves": []},)] and nodes["b"].view()["draining"] == ["c"]
+    for i in range(6):                       # placement would rotate over all three
+        nodes["c"].submit(PlaceTopic("shard", 0, 1, f"t{i}", {"replication_factor": 2}))
+    nodes["c"].submit(PlaceTopic("shard", 0, 1, "local", {"replication_factor": 1}))
+    nodes["c"].submit(PlaceTopic("shard", 0, 1, "wide", {"replication_factor": 3}))
+    nodes["c"].turn()
+    store = nodes["a"].store
+    assert all(sorted(store.read(f"t{i}").state.replicas) == ["a", "b"] for i in range(6))
+    assert store.read("local").state.replicas != ("c",)     # not kept on the drained node
+    assert sorted(store.read("wide").state.replicas) == ["a", "b", "c"]   # needs all three
+    nodes["c"].store.znodes.close()
+    again = _member(ensemble, "c")                            # it starts again
+    assert store.draining() == set() and again.store.node_id == "c"

@@ -42,9 +42,11 @@ def cluster(ctx, as_json) -> int:
     click.echo(f"node {doc.get('node_id')}, controller {doc.get('controller')}, "
                f"session {doc.get('session')}")
     nodes = doc.get("nodes") or {}
-    print_table(["node", "advertise", "http", "zmq", "quarantined"],
+    drained = doc.get("draining") or []
+    print_table(["node", "advertise", "http", "zmq", "quarantined", "drained"],
                 [[name, n.get("advertise"), n.get("http_port"), n.get("zmq_port"),
-                  n.get("quarantined")] for name, n in sorted(nodes.items())],
+                  n.get("quarantined"), "yes" if name in drained else None]
+                 for name, n in sorted(nodes.items())],
                 title="nodes")
     topics = doc.get("topics") or {}
     print_table(["topic", "leader", "epoch", "isr", "replicas", "moving to", "lag"],
