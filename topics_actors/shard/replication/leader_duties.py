@@ -75,7 +75,11 @@ class LeaderDuties:
             self.advance(topic, tracker.leader_committed(topic.head + 1))
         else:
             tracker = lead.tracker
-            tracker.replicas, tracker.min_isr = role.replicas, topic.config.min_isr
+            tracker.min_isr = topic.config.min_isr
+            if tracker.replicas != role.replicas:     # a move adds or removes replicas
+                tracker.set_replicas(role.replicas, self.clock_ms())
+                if lead.keys is None and len(role.replicas) > 1:
+                    lead.keys = KeyTrail.seeded(topic)   # a copy of one gets a follower
             if tracker.isr != role.isr:
                 self.advance(topic, tracker.isr_written(role.isr))
         lead.tracker.leader_epoch = role.leader_epoch
