@@ -11,5 +11,6 @@ front_core       the front's answers and forwarding, without sockets
 forward_table    the front's forwarded requests in flight, bounded, each with a deadline
 front_relay      the front's socket shell: a thread moving bytes for front_core
 cluster_member   the node's ZooKeeper session and controller duties, in a thread
+move_request     an operator's move or drain, checked and stored as topics' targets
 service_notify   systemd's readiness protocol (sd_notify) without libsystemd
 """

@@ -14,11 +14,14 @@ import logging
 import threading
 import time
 
-from topics_actors.cluster import role_table
+from topics_actors.cluster import reassignment, role_table
 from topics_actors.cluster.leader_election import new_topic, reelect
 from topics_actors.cluster.metadata_store import MetadataStore, Versioned
-from topics_actors.errors import TopicsError
+from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.control import IsrChange, PlaceTopic, TopicChange
+from topics_actors.protocol.messages import Reassign
+
+from . import move_request
 from topics_actors.topic_config import parse_config
 from topics_actors.topic_identity import topic_id
 
@@ -32,6 +35,7 @@ QUICK_S = 2.0           # controller writes new leaders right after, which every
 REQUESTS_MAX = 4_096    # shards' ISR changes and placements waiting for the thread
 REFUSED_MAX = 256       # placements refused, kept for the shards to answer with
 ABSENT_MAX = 256        # names looked up and not found, kept for the shards to answer with
+ADMIN_MAX = 64          # operators' moves waiting for the thread
 
 
 class ClusterMember:
@@ -48,6 +52,7 @@ class ClusterMember:
                             "topics": {}, "session": "connecting"}
         self._thread = threading.Thread(target=self._run, name="cluster-member", daemon=True)
         self._requests: collections.deque = collections.deque(maxlen=REQUESTS_MAX)
+        self._admin: collections.deque = collections.deque()    # (Reassign, answer)
         self._roles: list[dict] = []
         self._peer_keys: list[str] = []
         self._roles_serial = 0
@@ -58,8 +63,10 @@ class ClusterMember:
         self._absent: dict[str, int] = {}      # looked up (asked_ns), no live state then
 
     def join(self) -> None:
-        """Register the node; from now on membership changes wake the thread."""
+        """Register the node; from now on membership changes wake the thread. A node that
+        starts again after a drain takes new copies again."""
         self.store.register(self.info, self._register_wait_s)
+        self.store.set_draining(self.store.node_id, False)
         self.store.watch_nodes(self._membership_changed)
         self.store.znodes.on_state(self._changed.set)    # fence at once when cut off
 
@@ -112,6 +119,33 @@ class ClusterMember:
         self._requests.append(msg)
         self._changed.set()
 
+    def admin(self, msg: Reassign, answer) -> None:
+        """An operator's move (from the front's thread), done and answered by the thread:
+        `answer(body, error)`."""
+        if len(self._admin) >= ADMIN_MAX:
+            answer(None, TopicsError("too many moves wait for the cluster; retry",
+                                     ErrorCode.THROTTLED, {"retry_after_ms": 500}))
+            return
+        self._admin.append((msg, answer))
+        self._changed.set()
+
+    def _serve_admin(self, nodes: dict[str, dict] | None) -> None:
+        """The operators' moves waiting; None: the session is down, refuse them now."""
+        while self._admin:
+            msg, answer = self._admin.popleft()
+            if nodes is None:
+                answer(None, TopicsError("this node's ZooKeeper session is not connected; "
+                                         "retry", ErrorCode.NOT_READY))
+                continue
+            try:
+                answer(move_request.serve(self.store, msg, nodes))
+            except TopicsError as error:
+                answer(None, error)
+            except Exception as error:      # kazoo's connection errors among them
+                answer(None, TopicsError(f"ZooKeeper failed the move: {error!r}; retry",
+                                         ErrorCode.NOT_READY))
+                raise
+
     def set_shards(self, endpoints: list[str]) -> None:
         """This node's shard endpoints, which followers fetch from: registered once known."""
         self._register("shards", endpoints)
@@ -159,6 +193,7 @@ class ClusterMember:
         if session != "connected":
             with self._lock:
                 self._view = {**self._view, "session": session}
+            self._serve_admin(None)
             return
         if self._info_dirty:
             with self._lock:
@@ -167,7 +202,9 @@ class ClusterMember:
         nodes = self._rejoin(self.store.nodes())
         if self.store.campaign():
             nodes = self.store.nodes()
-        self._serve_requests(nodes)
+        self._serve_admin(nodes)
+        draining = self.store.draining()
+        self._serve_requests(nodes, draining)
         states = {topic: found for topic in self.store.topics()
                   if (found := self.store.read(topic)) is not None}
         if self.store.controller_epoch:
@@ -181,6 +218,7 @@ class ClusterMember:
             self._roles_serial += bool(found)
             self._view = {"node_id": self.store.node_id, "session": session,
                           "controller": self.store.controller(), "nodes": nodes,
+                          "draining": sorted(draining),
                           "topics": {t: v.state.view() for t, v in states.items()
                                      if not v.state.deleted}}
             if roles != self._roles or keys != self._peer_keys:
@@ -204,7 +242,8 @@ class ClusterMember:
         store.watch_nodes(self._membership_changed)
         return store.nodes()
 
-    def _serve_requests(self, nodes: dict[str, dict]) -> None:
+    def _serve_requests(self, nodes: dict[str, dict], draining: frozenset[str] = frozenset()
+                        ) -> None:
         while self._requests:
             msg = self._requests.popleft()
             if type(msg) is IsrChange:
@@ -212,7 +251,7 @@ class ClusterMember:
             elif type(msg) is TopicChange:
                 self._change(msg)
             else:
-                self._place(msg, nodes)
+                self._place(msg, nodes, draining)
 
     def _change_isr(self, msg: IsrChange, nodes: dict[str, dict]) -> None:
         """A leader's ISR proposal, without the nodes ZooKeeper does not list as live: a
@@ -244,10 +283,11 @@ class ClusterMember:
             log.info("event=topic_%s topic=%s leader_epoch=%d",
                      "deleted" if msg.delete else "reconfigured", msg.topic, msg.leader_epoch)
 
-    def _place(self, msg: PlaceTopic, nodes: dict[str, dict]) -> None:
+    def _place(self, msg: PlaceTopic, nodes: dict[str, dict], draining: set[str]) -> None:
         """Create the topic's state unless it exists (the first creator wins; a deleted
-        topic's tombstone is replaced, its epochs continued); a topic that cannot be placed
-        is reported back to the shards as refused."""
+        topic's tombstone is replaced, its epochs continued) on live nodes that are not
+        drained, if enough are; a topic that cannot be placed is reported back to the
+        shards as refused."""
         found = self.store.read(msg.topic, fresh=not msg.create)
         live = found is not None and not found.state.deleted
         if not msg.create:
@@ -260,7 +300,9 @@ class ClusterMember:
             return
         try:
             config = parse_config(msg.config, msg.topic)
-            state = new_topic(sorted(nodes), config.replication_factor, topic_id(msg.topic),
+            kept = sorted(n for n in nodes if n not in draining)
+            state = new_topic(kept if len(kept) >= config.replication_factor else sorted(nodes),
+                              config.replication_factor, topic_id(msg.topic),
                               self.store.controller_epoch, config.to_json(),
                               local=self.store.node_id,
                               first_epoch=found.state.leader_epoch + 1 if found else 1)
@@ -286,7 +328,8 @@ class ClusterMember:
             self._roles_serial += 1
 
     def reconcile(self, nodes: dict[str, dict], states: dict[str, Versioned]) -> int:
-        """Re-elect where a leader or an ISR member left; `states` is updated with what was
+        """Re-elect where a leader or an ISR member left, and take the next step of each
+        move under way (cluster/reassignment.py); `states` is updated with what was
         written. The number of topics changed."""
         live, changed = set(nodes), 0
         for topic, current in states.items():
@@ -297,12 +340,19 @@ class ClusterMember:
             leader = nodes.get(current.state.leader) or {}
             after = reelect(current.state, live, quarantined, self.store.controller_epoch,
                             (leader.get("unsettled") or {}).get(topic))
+            event = "leader_changed"
+            if after is None:
+                after = reassignment.step(current.state, live, quarantined,
+                                          self.store.controller_epoch)
+                event = "move_step"
             if after is not None and self.store.swap(topic, after, current.version,
                                                      as_controller=True):
                 states[topic] = Versioned(after, current.version + 1)
                 changed += 1
-                log.info("event=leader_changed topic=%s leader=%s leader_epoch=%d isr=%s",
-                         topic, after.leader, after.leader_epoch, ",".join(after.isr))
+                log.info("event=%s topic=%s leader=%s leader_epoch=%d isr=%s replicas=%s "
+                         "target=%s", event, topic, after.leader, after.leader_epoch,
+                         ",".join(after.isr), ",".join(after.replicas),
+                         ",".join(after.target or ()) or "-")
         return changed
 
 

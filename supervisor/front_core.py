@@ -24,8 +24,8 @@ from topics_actors.protocol import decode, decode_reply, encode, encode_error, e
 from topics_actors.protocol.envelope import with_corr
 from topics_actors.protocol.messages import (
     Ack, Append, Claim, DeleteRecords, DeleteRouters, DeleteTopic, Diff, Extend, GetTopic, Held,
-    ListRouters, ListTopics, Nack, PutRouter, PutTopic, RepairTopic, RouterSync, Scan, Status,
-    Checksum,
+    ListRouters, ListTopics, Nack, PutRouter, PutTopic, Reassign, RepairTopic, RouterSync, Scan,
+    Status, Checksum,
 )
 from topics_actors.topic_identity import shard_of_name
 from topics_actors.topic_pages import merged_topics
@@ -42,6 +42,8 @@ NODE_KINDS = (ListTopics, ListRouters, DeleteRouters)       # asked of every sha
 class Effects:
     replies: list[tuple[bytes, bytes]] = dataclasses.field(default_factory=list)
     sends: list[tuple[int, bytes]] = dataclasses.field(default_factory=list)   # (shard, raw)
+    # (peer, corr, msg): requests the node answers itself (a reassignment: its cluster member)
+    node_calls: list[tuple[bytes, int, object]] = dataclasses.field(default_factory=list)
 
     def error(self, peer: bytes, corr: int, error: TopicsError) -> None:
         self.replies.append((peer, encode_error(corr, error)))
@@ -105,6 +107,8 @@ class FrontCore:
                 self._gather(effects, peer, corr, msg, now_ns)
             elif type(msg) in TOPIC_KINDS:
                 self._forward(effects, peer, corr, msg, raw, now_ns)
+            elif type(msg) is Reassign:
+                effects.node_calls.append((peer, corr, msg))
             else:
                 raise ProtocolError(f"the front does not forward {msg.KIND} (a request of "
                                     f"the node's own processes)")

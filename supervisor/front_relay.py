@@ -4,11 +4,14 @@ DEALER per shard (its ipc endpoint), and moves bytes for FrontCore.
 A thread of its own, so that forwarding never delays the supervisor's control work
 (heartbeats, restarts, the stop) and the supervisor's work never delays a reply. The two
 share one thing: the shard map, which the supervisor hands over whole (publish_map) and the
-relay picks up at its next turn.
+relay picks up at its next turn. A request the node answers itself (a reassignment) goes to
+`node_call`, whose answer comes back from another thread through `post`, sent at the next
+turn.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -16,6 +19,8 @@ import time
 import zmq
 
 from topics_actors.config import ProcessState
+from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.protocol import encode_error, encode_reply
 from topics_actors.protocol.envelope import requests_of
 
 from .front_core import Effects, FrontCore
@@ -30,6 +35,7 @@ SHARD_HWM_MESSAGES = 10_000
 # a millisecond, but without it the first request after a start can beat the connection
 # and be refused "cannot be reached" by a node that just said it was ready.
 CONNECT_WAIT_MS = 500
+POSTED_MAX = 1_024             # answers of node calls waiting for the relay's next turn
 
 
 class FrontRelay:
@@ -54,6 +60,8 @@ class FrontRelay:
             self._poller.register(sock, zmq.POLLIN)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="front-relay", daemon=True)
+        self.node_call = _not_in_a_cluster       # (msg, answer(body, error)): the node's own
+        self._posted: collections.deque = collections.deque(maxlen=POSTED_MAX)
 
     def publish_map(self, shard_map: dict) -> None:
         """From the supervisor's thread: the map the relay answers and routes with next."""
@@ -99,6 +107,8 @@ class FrontRelay:
         for _, sock in self.dealers.values():
             if sock in ready:
                 self._take_replies(sock)
+        while self._posted:
+            self._apply(self._posted.popleft())
         self._apply(self.core.expire(time.monotonic_ns()))
 
     def _timeout_ms(self) -> int:
@@ -179,8 +189,22 @@ class FrontRelay:
                 dealer[1].send(raw, zmq.NOBLOCK)
             except zmq.Again:    # not connected (IMMEDIATE) or full: answer now, not later
                 self._apply(self.core.unsent(raw))
+        for peer, corr, msg in effects.node_calls:
+            self.node_call(msg, self._answer_to(peer, corr))
         for peer, raw in effects.replies:
             try:
                 self.fronts[peer[:1]].send_multipart([peer[1:], raw], zmq.NOBLOCK)
             except zmq.ZMQError:  # the client is gone or not reading: it will retry
                 self.dropped_replies += 1
+
+    def _answer_to(self, peer: bytes, corr: int):
+        """The answer callback of a node call: posted from any thread, sent by this one."""
+        def answer(body: dict | None, error: TopicsError | None = None) -> None:
+            raw = encode_error(corr, error) if error is not None else encode_reply(corr, body)
+            self._posted.append(Effects(replies=[(peer, raw)]))
+        return answer
+
+
+def _not_in_a_cluster(msg, answer) -> None:
+    answer(None, TopicsError("this node is not in a cluster (TOPICS_ZK is unset)",
+                             ErrorCode.NOT_FOUND))

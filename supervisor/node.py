@@ -126,6 +126,8 @@ class Supervisor:
             self._add_children()
             for child in self.table.children:
                 self.table.spawn(child)
+            if self.cluster is not None:
+                self.net.relay.node_call = self.cluster.admin
             self.net.start_relay(self.shard_map())
             self._install_signal_handlers()
             while not self.stopping:

@@ -33,6 +33,7 @@ KIND_SCOPES = {
     "delete_topic": ("delete",), "delete_records": ("delete",), "put_topic": ("admin",),
     "put_router": ("admin",), "list_routers": ("read",), "delete_routers": ("delete",),
     "router_sync": ("read",), "repair_topic": ("admin",), "checksum": ("read",),
+    "reassign": ("admin",),
     "replica_fetch": ("admin",), "epoch_query": ("admin",),   # between nodes' shards
 }
 # The fields of a request that name a topic or a router: each must be within the prefixes.

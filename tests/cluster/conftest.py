@@ -3,6 +3,8 @@ import uuid
 import pytest
 
 from tools.testing.zookeeper_server import ZooKeeperServer
+from topics_actors.cluster.metadata_store import MetadataStore
+from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
 
 
 @pytest.fixture(scope="module")
@@ -24,3 +26,11 @@ def zk_connect(zookeeper):
     client.stop()
     client.close()
     return zookeeper.connect + chroot
+
+
+@pytest.fixture
+def observer(zk_connect):
+    """A ZooKeeper session of the test's own, reading the cluster's metadata."""
+    store = MetadataStore(ZooKeeperZnodes(zk_connect, 2000), "observer")
+    yield store
+    store.znodes.close()

@@ -12,8 +12,6 @@ import zmq
 from tools.testing.cluster_harness import cluster_env, converged, wait_caught_up, wait_isr
 from tools.testing.node_harness import wait_for
 from topics_actors.client import Client, TopicsError
-from topics_actors.cluster.metadata_store import MetadataStore
-from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -24,13 +22,6 @@ CLIENT, STRANGER = zmq.curve_keypair(), zmq.curve_keypair()
 def _creds(data_dir: str, pair) -> dict:
     return {"curve_server_key": os.path.join(data_dir, "curve", "server.public"),
             "curve_public_key": pair[0], "curve_secret_key": pair[1]}
-
-
-@pytest.fixture
-def observer(zk_connect):
-    store = MetadataStore(ZooKeeperZnodes(zk_connect, 2000), "observer")
-    yield store
-    store.znodes.close()
 
 
 def test_nodes_serving_curve_replicate_to_each_other(make_node, zk_connect, observer,

@@ -23,13 +23,6 @@ def cluster_env(zk_connect: str, node_id: str) -> dict:
             "TOPICS_ZK_SESSION_TIMEOUT_MS": SESSION_MS, "TOPICS_GATEWAY_WORKERS": "1"}
 
 
-@pytest.fixture
-def observer(zk_connect):
-    store = MetadataStore(ZooKeeperZnodes(zk_connect, 2000), "observer")
-    yield store
-    store.znodes.close()
-
-
 def test_three_nodes_register_and_one_controls(make_node, zk_connect, observer):
     nodes = {nid: make_node(shards=1, env=cluster_env(zk_connect, nid)) for nid in "abc"}
     registered = wait_for(lambda: observer.nodes() if len(observer.nodes()) == 3 else None,

@@ -21,8 +21,6 @@ from tools.testing.cluster_harness import (
     Writer, cluster_env, converged, wait_caught_up, wait_isr,
 )
 from tools.testing.node_harness import wait_for
-from topics_actors.cluster.metadata_store import MetadataStore
-from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
 from topics_actors.storage import snapshot
 from topics_actors.storage.fs import RealFs
 from topics_actors.topic_identity import shard_of_name
@@ -35,13 +33,6 @@ TOPIC = "diverge"
 # no checkpoint runs during the test: the divergent records stay in the WAL, so the cut
 # is made in place (a checkpoint absorbing them would make it a whole-copy reset).
 ENV = {"TOPICS_HEARTBEAT_TIMEOUT_MS": "60000", "TOPICS_CHECKPOINT_INTERVAL_MS": "600000"}
-
-
-@pytest.fixture
-def observer(zk_connect):
-    store = MetadataStore(ZooKeeperZnodes(zk_connect, 2000), "observer")
-    yield store
-    store.znodes.close()
 
 
 def figures(node) -> dict:

@@ -16,21 +16,12 @@ from tools.testing.cluster_harness import (
 )
 from tools.testing.node_harness import wait_for
 from tools.testing.sse_reader import SseReader
-from topics_actors.cluster.metadata_store import MetadataStore
-from topics_actors.cluster.zookeeper_znodes import ZooKeeperZnodes
 from topics_actors.errors import TopicsError
 from topics_actors.shard.replication.replica_rules import PLACE_WAIT_MS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 SHARDS = 2
-
-
-@pytest.fixture
-def observer(zk_connect):
-    store = MetadataStore(ZooKeeperZnodes(zk_connect, 2000), "observer")
-    yield store
-    store.znodes.close()
 
 
 @pytest.fixture

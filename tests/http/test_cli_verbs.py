@@ -165,6 +165,8 @@ def test_routers_put_ls_rm(topics):
 def test_cluster_quarantine_and_unreachable(topics, capsys, monkeypatch):
     code, _, err = topics("cluster")
     assert code == 4 and "not in a cluster" in err
+    code, _, err = topics("cluster", "drain", "n1")              # nothing to move here
+    assert code == 4 and "not in a cluster" in err
     code, out, _ = topics("quarantine", "--json")
     assert code == 0 and json.loads(out)["quarantined"] == []
     topics("append", "sum", "1", "2", "3")

@@ -33,14 +33,14 @@ def test_reader_sweep_unmaps_idle_segments_and_gives_back_their_descriptors(topi
         for first in firsts:
             reader.read(topic_dir, first, first)
         assert fds() == before + 2 * len(firsts)     # a map holds its file's descriptor
-        reader.sweep_idle(now)                       # all read since the last sweep: kept
+        assert reader.sweep_idle(now)                # all read since the last sweep: kept
         reader.keep_only(every)
         assert set(reader._views) == every
         reader.read(topic_dir, 11, 12)
         reader.read(topic_dir, 21, 22)
-        reader.sweep_idle(now + step - 1)            # not due yet: nothing goes
+        assert not reader.sweep_idle(now + step - 1)  # not due yet: nothing goes
         assert set(reader._views) == every
-        reader.sweep_idle(now + step)
+        assert reader.sweep_idle(now + step)
         assert set(reader._views) == {(topic_dir, 11), (topic_dir, 21)}
         assert fds() == before + 4
         reader.keep_only({(topic_dir, 11)})          # 21 no longer listed
@@ -67,3 +67,24 @@ def test_the_compactor_sweeps_its_maps_too(tmp_path, topic_dir):
         assert reader._views == {}
     finally:
         checkpointer.close()
+
+
+def test_the_reader_keeps_at_most_its_bound_mapped(topic_dir):
+    """The bound the soak's descriptor tolerance rests on: however many segments are read
+    between two sweeps, at most max_open stay mapped, two descriptors each."""
+    firsts = [1 + 10 * i for i in range(6)]
+    for first in firsts:
+        write_segment(topic_dir, first, 3).close()
+    reader = SegmentReader(RealFs(), max_open=4)
+    fds = lambda: len(os.listdir("/proc/self/fd"))   # noqa: E731
+    try:
+        before = fds()
+        for first in firsts + firsts:
+            assert reader.read(topic_dir, first, first + 1) == expected(first + 1,
+                                                                       *wal_record(first + 1))
+            assert len(reader._views) <= 4 and fds() <= before + 2 * 4
+        assert list(reader._views) == [(topic_dir, first) for first in firsts[-4:]]
+    finally:
+        reader.close()
+    assert fds() == before
+    assert seg.SEGMENT_MAPS_MAX == SegmentReader(RealFs()).max_open

@@ -8,15 +8,21 @@ trends, bytes per retained record.
 | SV-3 | a steady leak is growth; noise, one spike, and a one-time step are not |
 | SV-4 | a leak hidden under noise larger than itself is still found by its trend and thirds |
 | SV-5 | bytes per record leave out the idle node and the ephemeral topics' buffers |
+| SV-6 | segment files' descriptors are counted apart, bounded by their reader's LRU |
 """
 
 from __future__ import annotations
 
+import os
 import random
 
 import pytest
 
 from tools.soak import growth_verdict as verdict
+from tools.soak.process_sampler import sample
+from tools.soak.soak_run import segment_maps_max
+from topics_actors.compactor.segment_ledger import CHECKPOINT_MAPS_MAX
+from topics_actors.storage.segment import SEGMENT_MAPS_MAX
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -73,3 +79,26 @@ def test_bytes_per_record_leave_out_idle_and_ephemeral_buffers():   # SV-5
     assert verdict.bytes_per_record(300 * MIB, 120 * MIB, 100 * MIB, 4_000_000) == \
         pytest.approx(80 * MIB / 4_000_000)
     assert verdict.bytes_per_record(130 * MIB, 120 * MIB, 0, 0) == 10 * MIB
+
+
+def test_segment_descriptors_are_counted_apart_and_bounded_by_the_lru(tmp_path):   # SV-6
+    before = sample(os.getpid())
+    handles = [open(tmp_path / name, "w") for name in ("a.data", "a.idx", "b.data", "wal")]
+    try:
+        during = sample(os.getpid())
+    finally:
+        for handle in handles:
+            handle.close()
+    assert during.segment_fds - before.segment_fds == 3
+    assert during.fds - before.fds == 1
+    # a shard's working set of mapped segments moving is not a leak up to its LRU's bound,
+    # two descriptors a segment; past it, and in a process that maps none, it is
+    shard = verdict.segment_descriptor_tolerance(segment_maps_max("shard-01"))
+    assert shard == verdict.DESCRIPTOR_SLACK + 2 * SEGMENT_MAPS_MAX
+    assert verdict.segment_descriptor_tolerance(segment_maps_max("compactor")) == \
+        verdict.DESCRIPTOR_SLACK + 2 * CHECKPOINT_MAPS_MAX
+    assert segment_maps_max("gateway") == 0
+    times = [float(i) for i in range(30)]
+    working_set = [20 + (i * 37) % 300 for i in range(30)]
+    assert not verdict.growth(times, working_set, shard).growing
+    assert verdict.growth(times, [20 + 30 * i for i in range(30)], shard).growing

@@ -149,6 +149,20 @@ def cluster_env(zk: str, node_id: str, session_ms: int) -> dict:
             "TOPICS_ZK_SESSION_TIMEOUT_MS": str(session_ms), "TOPICS_GATEWAY_WORKERS": "1"}
 
 
+def zk_cluster(stack: contextlib.ExitStack, ids: list[str], session_ms: int
+               ) -> tuple[ZooKeeperServer, list[NodeProcess], MetadataStore]:
+    """One ZooKeeper, a node of two shards per id joined to it, and a session of the
+    bench's own reading the cluster's metadata; all stopped with `stack`."""
+    zookeeper = ZooKeeperServer(_temp_dir(stack, "topics-bench-zk-"))
+    stack.callback(zookeeper.stop)
+    zookeeper.start()
+    nodes = [NodeProcess(2, env=cluster_env(zookeeper.connect, n, session_ms)) for n in ids]
+    start_nodes(stack, nodes)
+    observer = MetadataStore(ZooKeeperZnodes(zookeeper.connect, 10_000), "bench")
+    stack.callback(observer.znodes.close)
+    return zookeeper, nodes, observer
+
+
 def _fmt(values: list[float]) -> str:
     values = [v for v in values if v is not None]
     if not values:
@@ -165,18 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     busy0, started = machine_busy_s(), time.monotonic()
     with contextlib.ExitStack() as stack:
-        zookeeper = ZooKeeperServer(_temp_dir(stack, "topics-bench-zk-"))
-        stack.callback(zookeeper.stop)
-        zookeeper.start()
-        node_ids: dict = {}
-        nodes = []
-        for n in range(3):
-            node = NodeProcess(2, env=cluster_env(zookeeper.connect, f"n{n}", args.session_ms))
-            node_ids[id(node)] = f"n{n}"
-            nodes.append(node)
-        start_nodes(stack, nodes)
-        observer = MetadataStore(ZooKeeperZnodes(zookeeper.connect, 10_000), "bench")
-        stack.callback(observer.znodes.close)
+        ids = ["n0", "n1", "n2"]
+        zookeeper, nodes, observer = zk_cluster(stack, ids, args.session_ms)
+        node_ids = {id(node): name for node, name in zip(nodes, ids)}
         results = []
         for run in range(args.runs):
             result, victim = one_run(nodes, observer, run, args.writers, node_ids)

@@ -23,8 +23,12 @@ Tolerances (docs/OPERATIONS.md "Memory" justifies them from measured runs):
   moves by a few as its work comes and goes, whatever the data. The fraction covers what a
   process's own buffers swing by with the load; PSS also counts mapped WAL pages, which
   come and go as files are written and absorbed: two WAL files more (pss_tolerance);
-- descriptors: DESCRIPTOR_SLACK (segment files a reader keeps mapped, connections of
-  clients in the middle of coming or going); threads: THREAD_SLACK.
+- descriptors other than segment files': DESCRIPTOR_SLACK (connections of clients in the
+  middle of coming or going); threads: THREAD_SLACK;
+- segment files' descriptors: DESCRIPTOR_SLACK plus two per segment its reader may keep
+  mapped (segment_descriptor_tolerance). Which segments the readers use moves with the load
+  (retention reads each capped topic's oldest segment, a watcher the ones it visits), and
+  within its reader's LRU bound that is a working set, not a leak.
 """
 
 from __future__ import annotations
@@ -81,6 +85,12 @@ def growth(times: list[float], values: list[float], tolerance: float) -> Growth:
 
 def memory_tolerance(values: list[float]) -> float:
     return MEMORY_SLACK_BYTES + MEMORY_SLACK_FRACTION * statistics.median(values)
+
+
+def segment_descriptor_tolerance(maps_max: int, per_map: int = 2) -> float:
+    """What a process's segment-file descriptors may move by: its reader's bound of mapped
+    segments (`maps_max`, 0 for a process that maps none), `per_map` descriptors each."""
+    return DESCRIPTOR_SLACK + maps_max * per_map
 
 
 def pss_tolerance(values: list[float], wal_file_bytes: int) -> float:

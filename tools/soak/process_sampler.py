@@ -2,6 +2,11 @@
 share of the anonymous pages it maps, its heap, stacks and anonymous maps), PSS (its share
 of everything resident, mapped file pages included), open descriptors and threads.
 
+Descriptors are counted in two parts: those of segment files (`.data`, `.idx`), which a
+process's segment reader holds while it keeps a segment mapped and which its LRU bounds
+(growth_verdict.segment_descriptor_tolerance), and all the others (sockets, WAL files,
+pipes), which nothing should make grow.
+
 Shares, not `RssAnon`: children forked from the fork server share its pages until they
 write them, and `RssAnon` would count a shared page once in every process that maps it.
 Summed over every process of the node, shares count each page once.
@@ -20,11 +25,15 @@ from typing import NamedTuple
 import psutil
 
 
+SEGMENT_SUFFIXES = (".data", ".idx")
+
+
 class ProcessSample(NamedTuple):
     anon_bytes: int
     pss_bytes: int
-    fds: int
+    fds: int              # descriptors other than segment files'
     threads: int
+    segment_fds: int      # descriptors of segment files (.data, .idx)
 
 
 def node_processes(status: dict) -> dict[str, int]:
@@ -61,8 +70,22 @@ def sample(pid: int) -> ProcessSample:
     """One process's figures; psutil.NoSuchProcess (or OSError) if it has gone."""
     process = psutil.Process(pid)
     rollup = f"/proc/{pid}/smaps_rollup"
+    total, segment = _descriptors(pid)
     return ProcessSample(_proc_field(rollup, "Pss_Anon:"), _proc_field(rollup, "Pss:"),
-                         process.num_fds(), process.num_threads())
+                         total - segment, process.num_threads(), segment)
+
+
+def _descriptors(pid: int) -> tuple[int, int]:
+    """(all open descriptors, those of segment files) of a process."""
+    names = os.listdir(f"/proc/{pid}/fd")
+    segment = 0
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{name}")
+        except OSError:          # closed since the listing
+            continue
+        segment += target.endswith(SEGMENT_SUFFIXES)
+    return len(names), segment
 
 
 def sample_all(pids: dict[str, int]) -> dict[str, ProcessSample]:

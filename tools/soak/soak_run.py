@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import psutil
 
+from topics_actors.compactor.segment_ledger import CHECKPOINT_MAPS_MAX
+from topics_actors.storage.segment import SEGMENT_MAPS_MAX
 from tools.soak import growth_verdict as verdict
 from tools.soak.load_mix import load_main
 from tools.soak.process_sampler import ProcessSample, node_processes, sample_all
@@ -24,6 +26,13 @@ from tools.testing.node_harness import Node, alive
 
 MIB = 1 << 20
 LOAD_STOP_S = 60.0
+
+
+def segment_maps_max(name: str) -> int:
+    """How many segments a node process's reader may keep mapped (its LRU's bound)."""
+    if name.startswith("shard-"):
+        return SEGMENT_MAPS_MAX
+    return CHECKPOINT_MAPS_MAX if name == "compactor" else 0
 
 
 class Tick(NamedTuple):
@@ -98,7 +107,8 @@ class SoakRun:
             rounds.append(sample_all(self.pids))
             time.sleep(0.5)
         return {name: ProcessSample(*(int(statistics.median(r[name][i] for r in rounds))
-                                      for i in range(4))) for name in self.pids}
+                                      for i in range(len(ProcessSample._fields))))
+                for name in self.pids}
 
     def make_topics(self) -> None:
         plan, client = self.plan, self.client
@@ -150,7 +160,8 @@ class SoakRun:
         self.out(f"t={t_s:6.0f}s retained {retained:>9,} anon {tick.anon / MIB:7.1f} MiB "
                  f"(+{(tick.anon - idle) / MIB:.1f} above idle, ephemeral buffers "
                  f"{ram / MIB:.1f}) pss {pss / MIB:.1f} MiB "
-                 f"fds {sum(p.fds for p in tick.processes.values())} B/record {per:.1f}")
+                 f"fds {sum(p.fds for p in tick.processes.values())} + segments "
+                 f"{sum(p.segment_fds for p in tick.processes.values())} B/record {per:.1f}")
 
     def stop_node(self) -> None:
         if self.node is None or self.node.proc is None:
@@ -219,9 +230,11 @@ class SoakRun:
         out = []
         for name in self.pids:
             for field, unit in (("anon_bytes", MIB), ("pss_bytes", MIB), ("fds", 1),
-                                ("threads", 1)):
+                                ("segment_fds", 1), ("threads", 1)):
                 values = [getattr(t.processes[name], field) for t in steady]
                 tolerance = {"fds": verdict.DESCRIPTOR_SLACK,
+                             "segment_fds": verdict.segment_descriptor_tolerance(
+                                 segment_maps_max(name)),
                              "threads": verdict.THREAD_SLACK,
                              "pss_bytes": verdict.pss_tolerance(
                                  values, self.plan.wal_file_bytes())}.get(
@@ -235,17 +248,18 @@ class SoakRun:
 
     def table(self, steady: list[Tick]) -> list[str]:
         lines = ["process        idle anon  anon median/peak  anon trend   pss median/peak  "
-                 "pss trend   fds  threads"]
+                 "pss trend   fds  seg fds  threads"]
         times = [t.t_s for t in steady]
         for name in self.pids:
             anon = [t.processes[name].anon_bytes for t in steady]
             pss = [t.processes[name].pss_bytes for t in steady]
+            last = steady[-1].processes[name]
             lines.append(
                 f"{name:<14} {self.idle[name].anon_bytes / MIB:7.1f}  "
                 f"{statistics.median(anon) / MIB:7.1f} / {max(anon) / MIB:6.1f}  "
                 f"{verdict.growth(times, anon, 0).trend / MIB:+8.1f}  "
                 f"{statistics.median(pss) / MIB:7.1f} / {max(pss) / MIB:6.1f}  "
                 f"{verdict.growth(times, pss, 0).trend / MIB:+8.1f}  "
-                f"{steady[-1].processes[name].fds:5d}  {steady[-1].processes[name].threads:5d}")
+                f"{last.fds:5d}  {last.segment_fds:7d}  {last.threads:5d}")
         lines.append("(MiB; trends: the gain over the steady window by the Theil-Sen slope)")
         return lines

@@ -5,6 +5,7 @@ Modules: http_api (the blocking HTTP client and ApiError), exit_code (the exit c
 output (JSON, tables and errors; the `verb` wrapper), record_input (records from arguments
 or stdin), event_stream (server-sent events from a byte stream), topic_verbs (ls, info, rm,
 append, tail), work_verbs (queue, routers), node_verbs (cluster, checksum, quarantine),
+move_verbs (cluster move and drain),
 bench_verb (bench).
 """
 

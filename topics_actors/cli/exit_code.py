@@ -14,4 +14,5 @@ class ExitCode(enum.IntEnum):
     NOT_FOUND = 4       # 404: no such topic, router or route (a single node's /v0/cluster)
     FORBIDDEN = 5       # 401 or 403: the key is missing, unknown or lacks the scope
     DIFFER = 6          # `checksum`: a topic's in-sync copies do not agree (or did not answer)
+    TIMED_OUT = 7       # `cluster move|drain`: the moves were not done within --timeout
     INTERRUPTED = 130   # Ctrl-C before the verb finished (`tail -f` ends this way on purpose)

@@ -1,4 +1,5 @@
-"""The node verbs of `topics`: `cluster` (nodes, controller, leaders, ISR, lag),
+"""The node verbs of `topics`: `cluster` (nodes, controller, leaders, ISR, lag; its
+`move` and `drain`: move_verbs.py),
 `checksum` (do a topic's in-sync copies agree?) and `quarantine` (topics recovery set
 aside, and their repair)."""
 
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 import click
 
+from topics_actors.cli import move_verbs
 from topics_actors.cli.exit_code import ExitCode
 from topics_actors.cli.output import (api_of, fail, json_option, print_json, print_table,
                                       verb)
@@ -17,12 +19,15 @@ def follower_lags(topic: dict) -> str:
     return " ".join(f"{node}:{f.get('lag')}" for node, f in sorted(followers.items())) or "-"
 
 
-@click.command("cluster")
+@click.group("cluster", invoke_without_command=True)
 @json_option
 @click.pass_context
 @verb
 def cluster(ctx, as_json) -> int:
-    """The cluster as this node sees it: nodes, controller, topic leaders, ISR and lag."""
+    """The cluster as this node sees it: nodes, controller, topic leaders, ISR and lag;
+    `move` and `drain` move copies between nodes."""
+    if ctx.invoked_subcommand is not None:
+        return ExitCode.OK
     api = api_of(ctx)
     try:
         doc = api.request("GET", api.path("v0", "cluster"))
@@ -37,16 +42,23 @@ def cluster(ctx, as_json) -> int:
     click.echo(f"node {doc.get('node_id')}, controller {doc.get('controller')}, "
                f"session {doc.get('session')}")
     nodes = doc.get("nodes") or {}
-    print_table(["node", "advertise", "http", "zmq", "quarantined"],
+    drained = doc.get("draining") or []
+    print_table(["node", "advertise", "http", "zmq", "quarantined", "drained"],
                 [[name, n.get("advertise"), n.get("http_port"), n.get("zmq_port"),
-                  n.get("quarantined")] for name, n in sorted(nodes.items())],
+                  n.get("quarantined"), "yes" if name in drained else None]
+                 for name, n in sorted(nodes.items())],
                 title="nodes")
     topics = doc.get("topics") or {}
-    print_table(["topic", "leader", "epoch", "isr", "replicas", "lag"],
+    print_table(["topic", "leader", "epoch", "isr", "replicas", "moving to", "lag"],
                 [[name, t.get("leader"), t.get("leader_epoch"), ",".join(t.get("isr") or []),
-                  ",".join(t.get("replicas") or []), follower_lags(t)]
+                  ",".join(t.get("replicas") or []), ",".join(t.get("target") or []) or None,
+                  follower_lags(t)]
                  for name, t in sorted(topics.items())], title="topics")
     return ExitCode.OK
+
+
+cluster.add_command(move_verbs.move)
+cluster.add_command(move_verbs.drain)
 
 
 @click.command("checksum")

@@ -92,6 +92,10 @@ class AsyncClient:
         builds its own messages and renders replies itself)."""
         return await self._send(Request(topic, msg, wait_ms))
 
+    async def node_request(self, msg) -> dict:
+        """`msg` to the node's front, which answers it itself (a cluster move)."""
+        return await self._run(self._core.node_request(msg))
+
     async def shard_statuses(self) -> list[dict]:
         return await self._run(self._core.shard_statuses())
 

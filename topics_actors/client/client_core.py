@@ -341,6 +341,14 @@ class ClientCore:
             yield from self.status()
         return (yield from self.request(None, msg, shard))
 
+    def node_request(self, msg) -> Flow:
+        """`msg` answered by the node's front itself (a cluster move), not retried: the
+        caller sees why it failed."""
+        reply = yield Call(self.front, msg, self.request_timeout_ms)
+        if reply is None:
+            raise unavailable(f"the node at {self.front.endpoint}")
+        return reply
+
     def shard_statuses(self) -> Flow:
         routing_only(self.route, "shard_statuses")
         return (yield from self.all_shards(Status()))

@@ -46,9 +46,19 @@ class IsrTracker:
         self.followers = {node: FollowerProgress(caught_up_ms=now_ms, last_fetch_ms=now_ms)
                           for node in replicas if node != leader}
 
-    def reconfigure(self, replicas: tuple[str, ...], min_isr: int) -> None:
-        """The same epoch's replica set and min_isr, as ZooKeeper holds them now."""
-        self.replicas, self.min_isr = replicas, min_isr
+    def set_replicas(self, replicas: tuple[str, ...], now_ms: int) -> None:
+        """The replica set changed in this epoch (a move, cluster/reassignment.py): a new
+        replica is counted from its first fetch, with a full lag window; one that left is
+        forgotten (it is out of the ISR first)."""
+        self.replicas = replicas
+        for node in replicas:
+            if node != self.leader and node not in self.followers:
+                self.followers[node] = FollowerProgress(caught_up_ms=now_ms,
+                                                        last_fetch_ms=now_ms)
+        for node in [n for n in self.followers if n not in replicas]:
+            del self.followers[node]
+        if self.proposed is not None:
+            self.proposed = tuple(n for n in self.proposed if n in replicas)
 
     @property
     def hw_seq(self) -> int:

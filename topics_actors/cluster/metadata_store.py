@@ -4,6 +4,7 @@
     /topics/controller              ephemeral: {"node", "epoch"}
     /topics/controller_epoch        the controller generation, bumped by each new controller
     /topics/state/<topic>           ReplicaState, changed only by versioned compare-and-swap
+    /topics/draining                the nodes drained (JSON list): new topics avoid them
 
 A node's registration lives exactly as long as its session, so "the node is gone" is a
 fact ZooKeeper decides, not a timeout of ours. A controller's writes are fenced by the
@@ -30,6 +31,7 @@ NODES = f"{ROOT}/nodes"
 CONTROLLER = f"{ROOT}/controller"
 CONTROLLER_EPOCH = f"{ROOT}/controller_epoch"
 STATES = f"{ROOT}/state"
+DRAINING = f"{ROOT}/draining"
 
 
 class Versioned(NamedTuple):
@@ -139,3 +141,22 @@ class MetadataStore:
             return False
         return self.znodes.set_fenced(CONTROLLER_EPOCH, self._fence_version, path,
                                       state.to_bytes(), version)
+
+    # --- drained nodes ---------------------------------------------------------------------
+
+    def draining(self) -> set[str]:
+        """The nodes an operator drained (docs/CLUSTER.md 8): no new copy is placed on
+        them while other nodes can take it."""
+        entry = self.znodes.get(DRAINING)
+        return set() if entry is None else set(orjson.loads(entry[0]))
+
+    def set_draining(self, node: str, draining: bool) -> None:
+        """Mark `node` drained, or no longer (its next start), by compare-and-swap."""
+        self.znodes.create(DRAINING, b"[]")
+        while True:
+            raw, version = self.znodes.get(DRAINING)
+            before = set(orjson.loads(raw))
+            after = before | {node} if draining else before - {node}
+            if after == before or self.znodes.set(DRAINING, orjson.dumps(sorted(after)),
+                                                  version):
+                return

@@ -42,6 +42,7 @@ from topics_actors.topic_config import TopicConfig
 BUFFER_BYTES_MAX = 8 * 1024 * 1024   # spill an open segment's buffer past this
 BUFFERS_BYTES_MAX = 4 * 1024 * 1024  # all open segments' buffers: past it the largest spill
 SPILL_CHECK_BYTES = 1024 * 1024      # absorbed bytes between two looks at that total
+CHECKPOINT_MAPS_MAX = 64             # segments a checkpoint's reads keep mapped, at most
 DATA_FRAME_BYTES_MIN = DATA_FRAME_LEN_MIN + 4   # a segment frame of empty data, whole
 
 
@@ -67,7 +68,7 @@ class SegmentLedger(TopicLedger):
         self.new_files_in: set[str] = set()             # dirs that got a new segment file
         self.flipped: set[str] = set()                  # .data files with new del bytes
         self.tiers = tiers or Tiers(data_dir)
-        self.reader = SegmentReader(fs, max_open=64, tiers=self.tiers)
+        self.reader = SegmentReader(fs, max_open=CHECKPOINT_MAPS_MAX, tiers=self.tiers)
         self.unchecked = 0                  # bytes absorbed since the buffers' total was seen
 
     # --- ledger hooks -------------------------------------------------------------------------

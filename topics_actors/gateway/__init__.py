@@ -15,6 +15,7 @@ Modules:
 - `console_files.py`: the console's static files
 - `diff_page.py`: a diff reply from the shard rendered as the /v0 JSON body
 - `engine_link.py`: the gateway's way to the engine
+- `feed_connection.py`: one shard's commit feed, connected and subscribed
 - `gateway_core.py`: the request-handling core of the gateway
 - `gateway_server.py`: one gateway process
 - `gateway_settings.py`: the gateway's settings from TOPICS_* environment variables
@@ -26,6 +27,7 @@ Modules:
 - `probe_api.py`: health, readiness, metrics and the cluster view (their handlers)
 - `quarantine_api.py`: the node's recovery quarantine as HTTP shows it
 - `copy_compare.py`: GET /v0/topics/:t/checksum, a topic's in-sync copies compared
+- `cluster_moves.py`: POST /v0/cluster/move and /drain, replicas moved between nodes
 - `queue_api.py`: the queue endpoints of the gateway
 - `replication_report.py`: the node's replication figures, gathered from its shards'
   statuses

@@ -89,6 +89,11 @@ class EngineLink:
         finally:
             await client.close()
 
+    async def node_request(self, msg) -> dict:
+        """`msg` answered by this node itself, not a shard (a move: supervisor's cluster
+        member)."""
+        return await self.client.node_request(msg)
+
     async def drive(self, steps) -> dict:
         """Run a router operation (client/router_admin.py) through the client."""
         return await self.client.drive(steps)

@@ -33,6 +33,7 @@ from topics_actors.gateway.http_message import (
 )
 from topics_actors.gateway.inflight_limit import InflightLimit
 from topics_actors.gateway.probe_api import ProbeApi
+from topics_actors.gateway.cluster_moves import ClusterMoves
 from topics_actors.gateway.copy_compare import CopyCompare
 from topics_actors.gateway.quarantine_api import QuarantineApi
 from topics_actors.gateway.queue_api import QueueApi
@@ -89,12 +90,15 @@ class GatewayCore:
         """Each route name of route_table.py -> the function that answers it."""
         topics, queues = self.topics, QueueApi(self.engine, self.work)
         streams, quarantine = StreamApi(self.keys, self.watch), QuarantineApi(self.engine)
+        moves = ClusterMoves(self.engine)
         return {
             "health": probes.health,
             "console": console,
             "ready": probes.ready,
             "metrics": probes.metrics,
             "cluster": probes.cluster,
+            "cluster_move": moves.move,
+            "cluster_drain": moves.drain,
             "list_topics": topics.list,
             "put_topic": topics.put,
             "get_topic": topics.get,

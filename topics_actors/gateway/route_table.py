@@ -37,6 +37,8 @@ _FIXED = {
     "/v0/ready": _READY,
     "/v0/metrics": {"GET": ("metrics", READ)},
     "/v0/cluster": {"GET": ("cluster", READ)},
+    "/v0/cluster/move": {"POST": ("cluster_move", ADMIN)},      # docs/CLUSTER.md 8
+    "/v0/cluster/drain": {"POST": ("cluster_drain", ADMIN)},
     "/v0/topics": {"GET": ("list_topics", READ)},
     "/v0/watch": {"POST": ("watch_create", READ)},
     "/v0/ws": {"GET": ("websocket", SESSION)},     # the upgrade checks the key (ws_service)

@@ -405,6 +405,22 @@ class Checksum(Message):
 
 
 @message
+class Reassign(Message):
+    """admin -> a cluster node's front (docs/CLUSTER.md 8). Move `topic`'s copies onto the
+    nodes `replicas` (as many as it has copies; the first is preferred as leader), or, with
+    `drain`, every topic's copy off that node. The target is stored in each topic's state
+    in ZooKeeper and the controller carries the move out (cluster/reassignment.py); the
+    reply comes once the targets are stored, not when the moves are done. Errors:
+    invalid_request, topic_not_found, not_enough_replicas (a node not live; no free node for
+    a drained copy), not_found (the node is not in a cluster).
+    Reply: {moves: [{topic, replicas, target}]}."""
+    KIND = "reassign"
+    topic: str | None = None
+    replicas: list | None = None
+    drain: str | None = None
+
+
+@message
 class ReplicaFetch(Message):
     """follower shard -> the leader's shard (docs/CLUSTER.md). Records of replicated `topic`
     from `fetch_leo`, the follower's durable log end, which also reports its progress;

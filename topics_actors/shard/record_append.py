@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from topics_actors.errors import InvariantViolation, invalid, topic_not_found
 from topics_actors.ledger import retention_rules
+from topics_actors.ledger.delete_rules import live_floor
 from topics_actors.ledger.dedupe_index import DedupeEntry
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.limits import IDEMPOTENCY_KEY_BYTES_MAX
@@ -154,6 +155,8 @@ class RecordAppend:
                     topic.tags.add(rec[TAG].decode(), seq)
         if topic.config.cap_records:
             retention_rules.settle(topic, self.reader.read)
+        if topic.tags is not None:
+            topic.tags.trim(live_floor(topic))
         if topic.ram is not None:
             ram_buffer.trim(topic, self.reader.files)
         self.stats.records += len(records)

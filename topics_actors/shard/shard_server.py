@@ -15,6 +15,7 @@ import time
 
 import zmq
 
+from topics_actors.allocator_policy import release_free_memory
 from topics_actors.config import ProcessState
 from topics_actors.curve_auth import CurveAuth
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
@@ -86,7 +87,6 @@ class ShardServer:
             os.chmod(ipc_path, 0o600)   # before this, the umask's mode (022: no one else
                                         # may connect, which needs write permission)
             self.sources.append((local, IPC, True))
-        self.feed = CommitPublisher(ctx, self.ipc) if self.ipc else None
         self.dead_letters = None   # moves of queue jobs to other shards (needs the ipc dir)
         self.router_feed = None    # reads of the routers' sources (needs the ipc dir)
         if ipc_path:
@@ -106,6 +106,7 @@ class ShardServer:
             self.poller.register(link.sock, zmq.POLLIN)   # replica roles from the supervisor
         # The gateways' lanes (protocol/lane.py): trusted as the ipc socket is.
         self.lanes = LaneListener(lane_path(self.ipc), self.poller) if self.ipc else None
+        self.feed = CommitPublisher(self.poller, self.ipc) if self.ipc else None
         self.intake = RequestIntake(core, self.sources, self.lanes, self.poller, curve)
         self._cluster_due = 0.0
         self.feed_polled: set = set()
@@ -212,6 +213,8 @@ class ShardServer:
         # the turn would spin until a timer under a millisecond away is due
         ready = self.poller.poll(math.ceil(self._timeout_ms()))
         if ready:
+            if self.feed is not None:
+                self.feed.ready(ready)
             self.intake.drain(2 * INBOX_REQUESTS_MAX, ready)
             self._send_released()
             if self.core.wants_group_window():
@@ -234,7 +237,8 @@ class ShardServer:
         if self.core.polls.count:
             self._send(self.core.expire_polls())
         self.core.flush_due()
-        self.core.reader.segments.sweep_idle(time.monotonic_ns())
+        if self.core.reader.segments.sweep_idle(time.monotonic_ns()):
+            release_free_memory()   # every 10 s: what the heap freed, even mid-heap (< 1 ms)
         if self.core.quarantine.unaudited and not self.core.has_work():
             self.core.audit_segments(AUDIT_SLICE_MS)
         self._beat()

@@ -66,6 +66,7 @@ _PLAIN_FRAMES: dict[int, struct.Struct] = {}  # data_len -> packer of header + d
 _SEGMENT_RE = re.compile(r"seg-(\d{16})\.(data|idx)")
 _digest = xxhash.xxh3_64_intdigest
 IDLE_SWEEP_NS = 10 * 10**9         # a mapped segment unread this long (to twice it) goes
+SEGMENT_MAPS_MAX = 256    # a shard's mapped segments at most: 2 descriptors each (mmap dups)
 assert array("I").itemsize == 4     # index_words reads .idx entries as five u32 words
 
 
@@ -480,10 +481,9 @@ def sync_file(fs: Fs, path: str) -> None:
 # --- reading (the shards) ---------------------------------------------------------------------
 
 class SegmentReader:
-    """Maps segment files on demand and keeps at most `max_open` mapped, only those read
-    since the last sweep_idle: a map holds a descriptor (CPython's mmap keeps a dup)."""
+    """Maps segment files on demand: at most `max_open`, only those read since sweep_idle."""
 
-    def __init__(self, fs: Fs, max_open: int = 256, tiers=None):
+    def __init__(self, fs: Fs, max_open: int = SEGMENT_MAPS_MAX, tiers=None):
         self.fs = fs
         self.max_open = max_open
         self.tiers = tiers       # segment_tier.Tiers: look in the cold tier too
@@ -578,14 +578,15 @@ class SegmentReader:
         for key in [k for k in self._views if k not in keys]:
             self.forget(*key)
 
-    def sweep_idle(self, now_ns: int) -> None:
-        """Every IDLE_SWEEP_NS: unmap the segments not read since the last sweep."""
+    def sweep_idle(self, now_ns: int) -> bool:
+        """Every IDLE_SWEEP_NS: unmap the segments not read since the last sweep (True)."""
         if now_ns < self._next_sweep_ns:
-            return
+            return False
         self._next_sweep_ns = now_ns + IDLE_SWEEP_NS
         used, self._used = self._used, set()
         for key in [k for k in self._views if k not in used]:
             self.forget(*key)
+        return True
 
     def close(self) -> None:
         self._batches.clear()
@@ -595,6 +596,5 @@ class SegmentReader:
 
 def _close(pair) -> None:
     for view in pair:
-        close = getattr(view, "close", None)
-        if close is not None:
+        if (close := getattr(view, "close", None)) is not None:
             close()

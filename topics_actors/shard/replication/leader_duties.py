@@ -75,7 +75,8 @@ class LeaderDuties:
                      role.leader_epoch, ",".join(role.isr), topic.head + 1)
             self.advance(topic, tracker.leader_committed(topic.head + 1))
         else:
-            self.advance(topic, lead.same_epoch(role.replicas, topic.config.min_isr, role.isr))
+            self.advance(topic, lead.same_epoch(role.replicas, topic.config.min_isr, role.isr,
+                                                self.clock_ms(), lambda: KeyTrail.seeded(topic)))
         self.ops_moved(topic)
 
     def _new_tracker(self, role: Role, topic: TopicState) -> IsrTracker:

@@ -67,12 +67,18 @@ class Leadership:
         """A new leader epoch: a new tracker; the waiting writes and the keys stay."""
         self._tracker, self._proposal = tracker, None
 
-    def same_epoch(self, replicas: tuple[str, ...], min_isr: int, isr: tuple[str, ...]) -> bool:
-        """The same epoch's replica set, min_isr and ISR as ZooKeeper holds them now;
-        whether the high watermark moved."""
-        self._proposal = None
-        self._tracker.reconfigure(replicas, min_isr)
-        return self._tracker.isr != isr and self._tracker.isr_written(isr)
+    def same_epoch(self, replicas: tuple[str, ...], min_isr: int, isr: tuple[str, ...],
+                   now_ms: int, seed_keys: Callable[[], KeyTrail]) -> bool:
+        """The same epoch's replica set (a move adds or removes replicas), min_isr and ISR
+        as ZooKeeper holds them now; whether the high watermark moved. A copy of one that
+        gets a follower starts its key trail (`seed_keys`)."""
+        tracker, self._proposal = self._tracker, None
+        tracker.min_isr = min_isr
+        if tracker.replicas != replicas:
+            tracker.set_replicas(replicas, now_ms)
+            if self._keys is None and len(replicas) > 1:
+                self._keys = seed_keys()
+        return tracker.isr != isr and tracker.isr_written(isr)
 
     def proposal(self, now_ms: int) -> tuple[str, ...] | None:
         """The ISR to write to ZooKeeper now: None if it stays, or was proposed already."""

@@ -148,6 +148,7 @@ class ReplicaBook:
         if self.node_id not in role.replicas:
             self.leader.stop(role.topic)
             self.replicas.stop_following(role.topic)
+            self._drop_moved_copy(role, before)
             return
         topic = self._local_copy(role)
         if before is None or before.config != role.config:
@@ -175,6 +176,23 @@ class ReplicaBook:
             log.info("event=copy_deleted topic=%s", role.topic)
         if self.placements.deletion_wanted(role.topic):
             self.placements.wake(role.topic)         # the delete_topic waiting for it
+
+    def _drop_moved_copy(self, role: Role, before: Role | None) -> None:
+        """A copy of a topic whose replicas no longer name this node: a move took it off
+        (cluster/reassignment.py; its last step, once the target is in sync), maybe while
+        this node was down. Dropped; its parked readers wake and are sent to the leader. A
+        copy with no leader epoch is a topic of this node's own (from before it joined the
+        cluster) and stays."""
+        topic = self.registry.get(role.topic)
+        if topic is None:
+            return
+        was_replica = before is not None and self.node_id in before.replicas
+        if not was_replica and not (topic.epochs is not None and topic.epochs.entries()):
+            return
+        topic_admin.drop_topic(self.stager, self.registry, topic)
+        self._retired.append(role.topic)
+        log.info("event=copy_moved_off topic=%s replicas=%s", role.topic,
+                 ",".join(role.replicas))
 
     def _local_copy(self, role: Role) -> TopicState:
         topic = self.registry.get(role.topic)
