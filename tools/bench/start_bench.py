@@ -9,9 +9,9 @@ each with its defaults and only TOPICS_HOST, TOPICS_PORT and TOPICS_DATA_DIR set
 just before the spawn to the first `GET /v0/ready` that answers 200 (polled every 5 ms).
 `--settle` seconds later the PSS (/proc/<pid>/smaps_rollup: proportional set size, each
 shared page split among the processes that map it) is summed over the server and every
-process under it. The two servers take turns going first. `--per-process` adds a table: each process's PSS, its
-anonymous part and its USS (pages it shares with no one), medians over the runs, and the
-sum. `--spawn-too` adds this project with TOPICS_FORK_SERVER=0
+process under it. The two servers take turns going first. `--per-process` adds a table:
+each process's PSS, its anonymous part and its USS (pages it shares with no one), medians
+over the runs, and the sum. `--spawn-too` adds this project with TOPICS_FORK_SERVER=0
 (every child a fresh interpreter, as before the fork server).
 
 With `--records N`: one more data dir per server, loaded over HTTP with N records of 100
