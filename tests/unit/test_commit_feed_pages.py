@@ -3,18 +3,22 @@ publisher notifies only topics a gateway subscribes to, and the page is the diff
 watcher at the previous notification's head would read; the gateway's SharedReads serves
 such a watcher from it, and only when the watcher's read options would read exactly it.
 
-Method: a shard harness (no sockets) whose commits feed a real CommitPublisher on an ipc
-XPUB socket, a SUB socket in the test, and SharedReads over an engine that counts diffs.
+Method: a shard harness (no sockets) whose commits feed a real CommitPublisher on its feed
+socket, a connection to it in the test, and SharedReads over an engine that counts diffs.
 """
 
 import asyncio
+import socket
 
 import pytest
 import zmq
 
 from tests.unit.test_shard_core import rec
 from topics_actors.gateway.shared_reads import ReadView, SharedReads
-from topics_actors.protocol.commit_feed import NotePage, decode_note, topic_filter
+from topics_actors.protocol.commit_feed import (
+    NotePage, decode_note, encode_subscription, feed_path,
+)
+from topics_actors.protocol.lane import FrameReader, frame
 from topics_actors.protocol.messages import Diff
 from topics_actors.shard import diff_read
 from topics_actors.shard.commit_publisher import CommitPublisher
@@ -22,17 +26,48 @@ from topics_actors.shard.commit_publisher import CommitPublisher
 pytestmark = pytest.mark.timeout(30)
 
 
+class Subscriber:
+    """A gateway's feed connection, blocking: the publisher's loop runs in the test."""
+
+    def __init__(self, publisher: CommitPublisher, poller: zmq.Poller, path: str):
+        self.publisher, self.poller = publisher, poller
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.sock.settimeout(5)
+        self.reader, self.notes = FrameReader(), []
+        self.turn()                                   # the publisher accepts it
+
+    def turn(self) -> None:
+        self.publisher.ready(self.poller.poll(1000))
+
+    def change(self, subscribed: bool, *topics: str) -> None:
+        self.sock.sendall(frame(encode_subscription(subscribed, list(topics))))
+        self.turn()
+
+    def note(self):
+        while not self.notes:
+            self.notes += [decode_note(raw) for raw in self.reader.feed(self.sock.recv(65536))]
+        return self.notes.pop(0)
+
+    def quiet(self) -> bool:
+        self.sock.settimeout(0.1)
+        try:
+            return not self.sock.recv(65536, socket.MSG_PEEK)
+        except TimeoutError:
+            return True
+        finally:
+            self.sock.settimeout(5)
+
+
 @pytest.fixture
 def feed(tmp_path):
-    ctx = zmq.Context()
-    publisher = CommitPublisher(ctx, f"ipc://{tmp_path}/shard-00.sock")
-    sub = ctx.socket(zmq.SUB)
-    sub.setsockopt(zmq.LINGER, 0)
-    sub.connect(publisher.endpoint)
+    poller = zmq.Poller()
+    ipc = f"ipc://{tmp_path}/shard-00.sock"
+    publisher = CommitPublisher(poller, ipc)
+    sub = Subscriber(publisher, poller, feed_path(ipc))
     yield publisher, sub
-    sub.close(0)
+    sub.sock.close()
     publisher.close()
-    ctx.term()
 
 
 def publish(publisher, shard, *names):
@@ -41,38 +76,38 @@ def publish(publisher, shard, *names):
     publisher.publish(set(names), shard.core.registry, read_page)
 
 
-def note_of(sub):
-    assert sub.poll(5000), "no notification"
-    return decode_note(sub.recv_multipart())
-
-
-def change(publisher, sub, option, prefix: bytes) -> None:
-    """Subscribe or unsubscribe, and wait until the XPUB socket has taken it in."""
-    sub.setsockopt(option, prefix)
-    assert publisher.sock.poll(5000), "the (un)subscription never arrived"
-    publisher._take_subscriptions()
-
-
 def test_only_watched_topics_get_pages_and_a_page_is_the_diff_from_the_last_head(shard, feed):
     publisher, sub = feed
     shard.append("t", rec(b'{"x":1}', tag="a"))
-    change(publisher, sub, zmq.SUBSCRIBE, b"")     # everything, but no topic subscription
+    sub.change(True, "u")                   # another topic
     publish(publisher, shard, "t")
-    assert not sub.poll(100) and publisher.published == 0     # nobody watches t: no note
-    change(publisher, sub, zmq.SUBSCRIBE, topic_filter("t"))
+    assert sub.quiet() and publisher.published == 0     # nobody watches t: no note
+    sub.change(True, "t")
     assert "t" in publisher.watched
     publish(publisher, shard, "t")          # the first since subscribing: no page yet
-    first = note_of(sub)
-    assert first.head == 1 and first.page is None
+    first = sub.note()
+    assert first.topic == "t" and first.head == 1 and first.page is None
     shard.append("t", rec(b'{"x":2}', tag="b"), rec(b'{"x":3}', node="n"))
     publish(publisher, shard, "t")
-    page = note_of(sub).page
+    page = sub.note().page
     expected = shard.call(Diff("t", 1, 0, None, True, True, 0, 0))
     assert (page.from_seq, page.head_seq) == (1, 3)
     assert page.records == expected["records"]
     assert page.bytes == len(b'{"x":2}') + len(b'{"x":3}')
-    change(publisher, sub, zmq.UNSUBSCRIBE, topic_filter("t"))
-    assert "t" not in publisher.watched
+    sub.change(False, "t")
+    assert "t" not in publisher.watched and "u" in publisher.watched
+
+
+def test_a_closed_feed_connection_takes_its_subscriptions_with_it(shard, feed):
+    publisher, sub = feed
+    sub.change(True, "t", "u")
+    assert set(publisher.subscribers) == {"t", "u"}
+    sub.sock.close()
+    sub.turn()                              # the publisher reads the end of the stream
+    assert publisher.subscribers == {} and publisher.watched == {}
+    shard.append("t", rec(b'{"x":1}'))
+    publish(publisher, shard, "t")
+    assert publisher.published == 0
 
 
 class CountingEngine:

@@ -9,7 +9,7 @@ from tools.testing.shard_harness import rec
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import Absorbed, Append, Checkpoint, DeleteRecords, Diff
 from topics_actors.ledger.delete_rules import parse_match
-from topics_actors.ledger.tag_index import TRIM_MIN, TagIndex
+from topics_actors.ledger.tag_index import PATTERNS_MAX, TRIM_MIN, TagIndex
 from topics_actors.storage.frame_body import MATCH_EQ, MATCH_GLOB
 
 
@@ -81,12 +81,14 @@ def test_deleted_records_never_come_back(env, crash):
 
 
 def test_tag_index_is_built_once_and_kept_current(shard):
-    """The first delete by tag builds the index; appends after it are indexed, so a later
-    delete finds them, and a delete reads only the records its tag names."""
+    """The first delete by tag builds the index (here of every tag: its match is `*`);
+    appends after it are indexed, so a later delete finds them, and a delete reads only the
+    records its tag names."""
     fill(shard, "ix", 6)
     topic = shard.core.registry.topics["ix"]
     assert topic.tags is None
-    assert shard.call(DeleteRecords("ix", match="odd-1"))["deleted"] == 1
+    first = DeleteRecords("ix", match=["tag", "Glob", "*"], before_seq=2)
+    assert shard.call(first)["deleted"] == 1
     assert topic.tags is not None
     shard.call(Append("ix", [rec(b"7", "odd-7"), rec(b"8", "even"), rec(b"9", "late")]))
     reads = []
@@ -133,6 +135,30 @@ def test_a_capped_topics_tag_index_stays_at_its_live_records(shard):
     index = shard.core.registry.topics["cap"].tags
     assert sum(len(seqs) for seqs in index.seqs.values()) <= 100 + TRIM_MIN
     assert shard.call(DeleteRecords("cap", match="drop"))["deleted"] == 25
+
+
+def test_tag_index_holds_only_the_tags_deletes_named(shard):
+    """A topic deleting `drop` keeps no seqs of its `keep` records; a delete naming a tag
+    the index does not cover builds it again (finding every match), and a glob covers the
+    tags it names."""
+    fill(shard, "nm", 8)
+    shard.call(DeleteRecords("nm", match="odd-1"))
+    index = shard.core.registry.topics["nm"].tags
+    assert set(index.seqs) == {"odd-1"} and index.matches() == [(MATCH_EQ, "odd-1")]
+    shard.call(Append("nm", [rec(b"9", "odd-9"), rec(b"10", "even")]))
+    assert set(shard.core.registry.topics["nm"].tags.seqs) == {"odd-1"}
+    assert shard.call(DeleteRecords("nm", match="even"))["deleted"] == 5
+    index = shard.core.registry.topics["nm"].tags
+    assert set(index.seqs) == {"even"} and not index.covers(MATCH_GLOB, "odd-")   # rebuilt
+    assert shard.call(DeleteRecords("nm", match="odd-*"))["deleted"] == 4
+    index = shard.core.registry.topics["nm"].tags
+    assert index.covers(MATCH_EQ, "odd-77") and index.covers(MATCH_EQ, "even")
+    shard.call(Append("nm", [rec(b"11", "odd-11"), rec(b"12", "other")]))
+    assert "other" not in index.seqs and list(index.seqs["odd-11"]) == [11]
+    assert shard.call(DeleteRecords("nm", match="odd-11"))["deleted"] == 1
+    assert seqs(shard, "nm") == [12]
+    many = TagIndex([(MATCH_EQ, str(n)) for n in range(PATTERNS_MAX + 1)])
+    assert many.covers(MATCH_GLOB, "") and many.matches() == [(MATCH_GLOB, "")]
 
 
 def test_tag_index_skips_records_below_the_floors(shard):

@@ -20,7 +20,8 @@ from topics_actors.gateway.watch_request import (
     accepts_event_stream, min_heartbeat_ms, new_wid, owner_of, parse_watch, presented_key,
 )
 from topics_actors.protocol.commit_feed import (
-    Note, NotePage, decode_note, decode_subscription, encode_note, feed_endpoint, topic_filter,
+    Note, NotePage, decode_note, decode_subscription, encode_note, encode_subscription,
+    feed_path,
 )
 from topics_actors.protocol.messages import WatchCreate, WatchCursor, WatchOpen
 from topics_actors.shard.watch_sessions import SESSION_TTL_MS, SWEEP_INTERVAL_MS, WatchSessions
@@ -258,21 +259,21 @@ def test_a_stream_whose_lease_runs_out_no_longer_counts():
 
 # --- the commit feed --------------------------------------------------------------------
 
-def test_commit_notes_round_trip_and_filter_exactly_one_topic():
+def test_commit_notes_and_subscriptions_round_trip_and_refuse_garbage():
     assert decode_note(encode_note("a.b", 7)) == Note("a.b", 7)
     assert decode_note(encode_note("gone", None)) == Note("gone", None)
     page = NotePage(3, 5, 1, False, 12, [[4, 10, b'{"d":1}', "t", None, False],
                                           [5, 11, b'{"d":2}', None, "n", False]])
     assert decode_note(encode_note("p", 5, page)) == Note("p", 5, page)
-    assert not encode_note("ab", 1)[0].startswith(topic_filter("a"))
-    for bad in ([b"x"], [b"x", b"\x01"], [b"x\0", b"\xc1"], [b"x\0", b"\xc3"],
-                [b"x\0", b"\x07"], [b"x\0", b"\x92\x01\x93\x01\x02\x03"]):
+    for bad in (b"x", b"\x01", b"\xc1", b"\x93\x01\x01\xc0", b"\x93\xa1x\xc3\xc0",
+                b"\x93\xa1x\x01\x93\x01\x02\x03"):
         assert decode_note(bad) is None
-    assert decode_subscription(b"\x01a.b\0") == (True, "a.b")
-    assert decode_subscription(b"\x00a.b\0") == (False, "a.b")
-    assert decode_subscription(b"\x01") is None and decode_subscription(b"\x02a\0") is None
-    assert feed_endpoint("ipc:///run/shard-03.sock") == "ipc:///run/shard-03.pub"
-    assert feed_endpoint("") == ""
+    assert decode_subscription(encode_subscription(True, ["a.b", "c"])) == (True, ["a.b", "c"])
+    assert decode_subscription(encode_subscription(False, [])) == (False, [])
+    for bad in (b"\x01", b"\x92\x01\x90", b"\x92\xc3\x91\x01", b"\xc1"):
+        assert decode_subscription(bad) is None
+    assert feed_path("ipc:///run/shard-03.sock") == "/run/shard-03.feed"
+    assert feed_path("") == "" and feed_path("tcp://127.0.0.1:1") == ""
 
 
 # --- shared reads -----------------------------------------------------------------------

@@ -15,6 +15,7 @@ Modules:
 - `console_files.py`: the console's static files
 - `diff_page.py`: a diff reply from the shard rendered as the /v0 JSON body
 - `engine_link.py`: the gateway's way to the engine
+- `feed_connection.py`: one shard's commit feed, connected and subscribed
 - `gateway_core.py`: the request-handling core of the gateway
 - `gateway_server.py`: one gateway process
 - `gateway_settings.py`: the gateway's settings from TOPICS_* environment variables

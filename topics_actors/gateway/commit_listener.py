@@ -1,12 +1,15 @@
-"""The gateway's side of the commit feed (topics_actors/protocol/commit_feed.py): one SUB
-socket connected to every shard's feed, subscribed to exactly the topics that some watch
-stream of this gateway process watches, waking those streams when their topic commits.
+"""The gateway's side of the commit feed (topics_actors/protocol/commit_feed.py): one feed
+connection to every shard (gateway/feed_connection.py), subscribed to exactly the topics
+that some watch stream of this gateway process watches, waking those streams when their
+topic commits.
 
-Streams are woken by the shards' notifications, never by polling. Two windows where a
-notification can be missed are closed elsewhere: a subscription takes a moment to reach the
-shards' PUB sockets, so a topic's streams are woken once more SUBSCRIBE_SETTLE_S after it is
-first subscribed; and a notification dropped on the way (a full queue, a shard restart) is
-caught by the read every stream makes after each heartbeat interval of silence.
+Streams are woken by the shards' notes, never by polling. Two windows where a note can be
+missed are closed elsewhere: a subscription travels on the feed connection while the
+stream's first read travels on the request lane, so a commit between the two is not
+noted, and a topic's streams are woken once more SUBSCRIBE_SETTLE_S after it is first
+subscribed; and notes lost on the way (a feed connection that was down, a shard restart)
+are caught by waking every stream when a feed connection comes up, and by the read every
+stream makes after each heartbeat interval of silence.
 """
 
 from __future__ import annotations
@@ -15,15 +18,11 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-import zmq
-import zmq.asyncio
-
 from topics_actors.child_process import die_of_bug
 from topics_actors.errors import InvariantViolation
+from topics_actors.gateway.feed_connection import FeedConnection
 from topics_actors.gateway.shared_reads import SharedReads
-from topics_actors.protocol.commit_feed import (
-    FEED_HWM_MESSAGES, NotePage, decode_note, topic_filter,
-)
+from topics_actors.protocol.commit_feed import Note, NotePage
 
 log = logging.getLogger(__name__)
 
@@ -80,40 +79,29 @@ class CommitListener:
     """`die`: what a bug met while waking streams does (child_process.die_of_bug: the
     process ends; a test's seam records it)."""
 
-    def __init__(self, reads: SharedReads, ctx: zmq.asyncio.Context | None = None,
+    def __init__(self, reads: SharedReads,
                  die: Callable[[InvariantViolation], None] = die_of_bug):
         self.reads = reads
         self.die = die
-        self.ctx = ctx or zmq.asyncio.Context.instance()
-        self.sock: zmq.asyncio.Socket | None = None
-        self.task: asyncio.Task | None = None
-        self.endpoints: set[str] = set()
+        self.feeds: dict[str, FeedConnection] = {}      # by the shard's feed socket path
         self.waiters: dict[str, dict[Wake, Taker | None]] = {}
         self.notes = 0
         self.taken = 0               # pages streams took without waking
 
-    def _ensure(self) -> zmq.asyncio.Socket:
-        if self.sock is None:
-            self.sock = self.ctx.socket(zmq.SUB)
-            self.sock.setsockopt(zmq.LINGER, 0)
-            self.sock.setsockopt(zmq.RCVHWM, FEED_HWM_MESSAGES)
-            self.task = asyncio.get_running_loop().create_task(self._run())
-        return self.sock
-
-    def connect(self, endpoints: list[str]) -> None:
-        sock = self._ensure()
-        for endpoint in endpoints:
-            if endpoint and endpoint not in self.endpoints:
-                sock.connect(endpoint)
-                self.endpoints.add(endpoint)
+    def connect(self, paths: list[str]) -> None:
+        for path in paths:
+            if path and path not in self.feeds:
+                self.feeds[path] = FeedConnection(path, self._note, self.waiters.keys,
+                                                  self._wake_all)
 
     def watch(self, topic: str, wake: Wake, taker: Taker | None = None) -> None:
         """Wake `wake` when `topic` commits; with a `taker`, first offer it the page the
-        notification carries (it may take it and stay asleep)."""
+        note carries (it may take it and stay asleep)."""
         waiters = self.waiters.get(topic)
         if waiters is None:
             waiters = self.waiters[topic] = {}
-            self._ensure().setsockopt(zmq.SUBSCRIBE, topic_filter(topic))
+            for feed in self.feeds.values():
+                feed.subscribe(True, [topic])
             asyncio.get_running_loop().call_later(SUBSCRIBE_SETTLE_S, self.wake, topic)
         waiters[wake] = taker
 
@@ -125,11 +113,11 @@ class CommitListener:
         if not waiters:
             del self.waiters[topic]
             self.reads.invalidate(topic)
-            if self.sock is not None:
-                self.sock.setsockopt(zmq.UNSUBSCRIBE, topic_filter(topic))
+            for feed in self.feeds.values():
+                feed.subscribe(False, [topic])
 
     def wake(self, topic: str, page: NotePage | None = None) -> None:
-        """The topic committed: its streams read again, and a page the notification carried
+        """The topic committed: its streams read again, and a page the note carried
         serves those sitting where it starts."""
         self.reads.invalidate(topic)
         if page is not None:
@@ -140,25 +128,23 @@ class CommitListener:
             else:
                 wake.set()
 
-    async def _run(self) -> None:
-        while True:
-            note = decode_note(await self.sock.recv_multipart())
-            if note is None:
-                log.warning("event=bad_commit_note")
-                continue
-            self.notes += 1
-            try:
-                self.wake(note.topic, note.page)
-            except AssertionError as bug:   # InvariantViolation, or a failed assert
-                self.die(bug)
-                raise
-            except Exception:       # the listener must live on: every stream relies on it
-                log.exception("event=commit_note_failed topic=%s", note.topic)
-                self.wake(note.topic)
+    def _wake_all(self) -> None:
+        """A feed connection came up: what it missed while down, every stream reads."""
+        for topic in list(self.waiters):
+            self.wake(topic)
+
+    def _note(self, note: Note) -> None:
+        self.notes += 1
+        try:
+            self.wake(note.topic, note.page)
+        except AssertionError as bug:   # InvariantViolation, or a failed assert
+            self.die(bug)
+            raise
+        except Exception:       # the listener must live on: every stream relies on it
+            log.exception("event=commit_note_failed topic=%s", note.topic)
+            self.wake(note.topic)
 
     def close(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-        if self.sock is not None:
-            self.sock.close(0)
-        self.sock = self.task = None
+        for feed in self.feeds.values():
+            feed.close()
+        self.feeds.clear()

@@ -30,7 +30,7 @@ from topics_actors.gateway.watch_request import (
     not_acceptable, owner_of, parse_watch, presented_key,
 )
 from topics_actors.gateway.watch_stream import WatchStream
-from topics_actors.protocol.commit_feed import feed_endpoint
+from topics_actors.protocol.commit_feed import feed_path
 from topics_actors.protocol.messages import GetTopic, WatchCreate, WatchCursor, WatchOpen
 from topics_actors.watch_cursor import WatchCursors, decode_cursor
 
@@ -193,7 +193,7 @@ class WatchService:
         if self._feeds_known:
             return
         status = await self.engine.node_status()
-        feeds = [feed_endpoint(s.get("ipc", "")) for s in status["shards"]]
+        feeds = [feed_path(s.get("ipc", "")) for s in status["shards"]]
         self.listener.connect(feeds)
         self._feeds_known = all(feeds)
 

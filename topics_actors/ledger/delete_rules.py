@@ -105,6 +105,8 @@ def _candidates(topic: TopicState, read: retention_rules.Reader, match: Match, f
     every seq of the range."""
     if not indexed:
         return range(floor + 1, limit)
-    if topic.tags is None:
-        topic.tags = TagIndex.build(floor + 1, topic.head, lambda seq: read(topic, seq))
+    if topic.tags is None or not topic.tags.covers(*match):
+        known = topic.tags.matches() if topic.tags is not None else []
+        topic.tags = TagIndex.build(floor + 1, topic.head, lambda seq: read(topic, seq),
+                                    known + [tuple(match)])
     return sorted(topic.tags.candidates(match[0], match[1], floor, limit))

@@ -1,17 +1,21 @@
 """The shards' commit notifications: what a commit made visible, for the gateways' watch
 streams (docs/PROTOCOL.md 3.6).
 
-After every commit that woke topics (records appended, a topic deleted) a shard publishes,
-on an XPUB socket bound next to its ipc request socket, one two-frame message per topic:
-frame 0 is the topic name followed by a NUL byte (so a SUB prefix filter matches one topic
-exactly; names never contain NUL), frame 1 the msgpack of `[head, page]`: the topic's new
-visible head (nil when the topic is gone), and, for a topic some gateway subscribes to,
-the page a diff from the previous notification's head reads now (nil when there is none to
-give: the first notification since the subscription, a tombstone, a page over
-PAGE_BYTES_MAX or PAGE_RECORDS_MAX). A gateway serves a watcher sitting at exactly that
-previous head from the page, with no read of its own; anyone else reads from its own
-cursor. A notification only says "look again" or "here is what is new": a lost one delays
-records, it never loses them.
+Each shard listens on a feed socket next to its ipc request socket: a Unix stream socket
+with the lane's framing (protocol/lane.py), read and written by the shard's own loop.
+A gateway connects once per shard and writes subscription frames, the msgpack of
+`[subscribed, [topic, ...]]`. After every commit that woke a subscribed topic (records
+appended, a topic deleted) the shard writes to each of its subscribers one note frame, the
+msgpack of `[topic, head, page]`: the topic's new visible head (nil when the topic is
+gone), and the page a diff from the previous note's head reads now (nil when there is none
+to give: the first note since the subscription, a tombstone, a page over PAGE_BYTES_MAX or
+PAGE_RECORDS_MAX). A gateway serves a watcher sitting at exactly that previous head from
+the page, with no read of its own; anyone else reads from its own cursor. A note only says
+"look again" or "here is what is new": a lost one delays records, it never loses them.
+
+Why not ZeroMQ PUB/SUB, which carried the feed before: a message between two processes
+passes both sides' ZeroMQ I/O threads, three wake-ups where the feed socket has one, and
+on this path every wake-up is latency a watcher sees.
 """
 
 from __future__ import annotations
@@ -20,11 +24,11 @@ import dataclasses
 
 import msgpack
 
-FEED_HWM_MESSAGES = 10_000       # per subscriber; XPUB drops beyond it (never blocks)
-SUBSCRIPTIONS_HWM = 100_000      # subscription messages a shard has yet to read
+from topics_actors.protocol.lane import path_beside
+
+SUBSCRIPTION_TOPICS_MAX = 1_000  # topics per subscription frame (a gateway sends more frames)
 PAGE_BYTES_MAX = 64 * 1024       # payload bytes of the records a notification carries
 PAGE_RECORDS_MAX = 256
-_SOCK_SUFFIX = ".sock"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,43 +57,39 @@ class Note:
     page: NotePage | None = None
 
 
-def feed_endpoint(ipc: str) -> str:
-    """The commit feed of the shard whose request socket is `ipc` ("" when it has none):
-    `ipc://<run>/shard-NN.sock` -> `ipc://<run>/shard-NN.pub` (never longer, so it fits an
-    AF_UNIX path whenever the request socket does)."""
-    if not ipc:
-        return ""
-    base = ipc[:-len(_SOCK_SUFFIX)] if ipc.endswith(_SOCK_SUFFIX) else ipc
-    return base + ".pub"
+def feed_path(ipc: str) -> str:
+    """The feed socket of the shard whose request socket is `ipc` ("" when it has none):
+    `ipc://<run>/shard-NN.sock` -> `<run>/shard-NN.feed`."""
+    return path_beside(ipc, ".feed")
 
 
-def topic_filter(topic: str) -> bytes:
-    return topic.encode() + b"\0"
+def encode_subscription(subscribed: bool, topics: list[str]) -> bytes:
+    return msgpack.packb([subscribed, topics])
 
 
-def encode_note(topic: str, head: int | None, page: NotePage | None = None) -> list[bytes]:
-    return [topic_filter(topic),
-            msgpack.packb([head, None if page is None else page.to_wire()])]
-
-
-def decode_subscription(frame: bytes) -> tuple[bool, str] | None:
-    """An XPUB subscription message: (subscribed, topic), or None if it names no topic."""
-    if len(frame) < 2 or frame[0] not in (0, 1) or not frame.endswith(b"\0"):
-        return None
+def decode_subscription(raw: bytes) -> tuple[bool, list[str]] | None:
+    """A subscription frame: (subscribed, topics), or None if it is malformed."""
     try:
-        return frame[0] == 1, frame[1:-1].decode()
-    except UnicodeDecodeError:
+        subscribed, topics = msgpack.unpackb(raw)
+    except (ValueError, TypeError, msgpack.UnpackException):
         return None
+    if (type(subscribed) is not bool or not isinstance(topics, list)
+            or not all(isinstance(t, str) for t in topics)):
+        return None
+    return subscribed, topics
 
 
-def decode_note(frames: list[bytes]) -> Note | None:
-    """The note, or None for a malformed message."""
-    if len(frames) != 2 or not frames[0].endswith(b"\0"):
-        return None
+def encode_note(topic: str, head: int | None, page: NotePage | None = None) -> bytes:
+    return msgpack.packb([topic, head, None if page is None else page.to_wire()])
+
+
+def decode_note(raw: bytes) -> Note | None:
+    """The note, or None for a malformed frame."""
     try:
-        head, page = msgpack.unpackb(frames[1])
-        topic = frames[0][:-1].decode()
-    except (ValueError, TypeError, UnicodeDecodeError, msgpack.UnpackException):
+        topic, head, page = msgpack.unpackb(raw)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        return None
+    if not isinstance(topic, str):
         return None
     if head is not None and (not isinstance(head, int) or isinstance(head, bool)):
         return None

@@ -32,13 +32,19 @@ class LaneBroken(Exception):
 
 def lane_path(ipc: str) -> str:
     """The lane of the shard whose request socket is `ipc` ("" when it has none):
-    `ipc://<run>/shard-NN.sock` -> `<run>/shard-NN.lane` (never longer than the ipc path,
-    so it fits an AF_UNIX address whenever that does)."""
+    `ipc://<run>/shard-NN.sock` -> `<run>/shard-NN.lane`."""
+    return path_beside(ipc, ".lane")
+
+
+def path_beside(ipc: str, suffix: str) -> str:
+    """The path of a Unix socket next to the shard request socket `ipc`, named by `suffix`
+    in place of `.sock` ("" when `ipc` is not an ipc endpoint). Never longer than the ipc
+    path when `suffix` is 5 bytes, so it fits an AF_UNIX address whenever that does."""
     if not ipc.startswith(_IPC_PREFIX):
         return ""
     path = ipc[len(_IPC_PREFIX):]
     base = path[:-len(_SOCK_SUFFIX)] if path.endswith(_SOCK_SUFFIX) else path
-    return base + ".lane"
+    return base + suffix
 
 
 def frame(raw: bytes) -> bytes:

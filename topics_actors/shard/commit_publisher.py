@@ -1,70 +1,82 @@
-"""The shard's side of the commit feed (topics_actors/protocol/commit_feed.py): after a
-commit, one notification per woken topic on an XPUB socket next to the ipc request socket.
+"""The shard's side of the commit feed (topics_actors/protocol/commit_feed.py): the feed
+socket the node's gateways connect to, their subscriptions, and after a commit one note per
+woken topic to each gateway that subscribes to it.
 
-Publishing never blocks the shard's loop: sends are NOBLOCK and the socket drops what a
-slow or absent subscriber cannot take (SNDHWM). A dropped notification loses no record for
-a watcher: the watcher reads from its own cursor, and the next notification of that topic,
-or the read its stream makes after every heartbeat interval of silence, brings everything
-up to the head.
+Publishing never blocks the shard's loop: a note is written at once as far as the socket
+takes it, and the rest waits in the connection's buffer (LaneListener); a gateway that
+stops reading is cut off once that buffer passes its bound. A lost note loses no record for
+a watcher: the watcher reads from its own cursor, and the next note of that topic, or the
+read its stream makes after every heartbeat interval of silence, brings everything up to
+the head.
 
-Which topics some gateway watches arrives on the same socket (XPUB passes the first
-subscription of a topic and the last unsubscription up): only those topics' notifications
-carry a page (the records since the previous notification, read once here), so a shard
-whose topics nobody watches reads nothing for the feed.
+Only subscribed topics' notes carry a page (the records since the previous note, read
+once here for every subscriber), so a shard whose topics nobody watches reads nothing for
+the feed and writes nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import logging
+
 import zmq
 
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.commit_feed import (
-    FEED_HWM_MESSAGES, PAGE_BYTES_MAX, PAGE_RECORDS_MAX, SUBSCRIPTIONS_HWM, NotePage,
-    decode_subscription, encode_note, feed_endpoint,
+    PAGE_BYTES_MAX, PAGE_RECORDS_MAX, NotePage, decode_subscription, encode_note, feed_path,
 )
 from topics_actors.protocol.messages import Diff
 from topics_actors.record_envelope import meta_flag_of, payload_bytes
+from topics_actors.shard.lane_listener import LaneListener
 from topics_actors.shard.topic_registry import TopicRegistry
+
+log = logging.getLogger(__name__)
 
 # What reads a page: diff_read.diff bound to the shard's reader and clock.
 PageReader = Callable[[TopicState, Diff], dict]
 
 
 class CommitPublisher:
-    def __init__(self, ctx: zmq.Context, ipc: str):
-        self.endpoint = feed_endpoint(ipc)
-        self.sock = ctx.socket(zmq.XPUB)
-        for option, value in ((zmq.LINGER, 0), (zmq.SNDHWM, FEED_HWM_MESSAGES),
-                              (zmq.RCVHWM, SUBSCRIPTIONS_HWM)):
-            self.sock.setsockopt(option, value)
-        self.sock.bind(self.endpoint)
-        self.watched: dict[str, int | None] = {}   # topic -> head of its last notification
+    def __init__(self, poller: zmq.Poller, ipc: str):
+        self.lanes = LaneListener(feed_path(ipc), poller, self._forget)
+        self.watched: dict[str, int | None] = {}   # topic -> head of its last note
+        self.subscribers: dict[str, set[bytes]] = {}   # topic -> its subscribers' peers
+        self.topics_of: dict[bytes, set[str]] = {}     # peer -> the topics it subscribes
         self.published = 0
         self.dropped = 0
         self.pages = 0
 
+    def ready(self, ready: list) -> None:
+        """Take what the poll found on the feed socket: new gateways, subscriptions, and
+        room for notes that waited."""
+        lanes = self.lanes
+        for fd, events in ready:
+            if type(fd) is int and lanes.owns(fd):
+                for peer, raws in lanes.ready(fd, events):
+                    for raw in raws:
+                        self._subscribe(peer[1:], raw)
+
     def publish(self, woken: set[str], registry: TopicRegistry, read_page: PageReader) -> None:
-        """Notify the woken topics some gateway subscribes to (XPUB would drop the others
-        anyway, after their encoding and a hand-off to ZeroMQ's I/O thread). A subscription
-        not yet read here misses at most this note: a gateway wakes its streams once more
-        shortly after it subscribes (gateway/commit_listener.py)."""
-        self._take_subscriptions()
-        watched = self.watched
+        """Notify the woken topics' subscribers: one note per topic, encoded once."""
+        subscribers, out = self.subscribers, {}
         for name in woken:
-            if name not in watched:
+            peers = subscribers.get(name)
+            if not peers:
                 continue
             topic = registry.get(name)
             head = None if topic is None else topic.visible
-            page = self._page(topic, watched[name], read_page)
-            watched[name] = head
-            try:
-                self.sock.send_multipart(encode_note(name, head, page), zmq.NOBLOCK)
-                self.published += 1
-            except zmq.ZMQError:
-                self.dropped += 1
+            page = self._page(topic, self.watched[name], read_page)
+            self.watched[name] = head
+            raw = encode_note(name, head, page)
+            for peer in peers:
+                out.setdefault(peer, []).append(raw)
         woken.clear()
+        for peer, raws in out.items():
+            if self.lanes.send(peer, raws):
+                self.published += len(raws)
+            else:
+                self.dropped += len(raws)
 
     def _page(self, topic: TopicState | None, from_seq: int | None,
               read_page: PageReader) -> NotePage | None:
@@ -82,23 +94,36 @@ class CommitPublisher:
                         sum(payload_bytes(len(r[2]), meta_flag_of(r[5])) for r in records),
                         records)
 
-    def _take_subscriptions(self) -> None:
-        sock = self.sock
-        if not sock.get(zmq.EVENTS) & zmq.POLLIN:     # the usual case, without an exception
+    def _subscribe(self, peer: bytes, raw: bytes) -> None:
+        change = decode_subscription(raw)
+        if change is None:
+            log.warning("event=bad_feed_subscription bytes=%d", len(raw))
             return
-        while True:
-            try:
-                frame = self.sock.recv(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            change = decode_subscription(frame)
-            if change is None:
-                continue
-            subscribed, name = change
+        subscribed, names = change
+        mine = self.topics_of.setdefault(peer, set())
+        for name in names:
             if subscribed:
-                self.watched[name] = None    # its next notification carries no page yet
+                mine.add(name)
+                if name not in self.subscribers:
+                    self.watched[name] = None    # its next note carries no page yet
+                self.subscribers.setdefault(name, set()).add(peer)
             else:
-                self.watched.pop(name, None)
+                mine.discard(name)
+                self._unsubscribe(peer, name)
+
+    def _unsubscribe(self, peer: bytes, name: str) -> None:
+        peers = self.subscribers.get(name)
+        if peers is None:
+            return
+        peers.discard(peer)
+        if not peers:
+            del self.subscribers[name]
+            del self.watched[name]
+
+    def _forget(self, peer: bytes) -> None:
+        """A gateway's feed connection closed: its subscriptions go with it."""
+        for name in self.topics_of.pop(peer, ()):
+            self._unsubscribe(peer, name)
 
     def close(self) -> None:
-        self.sock.close(0)
+        self.lanes.close()

@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 import struct
+from collections.abc import Callable
 
 import zmq
 
@@ -42,9 +43,14 @@ class _Lane:
 
 
 class LaneListener:
-    def __init__(self, path: str, poller: zmq.Poller):
+    """`on_drop(peer)`: told of each connection that closes (the commit feed forgets its
+    subscriptions)."""
+
+    def __init__(self, path: str, poller: zmq.Poller,
+                 on_drop: Callable[[bytes], None] | None = None):
         self.path = path
         self.poller = poller
+        self.on_drop = on_drop
         if os.path.exists(path):
             os.unlink(path)              # a previous incarnation's
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -144,6 +150,8 @@ class LaneListener:
         self.by_id.pop(lane.peer, None)
         self.poller.unregister(fd)
         lane.sock.close()
+        if self.on_drop is not None:
+            self.on_drop(lane.peer)
 
     def close(self) -> None:
         for fd in list(self.lanes):

@@ -87,7 +87,6 @@ class ShardServer:
             os.chmod(ipc_path, 0o600)   # before this, the umask's mode (022: no one else
                                         # may connect, which needs write permission)
             self.sources.append((local, IPC, True))
-        self.feed = CommitPublisher(ctx, self.ipc) if self.ipc else None
         self.dead_letters = None   # moves of queue jobs to other shards (needs the ipc dir)
         self.router_feed = None    # reads of the routers' sources (needs the ipc dir)
         if ipc_path:
@@ -107,6 +106,7 @@ class ShardServer:
             self.poller.register(link.sock, zmq.POLLIN)   # replica roles from the supervisor
         # The gateways' lanes (protocol/lane.py): trusted as the ipc socket is.
         self.lanes = LaneListener(lane_path(self.ipc), self.poller) if self.ipc else None
+        self.feed = CommitPublisher(self.poller, self.ipc) if self.ipc else None
         self.intake = RequestIntake(core, self.sources, self.lanes, self.poller, curve)
         self._cluster_due = 0.0
         self.feed_polled: set = set()
@@ -213,6 +213,8 @@ class ShardServer:
         # the turn would spin until a timer under a millisecond away is due
         ready = self.poller.poll(math.ceil(self._timeout_ms()))
         if ready:
+            if self.feed is not None:
+                self.feed.ready(ready)
             self.intake.drain(2 * INBOX_REQUESTS_MAX, ready)
             self._send_released()
             if self.core.wants_group_window():
