@@ -3,8 +3,9 @@
 Spawning `python -m topics_actors.<role>` costs every child a fresh interpreter and its own
 copy of the same modules: about 0.3-0.5 s of CPU and 20 MB of private memory each, six
 times on a node's start. So once the supervisor holds the data dir's lock, before it makes
-any thread or ZeroMQ context, it forks the fork server (start()), which imports the children's entry
-modules once and then waits for requests on a socket pair. For each request it forks a
+any thread or ZeroMQ context, it imports the children's entry modules itself, freezes them
+out of the collector's passes and forks the fork server (start()), which waits for
+requests on a socket pair. For each request it forks a
 child that takes the descriptors sent along (the data dir's lock, the HTTP socket: passed
 with SCM_RIGHTS, under the numbers they have in the supervisor), closes every other one,
 sets its process title to the command line it stands for (`python -m topics_actors.shard
@@ -22,8 +23,6 @@ interpreters again, as before.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import fcntl
 import gc
 import importlib
@@ -37,25 +36,17 @@ import sys
 import time
 import traceback
 
+from topics_actors.libc import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
+
 log = logging.getLogger(__name__)
 
 PRELOAD = ("topics_actors.shard.__main__", "topics_actors.compactor.__main__",
            "topics_actors.reclaimer.__main__", "topics_actors.gateway.__main__")
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
 REQUEST_MAX_BYTES = 1 << 20
 MAX_FDS = 16
 REPLY_TIMEOUT_S = 10.0
 REPARENT_WAIT_S = 5.0
 POLL_S = 0.005
-
-
-def _prctl(option: int, value: int) -> bool:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl(option, value, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
 
 
 class ForkedProcess:
@@ -99,21 +90,18 @@ class ForkServer:
         self.pid = 0
 
     def start(self) -> bool:
-        """Fork the server; call while this process has one thread. False (nothing started)
-        where a child subreaper cannot be had."""
-        if not _prctl(_PR_SET_CHILD_SUBREAPER, 1):
+        """Import the children's modules and fork the server; call while this process has
+        one thread. False (nothing started) where a child subreaper cannot be had."""
+        if not prctl(PR_SET_CHILD_SUBREAPER, 1):
             log.warning("event=fork_server_unavailable reason=no_subreaper")
             return False
+        _import_frozen(self.preload)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         supervisor = os.getpid()
-        # The collector's passes write to every object they visit: frozen, the objects
-        # both processes hold stay on pages they share instead of being copied by the first
-        # pass in either (a full collection would copy every page of the heap).
-        gc.freeze()
         pid = os.fork()
         if pid == 0:
             ours.close()
-            _serve(theirs, supervisor, self.preload)     # never returns
+            _serve(theirs, supervisor)     # never returns
         theirs.close()
         self.sock, self.pid = ours, pid
         return True
@@ -153,23 +141,37 @@ class ForkServer:
             self.pid = 0
 
 
+def _import_frozen(modules: tuple[str, ...]) -> None:
+    """Import the children's modules here, in the supervisor, with the collector off, then
+    freeze every object: the fork server and every child then share one copy, and no
+    collector pass in any of them writes to (and so copies) the pages it lies on.
+
+    Imported in the fork server instead, every refcount it raised on an object the
+    supervisor had imported copied that page, once in each: 4 MB more for the node
+    (docs/OPERATIONS.md 17)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 # --- the server (runs in the forked process) ----------------------------------------------
 
-def _serve(sock: socket.socket, supervisor: int, preload: tuple[str, ...]) -> None:
+def _serve(sock: socket.socket, supervisor: int) -> None:
     code = 0
     try:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != supervisor:
             os._exit(0)
         for sig in (signal.SIGINT, signal.SIGTERM):   # it ends when the supervisor's end
             signal.signal(sig, signal.SIG_IGN)         # closes, never on a signal
         os.environ.pop("NOTIFY_SOCKET", None)   # systemd hears the supervisor alone
         _set_title(f"{sys.executable} (topics fork server)")
-        gc.disable()      # no pass may touch (and so copy) the pages shared with the parent
-        for module in preload:
-            importlib.import_module(module)
-        gc.freeze()       # nor, in a child, the pages of what was imported here
-        gc.enable()
         while True:
             data, fds, _flags, _addr = socket.recv_fds(sock, REQUEST_MAX_BYTES, MAX_FDS)
             if not data:

@@ -12,6 +12,7 @@ the top level:
 - `front_process.py`: the shell of the processes that reach the shards through the front
 - `json_rules.py`: what JSON the engine takes as a record's data or meta
 - `key_scopes.py`: what a key may do
+- `libc.py`: the C library's calls that the standard library does not wrap (prctl, mallopt)
 - `limits.py`: hard limits of the /v0 contract and engine bounds
 - `process_profile.py`: an opt-in cProfile of a node process
 - `progress_meter.py`: progress of a long job over a total known up front

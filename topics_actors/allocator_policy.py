@@ -16,27 +16,15 @@ glibc both do nothing.
 
 from __future__ import annotations
 
-import ctypes
 import logging
+
+from topics_actors.libc import LIBC as _LIBC
 
 log = logging.getLogger(__name__)
 
 M_TRIM_THRESHOLD = -1          # mallopt parameters (malloc.h)
 M_MMAP_THRESHOLD = -3
 THRESHOLD_BYTES = 128 * 1024   # glibc's own starting value of both
-
-
-def _libc():
-    """The process's own symbols (libc's among them): no search for the library, which
-    would run ldconfig in a subprocess at import."""
-    try:
-        libc = ctypes.CDLL(None)
-        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
 
 
 def settle_allocator() -> bool:

@@ -41,11 +41,7 @@ def child_main(kind: type, serve: Callable, argv: list[str] | None = None) -> in
     process's name, die with the supervisor, settle the garbage collector
     (collector_policy.py) and the C allocator (allocator_policy.py), and run
     serve(options, ctx, link) inside child_context."""
-    parser = argparse.ArgumentParser(prog=f"python -m {kind.__module__}",
-                                     description="a node process, spawned by the supervisor")
-    parser.add_argument("--options", required=True,
-                        help=f"the {kind.__name__} as JSON (topics_actors.config)")
-    options = decode_options(kind, parser.parse_args(argv).options)
+    options = decode_options(kind, _options_text(kind, sys.argv[1:] if argv is None else argv))
     process: ProcessOptions = options.process
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s {process.log_name} %(levelname)s %(message)s")
@@ -56,6 +52,20 @@ def child_main(kind: type, serve: Callable, argv: list[str] | None = None) -> in
     with child_context(process) as (ctx, link), profiled(process.log_name):
         serve(options, ctx, link)
     return 0
+
+
+def _options_text(kind: type, argv: list[str]) -> str:
+    """The `--options` argument. The supervisor's exact `--options TEXT` is read without
+    argparse: building and running a parser in a child forked from the fork server wrote to
+    (and so copied) about 1.2 MB of its pages (docs/OPERATIONS.md 17). Anything else, `--help`
+    or a mistake, gets argparse's usage and errors."""
+    if len(argv) == 2 and argv[0] == "--options":
+        return argv[1]
+    parser = argparse.ArgumentParser(prog=f"python -m {kind.__module__}",
+                                     description="a node process, spawned by the supervisor")
+    parser.add_argument("--options", required=True,
+                        help=f"the {kind.__name__} as JSON (topics_actors.config)")
+    return parser.parse_args(argv).options
 
 
 @contextlib.contextmanager

@@ -21,7 +21,12 @@ OLD_THRESHOLD = 100           # middle passes between full passes
 
 def settle_collector() -> None:
     """Freeze what exists now and space the collector's passes out; call once, when the
-    process has finished importing and before it serves."""
-    gc.collect()
+    process has finished importing and before it serves.
+
+    The pass before the freeze leaves the oldest generation alone: a full collection also
+    empties the interpreter's free lists into the allocator's pools, and in a child forked
+    from the fork server those writes copied 0.6 MB of pages it shared (docs/OPERATIONS.md
+    17). What it leaves is the few cycles of a start, frozen for good."""
+    gc.collect(1)
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)

@@ -399,8 +399,28 @@ def decode_options(kind: type[T], text: str) -> T:
 
 
 def _build(kind, fields: dict):
-    hints = typing.get_type_hints(kind)
+    hints = _type_hints(kind)
     return kind(**{name: _field(hints[name], value) for name, value in fields.items()})
+
+
+_HINTS: dict[type, dict] = {}
+
+
+def _type_hints(kind: type) -> dict:
+    """typing.get_type_hints, once per options type, and for the children's own types at
+    import: it evaluates every annotation's text, and done in a child forked from the fork
+    server it wrote to (and so copied) pages of typing's objects (docs/OPERATIONS.md 17)."""
+    hints = _HINTS.get(kind)
+    if hints is None:
+        hints = _HINTS[kind] = typing.get_type_hints(kind)
+        for hint in hints.values():
+            if dataclasses.is_dataclass(hint):
+                _type_hints(hint)
+    return hints
+
+
+for _kind in (ShardProcessOptions, CompactorOptions, ReclaimerOptions, GatewayOptions):
+    _type_hints(_kind)
 
 
 def _field(hint, value):

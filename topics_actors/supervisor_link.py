@@ -6,8 +6,6 @@ check their parent pid every loop turn, so no child outlives a killed supervisor
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import logging
 import os
 import signal
@@ -17,19 +15,15 @@ import zmq
 
 from topics_actors.config import ProcessState
 from topics_actors.errors import TopicsError
+from topics_actors.libc import PR_SET_PDEATHSIG, prctl
 from topics_actors.protocol import decode, encode
 from topics_actors.protocol.control import Heartbeat, Hello
 
 log = logging.getLogger(__name__)
 
-_PR_SET_PDEATHSIG = 1
-
 
 def die_with_parent(parent_pid: int) -> None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except OSError:
+    if not prctl(PR_SET_PDEATHSIG, signal.SIGTERM):
         log.warning("event=pdeathsig_unavailable")
     if os.getppid() != parent_pid:   # the parent died before prctl took effect
         raise SystemExit("supervisor is gone")

@@ -3,6 +3,7 @@ one `--options` argument unchanged and carry the node's values; no secret reache
 line; the front port follows the HTTP port unless TOPICS_ZMQ_PORT is set; and a real shard
 process runs from nothing but its options (unsupervised), logging under its name."""
 
+import argparse
 import os
 import pathlib
 import signal
@@ -12,7 +13,7 @@ import sys
 import pytest
 
 from tests.support import wait_for
-from topics_actors import config
+from topics_actors import child_process, config
 from topics_actors.config import NodeConfig, NodeWiring
 from topics_actors.storage.fs import RealFs
 from topics_actors.storage.wal_layout import prepare_layout
@@ -107,6 +108,23 @@ def test_a_shard_process_runs_from_its_options_alone(tmp_path):
         proc.kill()
         proc.wait()
     assert b" shard-00 INFO event=ready shard=0" in log_path.read_bytes()
+
+
+def test_the_supervisors_argument_is_read_without_argparse(monkeypatch):
+    """`--options TEXT` exactly as the supervisor passes it is read without a parser (made in
+    a forked child, one copied 1.2 MB of shared pages); anything else goes through argparse
+    (and a command line without options is refused: the test below)."""
+    made = []
+    parse_args = argparse.ArgumentParser.parse_args
+
+    def counting(parser, *args, **kwargs):
+        made.append(args)
+        return parse_args(parser, *args, **kwargs)
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", counting)
+    kind = config.ReclaimerOptions
+    assert child_process._options_text(kind, ["--options", '{"a": 1}']) == '{"a": 1}'
+    assert not made
+    assert child_process._options_text(kind, ["--options={}"]) == "{}" and len(made) == 1
 
 
 def test_a_child_refuses_a_command_line_without_options():

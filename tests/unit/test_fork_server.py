@@ -1,7 +1,8 @@
 """The fork server (supervisor/fork_server.py): a child forked from it runs the module's
 main() with its arguments, is re-parented to the process that asked (so waited for and
 signalled like a Popen child), keeps the descriptors it was sent under their numbers and no
-others, shows its command line as its title, and the server goes when closed.
+others, shows its command line as its title, and the server goes when closed. The modules
+to preload are imported by the caller, before the fork, and frozen out of the collector.
 
 Run in a subprocess: the server makes its caller a child subreaper, which a test process
 should not become."""
@@ -42,9 +43,12 @@ DRIVER = textwrap.dedent('''
     import json, os, signal, sys
     from supervisor.fork_server import ForkServer
 
+    import gc
     forks = ForkServer(preload=("fork_child",))
+    assert "fork_child" not in sys.modules and gc.get_freeze_count() == 0
     assert forks.start()
-    out = {"server_alive": True}
+    out = {"server_alive": True, "preloaded_here": "fork_child" in sys.modules,
+           "frozen": gc.get_freeze_count() > 1000}
 
     def pipe_child(*args):
         read_end, write_end = os.pipe()
@@ -83,6 +87,7 @@ def test_a_forked_child_is_the_callers_runs_main_and_keeps_only_its_fds(tmp_path
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.splitlines()[-1])
     parent, stray_open, titled = ast.literal_eval(out["report"])
+    assert out["preloaded_here"] and out["frozen"]   # imported by the caller, before the fork
     assert out["code"] == 3 and parent == out["me"] and not stray_open
     assert titled or importlib.util.find_spec("setproctitle") is None
     assert out["signalled"] == -15

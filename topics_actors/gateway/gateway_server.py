@@ -14,6 +14,11 @@ import os
 import signal
 import time
 
+try:            # imported with the module, so that a child forked from the fork server
+    import uvloop   # shares the fork server's copy (imported in the child: 3.3 MB its own)
+except ImportError:
+    uvloop = None
+
 from topics_actors import server_keys
 from topics_actors.config import GatewayOptions, ProcessState
 from topics_actors.gateway.engine_link import EngineLink
@@ -33,11 +38,7 @@ WS_CLOSE_WAIT_S = 1.0
 def new_loop() -> asyncio.AbstractEventLoop:
     """uvloop's loop where it is installed (a dependency on Linux), else asyncio's: the
     HTTP server's transports and the engine link's socket callbacks cost less on it."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
+    return asyncio.new_event_loop() if uvloop is None else uvloop.new_event_loop()
 
 
 class GatewayServer:
