@@ -10,6 +10,7 @@ drained, whose copy goes when it returns."""
 
 import io
 import os
+import signal
 import sys
 import threading
 
@@ -17,7 +18,7 @@ import pytest
 
 from supervisor import cli
 from tools.testing.cluster_harness import (
-    OnceWriter, cluster_env, converged, once_violations, wait_isr,
+    OnceWriter, cluster_env, converged, once_violations, replication, wait_isr,
 )
 from tools.testing.node_harness import wait_for
 from tools.testing.replica_copy import topic_copy
@@ -142,6 +143,59 @@ def test_a_topic_moves_off_its_leader_and_a_node_drains_under_writes(
           f"{writer.deduped} deduped, {reader.reads} reads, {len(reader.seen)} records read")
 
 
+def test_a_leader_a_move_takes_away_acknowledges_no_write_its_heir_lacks(cluster, observer):
+    """`acks: leader` writes while the leader's copy is being moved off: its heir's shard
+    (in the ISR) and the new copy's shard are paused, so no follower has them. The leader
+    holds their answers until the ISR has them: the heir, still paused, is made leader
+    once the new copy has caught up, and answers in doubt make the writers resend with
+    their keys. Every write acknowledged is on every final copy exactly once. Without the
+    hold the leader answered 4 to 37 of them at once in four runs, none durable on a
+    follower (whether the heir then led without them depended on a fetch answer already
+    on its way to it)."""
+    client = cluster["a"].client()
+    client.put_topic("handoff", replication_factor=2, durability="fsync")
+    before = wait_isr(cluster["a"], "handoff", 2)
+    leader = before["leader"]
+    heir = next(n for n in before["replicas"] if n != leader)
+    spare = next(n for n in "abc" if n not in before["replicas"])
+    cluster[leader].client().append("handoff", [{"data": {"n": 0}}], acks="all")
+    paused = [cluster[n].shard_pid(0) for n in (heir, spare)]
+    writer = OnceWriter(cluster[leader], "handoff", acks="leader", threads=2)
+    try:
+        for pid in paused:
+            os.kill(pid, signal.SIGSTOP)
+        moving = cluster[leader].http("POST", "/v0/cluster/move",
+                                      {"topic": "handoff", "replicas": [heir, spare]})
+        assert moving.status == 200, moving.body
+        wait_for(lambda: spare in (replication(cluster[leader], "handoff") or {}).get(
+            "replicas", ()), 5, "the leader told of the move")       # its role has the target
+        writer.start()
+        wait_for(lambda: lag(cluster[leader], heir) >= 2, 10,
+                 "both writers' records in the leader's log, not in the heir's")
+        held = len(writer.acked)
+        os.kill(paused.pop(), signal.SIGCONT)         # the new copy catches up and joins;
+        wait_for(lambda: observer.read("handoff").state.leader == heir, 10,
+                 "the paused heir made leader")       # the heir lacks the writes
+        os.kill(paused.pop(), signal.SIGCONT)
+        wait_for(lambda: moved(observer, "handoff", {heir, spare}), 30, "the move done")
+        count = len(writer.acked)
+        wait_for(lambda: len(writer.acked) >= count + 20, 60, "acked writes after the move")
+    finally:
+        for pid in paused:
+            os.kill(pid, signal.SIGCONT)
+        writer.stop()
+    copy = converged({n: cluster[n] for n in (heir, spare)}, SHARDS, "handoff", writer.acked)
+    del copy[1]
+    assert once_violations(copy, writer) == []
+    assert held == 0, f"{held} acks: leader writes answered while no follower had them"
+
+
+def lag(node, follower: str) -> int:
+    """How many records of `handoff` its leader (through `node`) holds and `follower` lacks."""
+    followers = (replication(node, "handoff") or {}).get("followers") or {}
+    return (followers.get(follower) or {}).get("lag") or 0
+
+
 def topic_copy_gone(node, topic: str) -> bool:
     """Whether `node`'s shard said it dropped its copy of `topic` (a move took it off)."""
     return f"event=copy_moved_off topic={topic} " in node.log()
@@ -154,15 +208,17 @@ def test_a_node_is_added_another_drained_onto_it_and_removed_under_writes(
     """Three topics (one, two and three copies) under retrying `acks: all` writers; a
     fourth node joins, the topic of one copy moves onto it, the leader of the three-copy
     topic is drained (each copy to the freest node: the new one for that topic) and then
-    stopped: writes go on, with full ISRs, and every acked
-    write is on every final copy exactly once."""
+    stopped: writes go on, with full ISRs, and every acked write is on every final copy
+    exactly once; the three-copy topic's writes are `acks: leader`, which a leader that a
+    move takes away holds until its followers have them (none is cut at the handoff)."""
     factors = {"one": 1, "two": 2, "three": 3}
     for topic, factor in factors.items():
         cluster["a"].client().put_topic(topic, replication_factor=factor,
                                         durability="fsync" if factor > 1 else "disk")
     drained = observer.read("three").state.leader
     entry, watcher = (n for n in "abc" if n != drained)
-    writers = {t: OnceWriter(cluster[entry], t, threads=2) for t in factors}
+    writers = {t: OnceWriter(cluster[entry], t, threads=2,  # "three": its leader drained
+                             acks="leader" if t == "three" else "all") for t in factors}
     readers = {t: Reader(cluster[watcher], t) for t in factors}
     for thread in [*writers.values(), *readers.values()]:
         thread.start()

@@ -1,15 +1,17 @@
 """How fast a node is ready and how much memory it holds, beside the original.
 
     flock /work/rooms/.bench.lock python3 tools/bench/start_bench.py [--runs 10]
-        [--records 1000000] [--no-original] [--json OUT]
+        [--records 1000000] [--no-original] [--per-process] [--json OUT]
 
 Empty: `--runs` times, a fresh empty data dir, `python -m supervisor.cli serve` (this
 checkout; the `topics` script's shim would add its own start) or the original binary,
 each with its defaults and only TOPICS_HOST, TOPICS_PORT and TOPICS_DATA_DIR set; timed from
 just before the spawn to the first `GET /v0/ready` that answers 200 (polled every 5 ms).
-`--settle` seconds later the PSS (psutil, proportional set size: shared pages split among
-the processes sharing them) is summed over the server and every process under it. The two
-servers take turns going first. `--spawn-too` adds this project with TOPICS_FORK_SERVER=0
+`--settle` seconds later the PSS (/proc/<pid>/smaps_rollup: proportional set size, each
+shared page split among the processes that map it) is summed over the server and every
+process under it. The two servers take turns going first. `--per-process` adds a table:
+each process's PSS, its anonymous part and its USS (pages it shares with no one), medians
+over the runs, and the sum. `--spawn-too` adds this project with TOPICS_FORK_SERVER=0
 (every child a fresh interpreter, as before the fork server).
 
 With `--records N`: one more data dir per server, loaded over HTTP with N records of 100
@@ -106,21 +108,36 @@ class Server:
 
     def processes(self) -> list[psutil.Process]:
         root = psutil.Process(self.proc.pid)
-        return [root, *root.children(recursive=True)]
+        return [root, *sorted(root.children(recursive=True), key=lambda proc: proc.pid)]
+
+    def pss_rows(self) -> list[dict]:
+        """One row per process of the group: its name (process_name), PSS, the anonymous
+        part of it and USS (its private pages, shared with no one), in bytes, from
+        /proc/<pid>/smaps_rollup."""
+        rows = []
+        for proc in self.processes():
+            try:
+                fields = _rollup(proc.pid)
+                name = process_name(proc.cmdline())
+            except (psutil.NoSuchProcess, OSError):
+                continue
+            rows.append({"name": name, "pss": fields["Pss"] * 1024,
+                         "anon": fields["Pss_Anon"] * 1024,
+                         "uss": (fields["Private_Clean"] + fields["Private_Dirty"]) * 1024})
+        ordinal: dict[str, int] = {}
+        for row in rows:           # shard-0, shard-1, gateway-0: in pid (spawn) order
+            if row["name"] in ("shard", "gateway"):
+                n = ordinal[row["name"]] = ordinal.get(row["name"], -1) + 1
+                row["name"] = f"{row['name']}-{n}"
+        return rows
 
     def pss_bytes(self) -> tuple[int, int, int]:
         """(PSS summed over the group, the anonymous part of it, how many processes). The
-        rest is file pages mapped (a WAL or segment file read through mmap): page cache the
-        kernel can drop, which PSS counts all the same."""
-        procs = self.processes()
-        total = anon = 0
-        for proc in procs:
-            try:
-                total += proc.memory_full_info().pss
-                anon += _rollup_kb(proc.pid, "Pss_Anon") * 1024
-            except (psutil.NoSuchProcess, OSError):
-                pass
-        return total, anon, len(procs)
+        rest is file pages mapped (the interpreter's library, a WAL or segment file read
+        through mmap): page cache the kernel can drop, which PSS counts all the same, and
+        shares among every process on the machine that maps the same file."""
+        rows = self.pss_rows()
+        return sum(r["pss"] for r in rows), sum(r["anon"] for r in rows), len(rows)
 
     def kill(self) -> None:
         """SIGKILL the whole group and wait until every member is gone."""
@@ -142,12 +159,29 @@ class Server:
         self.proc = None
 
 
-def _rollup_kb(pid: int, field: str) -> int:
+def _rollup(pid: int) -> dict[str, int]:
+    """/proc/<pid>/smaps_rollup's kB fields."""
+    fields = {}
     with open(f"/proc/{pid}/smaps_rollup") as handle:
         for line in handle:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
+            parts = line.split()
+            if len(parts) == 3 and parts[2] == "kB":
+                fields[parts[0].rstrip(":")] = int(parts[1])
+    return fields
+
+
+def process_name(cmdline: list[str]) -> str:
+    """A node process's role from its command line: supervisor, fork server, shard,
+    compactor, reclaimer, gateway; else the program's name (the original's binary)."""
+    line = " ".join(cmdline)
+    if "fork server" in line:
+        return "fork server"
+    if "supervisor.cli" in line:
+        return "supervisor"
+    for word in cmdline:
+        if word.startswith("topics_actors."):
+            return word.split(".")[1]
+    return os.path.basename(cmdline[0]) if cmdline else "?"
 
 
 def post(port: int, path: str, body: dict) -> None:
@@ -187,13 +221,15 @@ def empty_runs(args, kinds: list[str]) -> dict[str, list[dict]]:
             try:
                 ready_s = server.start()
                 time.sleep(args.settle)
-                pss, anon, count = server.pss_bytes()
+                rows = server.pss_rows()
             finally:
                 server.stop()
                 shutil.rmtree(tmp, ignore_errors=True)
-            out[kind].append({"ready_s": ready_s, "pss": pss, "anon": anon, "processes": count})
+            pss, anon = sum(r["pss"] for r in rows), sum(r["anon"] for r in rows)
+            out[kind].append({"ready_s": ready_s, "pss": pss, "anon": anon,
+                              "processes": len(rows), "rows": rows})
             log.info("empty %s run %d: ready %.3f s, PSS %.1f MB in %d processes", kind,
-                     run + 1, ready_s, pss / 1e6, count)
+                     run + 1, ready_s, pss / 1e6, len(rows))
     return out
 
 
@@ -226,6 +262,25 @@ def loaded_runs(args, kind: str) -> dict:
 def med(values: list[float], unit: float, fmt: str) -> str:
     return (f"{statistics.median(values) / unit:{fmt}} ({min(values) / unit:{fmt}}-"
             f"{max(values) / unit:{fmt}})")
+
+
+def per_process(empty: dict) -> str:
+    """Each process's PSS, its anonymous part and its USS, idle on an empty data dir:
+    medians over the runs (a process's name: process_name, numbered per role)."""
+    lines = ["| server | process | PSS, MB | of which anonymous, MB | USS, MB |",
+             "|---|---|---:|---:|---:|"]
+    for kind, runs in empty.items():
+        names = list(dict.fromkeys(r["name"] for run in runs for r in run["rows"]))
+        for name in names:
+            rows = [r for run in runs for r in run["rows"] if r["name"] == name]
+            cells = [statistics.median(r[key] for r in rows) / 1e6
+                     for key in ("pss", "anon", "uss")]
+            lines.append(f"| {kind} | {name} | " + " | ".join(f"{c:.1f}" for c in cells) + " |")
+        sums = [statistics.median(sum(r[key] for r in run["rows"]) for run in runs) / 1e6
+                for key in ("pss", "anon", "uss")]
+        lines.append(f"| {kind} | **sum** | " + " | ".join(f"**{c:.1f}**" for c in sums)
+                     + " |")
+    return "\n".join(lines)
 
 
 def report(empty: dict, loaded: dict, args) -> str:
@@ -272,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-original", action="store_true")
     parser.add_argument("--spawn-too", action="store_true",
                         help="also this project without its fork server (TOPICS_FORK_SERVER=0)")
+    parser.add_argument("--per-process", action="store_true",
+                        help="also a table of each process's PSS, anonymous and USS, idle")
     parser.add_argument("--json", help="write the raw figures here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -288,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as handle:
             json.dump({"empty": empty, "loaded": loaded}, handle, indent=1)
     print(report(empty, loaded, args))
+    if args.per_process:
+        print()
+        print(per_process(empty))
     return 0
 
 

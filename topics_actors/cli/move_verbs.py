@@ -13,6 +13,7 @@ from topics_actors.cli.http_api import ApiError, HttpApi
 from topics_actors.cli.output import api_of, fail, json_option, print_json, verb
 
 POLL_S = 0.5
+REPEAT_S = 5.0     # a phase whose figures change (a lag) is printed again at most this often
 
 
 def phase(view: dict | None, wanted: list[str], lags: dict[str, int | None],
@@ -46,6 +47,14 @@ def finished(text: str) -> bool:
     return text.startswith(("done", "replaced", "gone"))
 
 
+def worth_printing(text: str, before: str, printed_s: float, now_s: float) -> bool:
+    """A new phase at once; the same phase with new figures every REPEAT_S."""
+    if text == before:
+        return False
+    same_phase = text.split(":")[0] == before.split(":")[0]
+    return not same_phase or now_s - printed_s >= REPEAT_S
+
+
 def _lags(api: HttpApi, topic: str, view: dict) -> dict[str, int | None]:
     """The lag of the target's replicas not yet in sync (the leader's figures)."""
     behind = [n for n in view.get("target") or [] if n not in (view.get("isr") or [])]
@@ -63,6 +72,7 @@ def follow(api: HttpApi, moves: list[dict], timeout_s: float, as_json: bool) -> 
     """Poll the cluster view until every move is done; print each change of phase."""
     wanted = {m["topic"]: m["target"] or m["replicas"] for m in moves}
     said: dict[str, str] = {}
+    printed: dict[str, tuple[str, float]] = {}
     deadline = time.monotonic() + timeout_s
     while True:
         topics = api.request("GET", api.path("v0", "cluster")).get("topics") or {}
@@ -72,8 +82,10 @@ def follow(api: HttpApi, moves: list[dict], timeout_s: float, as_json: bool) -> 
             view = topics.get(topic)
             text = phase(view, wanted[topic], _lags(api, topic, view) if view else {},
                          said.get(topic, "starting") != "starting")
-            if text != said.get(topic):
-                said[topic] = text
+            said[topic] = text
+            before, printed_s = printed.get(topic, ("", 0.0))
+            if worth_printing(text, before, printed_s, time.monotonic()):
+                printed[topic] = (text, time.monotonic())
                 if not as_json:
                     click.echo(f"{topic}: {text}")
         if all(finished(text) for text in said.values()):

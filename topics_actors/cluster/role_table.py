@@ -23,6 +23,7 @@ def roles(states: dict[str, Versioned], nodes: dict[str, dict]) -> list[dict]:
                     "replicas": list(state.replicas), "version": version,
                     "config": state.config or {}, "deleted": state.deleted,
                     "first_epoch": state.first_epoch,
+                    "target": list(state.target) if state.target is not None else None,
                     "leader_shards": (leader or {}).get("shards") or [],
                     "leader_front": _front(leader), "leader_http": _http(leader),
                     "leader_curve": (leader or {}).get("curve_public")})

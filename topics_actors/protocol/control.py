@@ -45,7 +45,8 @@ class Heartbeat(Message):
 class ReplicaRoles(Message):
     """supervisor -> shard (a cluster node). The replication state of replicated topics,
     one map per topic: {topic, leader, leader_epoch, isr, replicas, version, config,
-    leader_shards: [tcp endpoint], leader_front, leader_http}; each shard takes the topics
+    leader_shards: [tcp endpoint], leader_front, leader_http, target (the replicas a move
+    heads for, nil: none)}; each shard takes the topics
     it owns. `complete`: the list holds every replicated topic (topics absent from it are
     no longer replicated here). `fenced`: the node's ZooKeeper session is not connected,
     so its leaders must not acknowledge `acks: all` writes (another node may lead now).

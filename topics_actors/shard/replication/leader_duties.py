@@ -123,7 +123,9 @@ class LeaderDuties:
         """Whether the append waits for the watermark (`acks: all`; and in every ack mode
         while this node is cut off from ZooKeeper, when another node may lead already: its
         answer waits for the session to come back, and if leadership moved meanwhile it is
-        answered in doubt); raises when it cannot be taken here."""
+        answered in doubt; and while a move takes this copy away, so that handing
+        leadership over cuts no acknowledged write); raises when it cannot be taken
+        here."""
         acks = Acks.of(msg.acks)
         lead = self.replicas.lead(msg.topic)
         if lead is None:
@@ -132,7 +134,7 @@ class LeaderDuties:
         if len(lead.tracker.replicas) == 1:
             return False
         if acks is not Acks.ALL:
-            return self.fenced
+            return self.fenced or self.replicas.role(msg.topic).leaving(self.node_id)
         lead.tracker.require_min_isr("that acks=all")
         return True
 

@@ -25,6 +25,7 @@ class Role:
     leader_curve: str | None = None  # the CURVE key its leader's shards serve under
     deleted: bool = False            # a tombstone: the topic was deleted
     first_epoch: int = 1             # where this incarnation of the name began
+    target: tuple[str, ...] | None = None   # a move under way: the replicas it heads for
 
     @classmethod
     def from_wire(cls, raw: dict) -> "Role":
@@ -34,7 +35,12 @@ class Role:
                    tuple(raw["isr"]), tuple(raw["replicas"]), int(raw.get("version", 0)),
                    raw.get("config") or {}, shard, raw.get("leader_front"),
                    raw.get("leader_http"), raw.get("leader_curve"),
-                   bool(raw.get("deleted", False)), int(raw.get("first_epoch", 1)))
+                   bool(raw.get("deleted", False)), int(raw.get("first_epoch", 1)),
+                   tuple(raw["target"]) if raw.get("target") else None)
+
+    def leaving(self, node: str) -> bool:
+        """Whether a move under way takes `node`'s copy away (cluster/reassignment.py)."""
+        return self.target is not None and node not in self.target
 
     def hint(self) -> dict:
         return {"topic": self.topic, "leader": self.leader, "leader_epoch": self.leader_epoch,
