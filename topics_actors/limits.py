@@ -17,6 +17,8 @@ SCAN_LIMIT_DEFAULT = 10_000
 SCAN_LIMIT_MAX = 50_000
 
 DIFF_WAIT_MS_MAX = 30_000
+DIFF_SETTLE_WAIT_MS = 2_000        # a diff waits this long for the routers it names
+DIFF_SETTLE_ROUTERS_MAX = 64       # routers a diff may name (a destination has few)
 LONG_POLLS_MAX = 10_000               # parked diff reads per shard
 
 LIST_PAGE_SIZE_DEFAULT = 100

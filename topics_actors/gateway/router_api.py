@@ -96,12 +96,22 @@ class RoutedReads:
             self.feeding = feeding
         return self.feeding.get(dest, [])
 
-    async def settle(self, dest: str) -> None:
+    async def plan(self, dest: str) -> list[list]:
+        """[[router, its source's head now], ...] for the routers into `dest` (a diff's
+        `settle`: the shard waits for them before it reads, in one round trip)."""
+        plan = []
         for router, source in await self._routers_into(dest):
             try:
                 head = (await self.engine.call(source, GetTopic(source, False)))["head_seq"]
             except TopicsError:
                 continue           # the source is gone: its routers go with it
+            plan.append([router, head])
+        return plan
+
+    async def settle(self, dest: str, plan: list[list] | None = None) -> None:
+        """Wait until the routers into `dest` have dealt with their sources up to `plan`
+        (by default, the sources' heads now)."""
+        for router, head in await self.plan(dest) if plan is None else plan:
             deadline = time.monotonic() + self.SYNC_WAIT_MS / 1000
             while (left_ms := int((deadline - time.monotonic()) * 1000)) > 0:
                 reply = await self.engine.call(dest, RouterSync(dest, router, head, left_ms),

@@ -30,7 +30,7 @@ from topics_actors.gateway.http_message import (
 from topics_actors.gateway.route_table import Route
 from topics_actors.gateway.router_api import RoutedReads
 from topics_actors.gateway.topic_listing import list_page
-from topics_actors.limits import DIFF_WAIT_MS_MAX
+from topics_actors.limits import DIFF_SETTLE_WAIT_MS, DIFF_WAIT_MS_MAX
 from topics_actors.protocol.messages import DeleteRecords, Diff, GetTopic, PutTopic
 from topics_actors.topic_config import parse_config
 from topics_actors.topic_identity import valid_topic_name
@@ -143,9 +143,22 @@ class TopicApi:
         msg = Diff(route.topic, rb.field_uint(body, "from_seq"), rb.field_uint(body, "limit"),
                    rb.field_nodes(body), rb.field_bool(body, "include_tags", False),
                    include_meta, wait_ms, rb.field_uint(body, "max_batch_bytes"))
-        await self.routed_reads.settle(route.topic)
-        reply = await self._long_poll(route.topic, msg)
+        reply = await self._settled_diff(msg)
         return HttpResponse(200, render_diff(reply, include_meta, elapsed_ms(t0)))
+
+    async def _settled_diff(self, msg: Diff) -> dict:
+        """A diff after the routers into its topic have copied their sources' heads
+        (read-your-writes, docs/HTTP.md): the wait rides on the diff itself when it does
+        not long-poll, else (or should that wait run out) a router_sync goes first."""
+        plan = await self.routed_reads.plan(msg.topic)
+        if plan and not msg.wait_ms:
+            reply = await self.engine.call(msg.topic, dataclasses.replace(msg, settle=plan),
+                                           DIFF_SETTLE_WAIT_MS)
+            if reply.get("settled", True):
+                return reply
+        if plan:
+            await self.routed_reads.settle(msg.topic, plan)
+        return await self._long_poll(msg.topic, msg)
 
     async def _long_poll(self, topic: str, msg: Diff) -> dict:
         """The shard's reply to a diff that may park. Should the gateway stop meanwhile, the

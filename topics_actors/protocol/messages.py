@@ -57,6 +57,11 @@ class Diff(Message):
     asked for include_meta false. Tags are nil unless include_tags. include_hops (a router's
     read) adds a 7th item to each record: how many routers it has passed through. Negative
     numbers and a malformed node are rejected (invalid_request).
+    settle: [[router, cursor], ...] routers into `topic` that must have dealt with their
+    source up to `cursor` before the read (the gateway's read-your-writes on a routed
+    destination, one message instead of a router_sync and a diff); the read waits for them
+    up to DIFF_SETTLE_WAIT_MS (limits.py), and without wait_ms. Unsettled by then, the reply is
+    {topic, settled: false} and no records.
     """
     KIND = "diff"
     topic: str
@@ -68,6 +73,7 @@ class Diff(Message):
     wait_ms: int = 0
     max_batch_bytes: int = 0
     include_hops: bool = False
+    settle: list | None = None
 
 
 @message

@@ -8,6 +8,7 @@ from topics_actors.errors import InvariantViolation, invalid, topic_not_found
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.limits import (
     DIFF_BATCH_BYTES_DEFAULT, DIFF_BATCH_BYTES_MAX, DIFF_LIMIT_DEFAULT, DIFF_LIMIT_MAX,
+    DIFF_SETTLE_ROUTERS_MAX, DIFF_SETTLE_WAIT_MS,
     NODE_BYTES_MAX, clamp,
 )
 from topics_actors.protocol.messages import Diff
@@ -25,6 +26,12 @@ def validate_diff(req: Diff) -> None:
     for name in ("from_seq", "limit", "wait_ms", "max_batch_bytes"):
         if getattr(req, name) < 0:
             raise invalid(f"diff field {name!r} must not be negative")
+    if req.settle is not None:
+        if req.wait_ms or len(req.settle) > DIFF_SETTLE_ROUTERS_MAX or not all(
+                isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)
+                and type(pair[1]) is int and pair[1] >= 0 for pair in req.settle):
+            raise invalid("diff field 'settle' must be at most "
+                          f"{DIFF_SETTLE_ROUTERS_MAX} [router, cursor] pairs, without wait_ms")
     nodes = [req.node] if isinstance(req.node, str) else req.node
     if nodes is not None and (not isinstance(nodes, list) or not all(
             isinstance(n, str) and len(n.encode()) <= NODE_BYTES_MAX for n in nodes)):
@@ -128,9 +135,11 @@ def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
 
 
 def diff_request(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
-                 msg: Diff) -> Staged:
+                 msg: Diff, settled: Callable[[str, list], bool]) -> Staged:
     """The shard's handler of `diff`: a read after the turn's commit; a caught-up empty
-    page with `wait_ms` parks until the topic publishes (long_poll.py)."""
+    page with `wait_ms` parks until the topic publishes (long_poll.py); a read that names
+    routers to `settle` first parks until they have copied that far (`settled`: the
+    router book's check)."""
     validate_diff(msg)
     retention.plan_unless_busy(stager, reader, registry.get(msg.topic))
 
@@ -140,7 +149,14 @@ def diff_request(stager: BatchStager, registry: TopicRegistry, reader: RecordRea
             raise topic_not_found(msg.topic)
         return diff(topic, reader.read, msg, stager.clock())
 
+    def after_settling() -> dict:
+        if settled(msg.topic, msg.settle):
+            return now()
+        return {"topic": msg.topic, "settled": False}
+
     def answer(_info) -> dict | Park:
+        if msg.settle and not settled(msg.topic, msg.settle):
+            return Park(msg.topic, DIFF_SETTLE_WAIT_MS, after_settling)
         result = now()
         if (msg.wait_ms > 0 and not result["records"] and result["tombstone"] is None
                 and result["caught_up"]):

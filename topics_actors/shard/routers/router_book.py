@@ -60,6 +60,9 @@ class RouterBook:
         self.registry = registry
         self.appends = appends
         self.dest_of: dict[str, str] = {}    # router -> destination topic (may be stale)
+        # router -> its cursor as readers see it, while a pass staged past it awaits its
+        # commit (the cursor moves when a pass is staged, its copies show when committed)
+        self.visible_cursor: dict[str, int] = {}
         self.indexed = False
 
     # --- lookups ------------------------------------------------------------------------------
@@ -124,6 +127,16 @@ class RouterBook:
     def list(self, msg: ListRouters) -> Staged:
         return read_op(lambda info: {"routers": [r.describe() for _, r in self.all()]})
 
+    def settled(self, dest: str, cursors: list) -> bool:
+        """Has every router named in `cursors` ([[router, cursor], ...]) dealt with its
+        source up to its cursor? A router that is gone, or feeds another topic, has."""
+        for name, cursor in cursors:
+            found = self.find(name)
+            if found is not None and found[0].name == dest \
+                    and self.visible_cursor.get(name, found[1].cursor) < cursor:
+                return False
+        return True
+
     def sync(self, msg: RouterSync) -> Staged:
         """Answer once the router has dealt with the source up to `msg.cursor`; parks on the
         destination, which every forwarding step wakes."""
@@ -156,6 +169,8 @@ class RouterBook:
              old: RouterState | None) -> None:
         """Put `router` in place of `old` on `topic` (None: remove), undoably."""
         name = (router or old).name
+        if router is None or old is None:
+            self.visible_cursor.pop(name, None)    # a router made or gone: nothing pending
         if topic.routers is None:
             topic.routers = {}
         if router is None:
@@ -240,8 +255,10 @@ class RouterBook:
                           moved.cursor_body(end, moved.forwarded_total, trim or (0, 0)),
                           sync=topic.config.durability.acks_after_fsync)
         self._set(topic, moved, router)
+        self.visible_cursor.setdefault(router.name, router.cursor)
 
         def done(info: CommitInfo) -> dict:
+            self.visible_cursor.pop(router.name, None)
             if trim is not None:
                 topic.pad_to(trim[1])      # before the copies: they follow the run
                 topic.add_trim(*trim)

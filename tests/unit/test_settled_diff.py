@@ -1,0 +1,71 @@
+"""A diff that names routers to settle (protocol/messages.py Diff.settle, the gateway's
+read-your-writes on a routed destination in one round trip): answered at once when every
+router named has copied that far (or is gone, or feeds another topic), parked while one is
+behind, and answered {settled: false} when the wait runs out, so the gateway falls back to
+its router_sync. The harness's single shard has no router feed: a router it holds never
+copies, so its cursor stays where it was made."""
+
+import time
+
+import pytest
+
+from tests.unit.test_shard_core import rec
+from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.protocol.envelope import decode_reply
+from topics_actors.protocol.messages import Diff, PutRouter
+from topics_actors.shard import diff_read
+from topics_actors.shard.routers.router_book import RouterPass
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+def routed(shard):
+    shard.put("src")
+    shard.append("dst", rec(b'{"x":1}'))
+    shard.call(PutRouter("dst", "r", "src"))
+    shard.append("src", rec(b'{"s":1}'), rec(b'{"s":2}'))    # never copied here
+    return shard
+
+
+def test_a_diff_is_answered_at_once_when_its_routers_are_settled(routed):
+    assert routed.core.routers.settled("dst", [["r", 0]])
+    assert not routed.core.routers.settled("dst", [["r", 1]])
+    assert routed.core.routers.settled("other", [["r", 5]])      # r feeds another topic
+    assert routed.core.routers.settled("dst", [["gone", 5]])
+    for settle in ([["r", 0]], [["gone", 9]], []):
+        reply = routed.call(Diff("dst", 0, settle=settle))
+        assert [r[0] for r in reply["records"]] == [1] and reply["caught_up"]
+
+
+def test_a_diff_waits_for_a_router_behind_then_says_unsettled(routed, monkeypatch):
+    monkeypatch.setattr(diff_read, "DIFF_SETTLE_WAIT_MS", 20)
+    assert routed.turn(Diff("dst", 0, settle=[["r", 2]])) == {}      # parked
+    assert routed.core.polls.count == 1
+    deadline = time.monotonic() + 10
+    replies = []
+    while not replies and time.monotonic() < deadline:
+        replies = routed.core.expire_polls()
+    assert len(replies) == 1
+    corr, body = decode_reply(replies[0][1])
+    assert corr == 1 and body["settled"] is False and "records" not in body
+
+
+@pytest.mark.parametrize("bad", [
+    dict(settle=[["r", 1]], wait_ms=5), dict(settle=[["r"]]), dict(settle=[["r", -1]]),
+    dict(settle=[[1, 1]]), dict(settle=[["r", 1]] * 65), dict(settle=["r"]),
+])
+def test_a_malformed_settle_is_refused(routed, bad):
+    with pytest.raises(TopicsError) as caught:
+        routed.call(Diff("dst", 0, **bad))
+    assert caught.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_a_diff_in_the_batch_of_the_copy_it_waits_for_sees_the_copy(routed):
+    """The router's cursor moves when its pass is staged, its copies show at the commit: a
+    settled diff answered in that same commit, ahead of the pass, must not read before
+    the copies (it parks, and the copy's wake answers it)."""
+    page = routed.call(Diff("src", 0, include_tags=True, include_hops=True))
+    out = routed.turn(Diff("dst", 0, settle=[["r", 2]]), RouterPass("r", 0, page))
+    assert [r[0] for r in out[1]["records"]] == [1, 2, 3]
+    assert routed.core.routers.visible_cursor == {}
