@@ -8,8 +8,9 @@ thread, the receiver's I/O thread and loop, and back), and on a 2-core machine t
 wake-ups were most of a request's time. On the lane the gateway's loop writes to the socket
 and the shard's loop reads it: two wake-ups a round trip. The lane is a Unix socket next to
 the shard's ipc socket, with the same 0600 mode and the same trust (the node's own
-processes); ZeroMQ stays the protocol of clients, the front, other nodes and every
-other link of the node.
+processes); the commit feed (protocol/commit_feed.py) uses the same framing on a socket of
+its own. ZeroMQ stays the protocol of clients, the front, other nodes and every other link
+of the node.
 
 Frames: a 4-byte big-endian length, then that many bytes: one request envelope (gateway to
 shard) or one reply envelope (shard to gateway). Several frames may come in one write.
