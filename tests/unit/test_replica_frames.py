@@ -14,13 +14,11 @@ import dataclasses
 import os
 import random
 import shutil
-import time
 
 import pytest
 
 from tools.testing.crash_fs import CrashFs
 from tools.testing.replica_pair import FOLLOWER, ReplicaPair, pair_env
-from topics_actors.protocol import decode_reply
 from topics_actors.protocol.messages import DeleteRecords, ReplicaFetch
 from topics_actors.shard.replication import replica_frames, replica_records
 from topics_actors.shard.replication.replica_book import ReplicaAnswer
@@ -196,28 +194,16 @@ def test_a_follower_that_asks_for_records_gets_records(tmp_path):
         pair.close()
 
 
-def _leader_round(pair: ReplicaPair) -> None:
-    """pair.round(), taking the leader's answer out of a commit that may also release a
-    delete's held reply."""
-    for name, _endpoint, ask in pair.follower.core.replicas.follower.requests():
-        if isinstance(ask, ReplicaFetch):
-            ask = dataclasses.replace(ask, wait_ms=0)
-        core = pair.leader.core
-        core.submit(b"fetch", 1, ask, time.perf_counter_ns())
-        body, = [decode_reply(raw)[1] for peer, raw in core.commit() if peer == b"fetch"]
-        pair.follower.call(ReplicaAnswer(name, ask.KIND, body))
-
-
 def test_deleted_and_evicted_records_replicate_as_holes(tmp_path):
     pair = _pair(tmp_path, {"durability": "fsync", "cap_records": 60})
     try:
         _write(pair, 0, 40)
         for _ in range(3):
-            _leader_round(pair)
+            pair.committed_round()
         pair.leader.core.submit(b"p", 1, DeleteRecords(TOPIC, match="odd"), 0)
         pair.leader.core.commit()
         for _ in range(4):
-            _leader_round(pair)
+            pair.committed_round()
         _write(pair, 40, 40)                            # seqs 1..20 evicted (cap 60)
         follower_dir = pair.follower.data_dir           # a fresh copy fetches it all again
         pair.follower.crash()
@@ -228,7 +214,7 @@ def test_deleted_and_evicted_records_replicate_as_holes(tmp_path):
         seqs = [f.seq for f in _frames_of(body["frames"])]
         assert seqs == [s for s in range(21, 81) if s > 40 or s % 2]      # "odd" n: even seq
         for _ in range(4):
-            _leader_round(pair)
+            pair.committed_round()
         _same_copies(pair)
         assert sorted(_copy(pair.follower)) == seqs
     finally:
@@ -406,18 +392,18 @@ def test_a_batch_a_delete_took_records_of_goes_as_records(tmp_path):
     try:
         _plain(pair, 1, 20)
         for _ in range(3):
-            _leader_round(pair)
+            pair.committed_round()
         pair.leader.core.submit(b"p", 1, DeleteRecords(TOPIC, before_seq=6), 0)
         pair.leader.core.commit()
         for _ in range(4):                          # the delete, applied on every replica
-            _leader_round(pair)
+            pair.committed_round()
         _plain(pair, 21, 10)
         (_name, _endpoint, ask), = pair.follower.core.replicas.follower.requests()
         body = pair.leader.call(dataclasses.replace(ask, wait_ms=0, fetch_leo=1))
         assert [r[0] for r in body["records"]] == list(range(6, 21))
         assert [f.seq for f in _frames_of(body["frames"])] == [21]
         for _ in range(4):
-            _leader_round(pair)
+            pair.committed_round()
         assert _copy(pair.follower) == _copy(pair.leader)
     finally:
         pair.close()

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 
 from tools.testing.fault_fs import FaultFs
 from tools.testing.shard_harness import ShardEnv, ShardHarness
+from topics_actors.protocol import decode_reply
 from topics_actors.protocol.control import ReplicaRoles
 from topics_actors.protocol.messages import ReplicaFetch
 from topics_actors.shard.replication.replica_book import ReplicaAnswer
@@ -60,6 +62,17 @@ class ReplicaPair:
             self.follower.call(ReplicaAnswer(name, ask.KIND, self.leader.call(ask)))
             sent += 1
         return sent
+
+    def committed_round(self) -> None:
+        """round(), each fetch committed in a batch of the leader's own, so that its
+        answer comes out of a commit that may also release a delete's held reply."""
+        for name, _endpoint, ask in self.follower.core.replicas.follower.requests():
+            if isinstance(ask, ReplicaFetch):
+                ask = dataclasses.replace(ask, wait_ms=0)
+            core = self.leader.core
+            core.submit(b"fetch", 1, ask, time.perf_counter_ns())
+            body, = [decode_reply(raw)[1] for peer, raw in core.commit() if peer == b"fetch"]
+            self.follower.call(ReplicaAnswer(name, ask.KIND, body))
 
     def rounds(self, count: int = 4) -> None:
         for _ in range(count):

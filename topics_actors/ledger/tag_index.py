@@ -1,14 +1,15 @@
 """A topic's tag index: tag -> seqs, so a delete by tag visits only the records it names.
 
 Built on a topic's first delete by tag (one scan of its live records) and kept current on
-every append after that, so topics that never delete by tag pay nothing. It indexes only the
-tags the deletes so far could name (their matches, `covers`): a topic whose deletes name
-`drop` keeps no seqs of its `keep` records. A delete whose match it does not cover builds
-it again, with that match too (one more scan); past PATTERNS_MAX matches it indexes every
-tag. It is not persisted: a restarted shard builds it again on first use. Entries are never
-removed one by one; a seq that was deleted or fell below a floor is skipped when the delete
-reads it. The seqs below the topic's floor go in `trim`, every TRIM_MIN appends, from every
-tag, and a tag left with none goes with them.
+every append after that (a follower's: every fetched record, `extend`), so topics that never
+delete by tag pay nothing. It indexes only the tags the deletes so far could name (their
+matches, `covers`): a topic whose deletes name `drop` keeps no seqs of its `keep` records.
+A delete whose match it does not cover builds it again, with that match too (one more
+scan); past PATTERNS_MAX matches it indexes every tag. It is not persisted: a restarted
+shard builds it again on first use. Entries are never removed one by one; a seq that was
+deleted or fell below a floor is skipped when the delete reads it. The seqs below the
+topic's floor go in `trim`, every TRIM_MIN appends, from every tag, and a tag left with
+none goes with them.
 """
 
 from __future__ import annotations
@@ -47,11 +48,17 @@ class TagIndex:
         """Index the live records first..last whose tags `matches` can name; `read(seq)`
         gives a record or None."""
         index = cls(matches)
+        index.extend(first, last, read)
+        return index
+
+    def extend(self, first: int, last: int, read: Callable[[int], object]) -> None:
+        """Index the live records first..last, published without their tags at hand (a
+        follower's fetched frames): a delete a follower applies through an index lacking
+        them would keep records its leader deleted."""
         for seq in range(first, last + 1):
             rec = read(seq)
             if rec is not None and rec.tag is not None:
-                index.add(rec.tag, seq)
-        return index
+                self.add(rec.tag, seq)
 
     def matches(self) -> list[tuple[int, str]]:
         """The matches it follows."""

@@ -17,6 +17,7 @@ from topics_actors.cluster.follower_fetch import (
 )
 from topics_actors.errors import InvariantViolation
 from topics_actors.ledger import retention_rules
+from topics_actors.ledger.delete_rules import live_floor
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.messages import EpochQuery, ReplicaFetch
 from topics_actors.shard.batch_stager import BatchStager, CommitInfo, Staged, read_op, write_op
@@ -152,6 +153,10 @@ class FollowerDuties:
                 topic.pad_to(run.first - 1)
                 topic.publish(run.first, run.locs(make_loc(info.file_no, info.offset)),
                               run.payload_bytes, run.ts)
+            if staged and topic.tags is not None:   # as an append keeps its leader's
+                topic.tags.extend(staged[0].first, topic.head,
+                                  lambda seq: self.reader.read(topic, seq))
+                topic.tags.trim(live_floor(topic))
             if end_leo:
                 topic.pad_to(end_leo - 1)
                 follow.fetch.committed(topic.head + 1)
