@@ -1,16 +1,19 @@
 """A diff that names routers to settle (protocol/messages.py Diff.settle, the gateway's
 read-your-writes on a routed destination in one round trip): answered at once when every
 router named has copied that far (or is gone, or feeds another topic), parked while one is
-behind, and answered {settled: false} when the wait runs out, so the gateway falls back to
-its router_sync. The harness's single shard has no router feed: a router it holds never
-copies, so its cursor stays where it was made."""
+behind, and answered {settled: false} when the wait runs out, when the gateway reads
+without it, as after a router_sync that ran out. The harness's single shard has no router
+feed: a router it holds never copies, so its cursor stays where it was made."""
 
+import asyncio
 import time
 
 import pytest
 
 from tests.unit.test_shard_core import rec
 from topics_actors.errors import ErrorCode, TopicsError
+from topics_actors.gateway.gateway_settings import GatewaySettings
+from topics_actors.gateway.topic_api import TopicApi
 from topics_actors.protocol.envelope import decode_reply
 from topics_actors.protocol.messages import Diff, PutRouter
 from topics_actors.shard import diff_read
@@ -69,3 +72,43 @@ def test_a_diff_in_the_batch_of_the_copy_it_waits_for_sees_the_copy(routed):
     out = routed.turn(Diff("dst", 0, settle=[["r", 2]]), RouterPass("r", 0, page))
     assert [r[0] for r in out[1]["records"]] == [1, 2, 3]
     assert routed.core.routers.visible_cursor == {}
+
+
+class Engine:
+    """The gateway's engine link: what it was asked, and a destination whose router
+    stays behind (every settled diff answers unsettled)."""
+
+    def __init__(self):
+        self.asked = []
+
+    async def call(self, topic, msg, wait_ms=0):
+        self.asked.append(msg)
+        if isinstance(msg, Diff) and msg.settle:
+            return {"topic": topic, "settled": False}
+        return {"topic": topic, "records": [], "next_from_seq": msg.from_seq}
+
+
+class Routed:
+    def __init__(self):
+        self.synced = []
+
+    async def plan(self, dest):
+        return [["r", 7]]
+
+    async def settle(self, dest, plan=None):
+        self.synced.append(plan)
+
+
+@pytest.mark.parametrize("wait_ms", [0, 100])
+def test_the_gateway_waits_for_routers_once_then_reads(wait_ms):
+    """A read that does not long-poll carries the wait to the shard and, still unsettled
+    when it runs out, reads without a second wait; a long poll waits with router_sync
+    first, as it cannot carry the wait."""
+    engine, routed = Engine(), Routed()
+    api = TopicApi(GatewaySettings(), engine, routed)
+    reply = asyncio.run(api._settled_diff(Diff("dst", 3, wait_ms=wait_ms)))
+    assert reply["next_from_seq"] == 3
+    if wait_ms:
+        assert routed.synced == [[["r", 7]]] and [m.settle for m in engine.asked] == [None]
+    else:
+        assert routed.synced == [] and [m.settle for m in engine.asked] == [[["r", 7]], None]

@@ -24,6 +24,7 @@ from topics_actors.gateway.http_message import (
 )
 from topics_actors.gateway.route_table import Route
 from topics_actors.ledger.router_state import parse_definition
+from topics_actors.limits import DIFF_SETTLE_WAIT_MS
 
 
 def _allowed(key: ApiKey | None, router: dict) -> bool:
@@ -76,7 +77,7 @@ class RoutedReads:
     A read of a topic that no router feeds costs nothing more."""
 
     CACHE_MAX_AGE_S = 1.0
-    SYNC_WAIT_MS = 2_000
+    SYNC_WAIT_MS = DIFF_SETTLE_WAIT_MS
 
     def __init__(self, engine):
         self.engine = engine

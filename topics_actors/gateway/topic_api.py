@@ -148,15 +148,17 @@ class TopicApi:
 
     async def _settled_diff(self, msg: Diff) -> dict:
         """A diff after the routers into its topic have copied their sources' heads
-        (read-your-writes, docs/HTTP.md): the wait rides on the diff itself when it does
-        not long-poll, else (or should that wait run out) a router_sync goes first."""
+        (read-your-writes, docs/HTTP.md), waiting at most DIFF_SETTLE_WAIT_MS for them:
+        the wait rides on the diff itself when it does not long-poll (a router still
+        behind when it runs out: the read goes on without it, as a router_sync's does),
+        else a router_sync goes first."""
         plan = await self.routed_reads.plan(msg.topic)
         if plan and not msg.wait_ms:
             reply = await self.engine.call(msg.topic, dataclasses.replace(msg, settle=plan),
                                            DIFF_SETTLE_WAIT_MS)
             if reply.get("settled", True):
                 return reply
-        if plan:
+        elif plan:
             await self.routed_reads.settle(msg.topic, plan)
         return await self._long_poll(msg.topic, msg)
 
