@@ -121,6 +121,8 @@ def test_a_topic_moves_off_its_leader_and_a_node_drains_under_writes(
         assert code == 0, (out, err)
         assert moved(observer, "moving", {kept, before.leader}), observer.read("moving")
         assert observer.draining() == {spare}
+        wait_for(lambda: topic_copy_gone(cluster[spare], "moving"), 30,
+                 "the drained node's copy dropped")      # it learns the drain on its own
         client.put_topic("later", replication_factor=2)     # no new copy on a drained node
         assert set(observer.read("later").state.replicas) == {kept, before.leader}
         count = len(writer.acked)
@@ -241,7 +243,9 @@ def test_a_node_is_added_another_drained_onto_it_and_removed_under_writes(
             assert drained not in state.replicas, (topic, state)
             assert len(state.replicas) == factors[topic] and state.isr == state.replicas
         assert "d" in observer.read("three").state.replicas    # the only free node
-        nodes[drained].stop()                      # removed: nothing of its is needed now
+        wait_for(lambda: all(topic_copy_gone(nodes[drained], t) for t in held), 30,
+                 "the drained node's copies dropped")   # stopped sooner, it drops them
+        nodes[drained].stop()                      # when it returns (the test below)
         wait_for(lambda: drained not in observer.nodes(), 30, "the drained node gone")
         counts = {t: len(w.acked) for t, w in writers.items()}
         wait_for(lambda: all(len(w.acked) >= counts[t] + 50 for t, w in writers.items()),

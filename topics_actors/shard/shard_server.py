@@ -213,9 +213,7 @@ class ShardServer:
         # the turn would spin until a timer under a millisecond away is due
         ready = self.poller.poll(math.ceil(self._timeout_ms()))
         if ready:
-            if self.feed is not None:
-                self.feed.ready(ready)
-            self.intake.drain(2 * INBOX_REQUESTS_MAX, ready)
+            self._take(ready)
             self._send_released()
             if self.core.wants_group_window():
                 self._group_window()
@@ -242,6 +240,13 @@ class ShardServer:
         if self.core.quarantine.unaudited and not self.core.has_work():
             self.core.audit_segments(AUDIT_SLICE_MS)
         self._beat()
+
+    def _take(self, ready: list) -> int:
+        """What a poll found: the feed's subscribers and room for its notes, then requests
+        (how many were taken)."""
+        if self.feed is not None:
+            self.feed.ready(ready)
+        return self.intake.drain(2 * INBOX_REQUESTS_MAX, ready)
 
     def _cluster_turn(self) -> None:
         """Replication's shell work: roles in from the supervisor, fetches out and their
@@ -304,7 +309,7 @@ class ShardServer:
                 stats.windows_limit += 1
                 return
             ready = poll_briefly(self.poller, min(quiet_ms, left_ms))
-            drained = self.intake.drain(2 * INBOX_REQUESTS_MAX, ready) if ready else 0
+            drained = self._take(ready) if ready else 0
             if not drained:
                 stats.windows_quiet += 1
                 return

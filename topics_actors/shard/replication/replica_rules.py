@@ -80,8 +80,34 @@ class ReplicaRules:
                 if type(msg) in LOOKED_UP and self.unplaced(name):
                     return self._place(name, TopicConfig(), False, retry=True)
                 self.check(msg)
+                return self._led_elsewhere(name, handler(msg))
             return handler(msg)
         return checked
+
+    def _led_elsewhere(self, name: str, staged: Staged) -> Staged:
+        """A read answered after its topic's copy here was dropped (a move took it off,
+        cluster/reassignment.py: in the batch of its roles, or while parked on it) is sent
+        to the topic's leader, not_leader naming it: the topic lives on in the cluster, so
+        topic_not_found would be wrong. A topic deleted meanwhile has no role: still
+        topic_not_found."""
+        is_write, fn = staged
+        if is_write:
+            return staged
+
+        def redirected(answer):
+            try:
+                return answer()
+            except TopicsError as error:
+                if error.code is ErrorCode.TOPIC_NOT_FOUND and self.registry.get(name) is None:
+                    self.book.leader.check_led(name)      # raises where a role names one
+                raise
+
+        def read(info: CommitInfo):
+            body = redirected(lambda: fn(info))
+            if isinstance(body, Park):
+                return body._replace(answer=lambda: redirected(body.answer))
+            return body
+        return is_write, read
 
     # --- the requests that differ on a cluster node ------------------------------------------
 
