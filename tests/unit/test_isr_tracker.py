@@ -1,7 +1,8 @@
 """The leader's ISR and high-watermark rules (cluster/isr_tracker.py), driven by a fake
 monotonic clock: HW = min durable leo over the ISR, only with min_isr members, never back;
 shrink on lag, no flapping under steady writes, expand at the HW (at the leader's leo while
-below min_isr), maximal ISR while a change is being written; acks=all waiters."""
+below min_isr) holding every committed op, maximal ISR while a change is being written;
+acks=all waiters."""
 
 from topics_actors.cluster.isr_tracker import AckWaiters, IsrTracker
 
@@ -58,6 +59,7 @@ def test_steady_writes_do_not_make_a_keeping_up_follower_flap():
 
 def test_expansion_needs_the_hw_and_the_epoch_start():
     t = tracker(isr=("a", "b"), leader_leo=20, hw_leo=20, epoch_start=15)
+    t.ops_fetched("c", 1)                        # its fetches report no ops (none exist)
     t.fetched("c", 12, 10)
     assert t.proposal(10) is None                # below the HW and the epoch start
     t.fetched("c", 20, 20)
@@ -70,11 +72,28 @@ def test_expansion_needs_the_hw_and_the_epoch_start():
 
 def test_below_min_isr_a_replica_joins_only_at_the_leaders_leo():
     t = tracker(isr=("a",), min_isr=2, leader_leo=30, hw_leo=10)
+    t.ops_fetched("b", 1)
     t.fetched("b", 20, 10)
     assert t.proposal(10) is None                # at the HW, but the leader is at 30
     t.fetched("b", 30, 20)
     assert t.proposal(20) == ("a", "b")
     assert t.isr_written(("a", "b")) and t.hw_seq == 29
+
+
+def test_a_replica_joins_only_holding_every_committed_op():
+    """An op (a delete, an ack) committed while a follower was out of the ISR: caught up on
+    records alone, it stays out (elected, it would serve what the delete removed) until its
+    fetches report the op held."""
+    t = tracker(isr=("a", "b"), min_isr=1, leader_leo=11, hw_leo=11)
+    t.start_ops(1, 0)
+    t.ops_fetched("b", 1)
+    t.ops_fetched("c", 1)
+    assert t.leader_ops_durable(2) is False       # op 1 logged; b holds it back
+    assert t.ops_fetched("b", 2) and t.ops_hw == 1    # committed without c
+    t.fetched("c", 11, 10)                        # c has every record, not op 1
+    assert t.proposal(10) is None
+    assert t.ops_fetched("c", 2) is False         # c holds op 1 now
+    assert t.proposal(20) == ("a", "b", "c")
 
 
 def test_ack_waiters_release_in_seq_order_and_are_bounded():

@@ -78,6 +78,7 @@ def test_the_leader_counts_a_new_replica_from_its_fetches_and_forgets_one_that_l
     tracker.set_replicas(("a", "b", "c"), now_ms=5)
     assert tracker.proposal(10) is None                # c has fetched nothing yet
     tracker.fetched("c", 11, now_ms=20)
+    tracker.ops_fetched("c", 1)                        # the same fetch: no ops yet
     assert tracker.proposal(20) == ("a", "b", "c")
     tracker.isr_written(("a", "b", "c"))
     tracker.set_replicas(("a", "c"), now_ms=30)

@@ -1,8 +1,10 @@
-"""Replicated deletes by tag on a follower whose tag index does not hold what the delete
-names (ledger/tag_index.py, ledger/delete_rules.py): the follower applies the leader's op
-through its own index, so that index must cover the op's match (built again when it does
-not) and hold the records the follower fetched after building it. Method: a leader and a
-follower shard of two nodes in one process (tools/testing/replica_pair.py)."""
+"""Replicated deletes by tag, and the copies that must not keep what they deleted: a
+follower applies the leader's op through its own tag index (ledger/tag_index.py,
+ledger/delete_rules.py), which must cover the op's match (built again when it does not)
+and hold the records fetched after it was built; a copy that missed a committed delete
+while out of the ISR rejoins it (and so may be elected) only once it holds the delete
+(cluster/isr_tracker.py). Method: a leader and a follower shard of two nodes in one process
+(tools/testing/replica_pair.py)."""
 
 import pytest
 
@@ -65,3 +67,24 @@ def test_records_a_follower_fetched_after_building_its_index_are_in_it(pair):
         pair.committed_round()
     _delete(pair, "pii")
     assert _live(pair.follower) == _live(pair.leader) == {2: "ok", 5: "ok", 7: "ok"}
+
+
+def test_a_copy_that_missed_a_committed_delete_rejoins_the_isr_only_once_it_holds_it(pair):
+    """A follower out of the ISR (the controller dropped it) misses a delete the leader
+    commits alone and answers. Caught up on records, it is proposed back only once its
+    fetches report the delete's op held: proposed before (as it was), then elected when
+    the leader dies before its next fetch, it served the deleted records."""
+    _write(pair, ["pii", "ok", "pii", "ok"])
+    for _ in range(3):
+        pair.committed_round()
+    pair.roles(isr=("a",))                         # b left the ISR (its session was lost)
+    leader = pair.leader.core.replicas.leader
+    pair.leader.core.submit(b"p", 1, DeleteRecords(TOPIC, match="pii"), 0)
+    pair.leader.core.commit()                      # the op, durable: committed over {a}
+    pair.leader.core.commit()                      # applied
+    assert _live(pair.leader) == {2: "ok", 4: "ok"}
+    pair.committed_round()                         # b: every record, not yet the op
+    assert pair.follower.core.registry.get(TOPIC).ops.leo == 2
+    assert leader.isr_proposals() == []
+    pair.committed_round()                         # b reports the op held
+    assert [isr for *_, isr in leader.isr_proposals()] == [["a", "b"]]

@@ -7,10 +7,11 @@ Rules (Liftbridge/Kafka, with Kafka's later fixes):
 - A follower is caught up when its fetch reached the leader's leo as it was at the previous
   fetch, so a steady stream of writes does not make the ISR flap.
 - Shrink: a follower not caught up for `lag_time_ms`. Expand: a replica at or past the HW
-  and the current epoch's start, and, while the ISR is below `min_isr`, at the leader's leo
-  (KAFKA-19996). An ISR change is only proposed here; it takes effect when the leader has
-  written it to ZooKeeper (`isr_written`). Meanwhile the HW counts a joining replica at once
-  and a leaving one until the write lands (KIP-497's maximal ISR): both err towards a lower HW.
+  and the current epoch's start, holding every committed op (deletes and acks commit over
+  the ISR too), and, while the ISR is below `min_isr`, at the leader's leo (KAFKA-19996).
+  An ISR change is only proposed here; it takes effect when the leader has written it to
+  ZooKeeper (`isr_written`). Meanwhile the HW counts a joining replica at once and a
+  leaving one until the write lands (KIP-497's maximal ISR): both err towards a lower HW.
 - Time is the caller's monotonic clock in ms.
 """
 
@@ -170,7 +171,12 @@ class IsrTracker:
         return ordered
 
     def _may_join(self, progress: FollowerProgress) -> bool:
+        """A replica joins holding every committed record and every committed op: one
+        that lacked an op committed while it was out (a delete, an ack the leader applied
+        and answered) could be elected and serve the deleted records, the acked jobs."""
         if progress.leo < max(self.hw_leo, self.epoch_start_leo):
+            return False
+        if progress.ops_leo < self.ops_hw_leo:
             return False
         return len(self.isr) >= self.min_isr or progress.leo >= self.leader_leo
 
