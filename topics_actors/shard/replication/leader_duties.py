@@ -74,6 +74,9 @@ class LeaderDuties:
             log.info("event=leading topic=%s leader_epoch=%d isr=%s leo=%d", role.topic,
                      role.leader_epoch, ",".join(role.isr), topic.head + 1)
             self.advance(topic, tracker.leader_committed(topic.head + 1))
+            # Its predecessor's ops it holds commit as its records do: alone in the ISR it
+            # must not wait for a fetch that never comes (predecessor_ops until then)
+            tracker.leader_ops_durable(ops_of(topic).leo)
         else:
             self.advance(topic, lead.same_epoch(role.replicas, topic.config.min_isr, role.isr,
                                                 self.clock_ms(), lambda: KeyTrail.seeded(topic)))
