@@ -3,13 +3,15 @@ follower applies the leader's op through its own tag index (ledger/tag_index.py,
 ledger/delete_rules.py), which must cover the op's match (built again when it does not)
 and hold the records fetched after it was built; a copy that missed a committed delete
 while out of the ISR rejoins it (and so may be elected) only once it holds the delete
-(cluster/isr_tracker.py). Method: a leader and a follower shard of two nodes in one process
+(cluster/isr_tracker.py); a new leader alone in the ISR applies the delete it held from its
+predecessor at once, not after a fetch that never comes (it answers 503 predecessor_ops
+until it has). Method: a leader and a follower shard of two nodes in one process
 (tools/testing/replica_pair.py)."""
 
 import pytest
 
 from tools.testing.replica_pair import ReplicaPair, pair_env
-from topics_actors.protocol.messages import DeleteRecords
+from topics_actors.protocol.messages import DeleteRecords, Diff
 from topics_actors.storage.frame_body import MATCH_EQ
 
 pytestmark = pytest.mark.timeout(60)
@@ -88,3 +90,19 @@ def test_a_copy_that_missed_a_committed_delete_rejoins_the_isr_only_once_it_hold
     assert leader.isr_proposals() == []
     pair.committed_round()                         # b reports the op held
     assert [isr for *_, isr in leader.isr_proposals()] == [["a", "b"]]
+
+
+def test_a_new_leader_alone_in_the_isr_applies_its_predecessors_delete_and_serves(pair):
+    pair.leader.append(TOPIC, *[[b'{"n":%d}' % n, "pii" if n % 2 else "ok"]
+                                for n in range(6)], acks="leader")
+    pair.rounds(3)
+    pair.leader.core.submit(b"p", 1, DeleteRecords(TOPIC, match="pii"), 0)
+    pair.leader.core.commit()
+    pair.round()                   # b holds the op, not yet that it is committed
+    pending = pair.follower.core.registry.get(TOPIC).ops.pending
+    assert [op.epoch for op in pending] == [1]
+    new = pair.roles_message(leader="b", epoch=2, isr=("b",))
+    pair.follower.turn(new)        # a died: b leads alone (and applies, with no reply)
+    assert not pair.follower.core.registry.get(TOPIC).ops.pending
+    reply = pair.follower.call(Diff(TOPIC, 0, limit=100, include_tags=True))
+    assert [r[3] for r in reply["records"]] == ["ok", "ok", "ok"]
