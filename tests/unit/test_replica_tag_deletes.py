@@ -11,6 +11,7 @@ until it has). Method: a leader and a follower shard of two nodes in one process
 import pytest
 
 from tools.testing.replica_pair import ReplicaPair, pair_env
+from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.protocol.messages import DeleteRecords, Diff
 from topics_actors.storage.frame_body import MATCH_EQ
 
@@ -106,3 +107,31 @@ def test_a_new_leader_alone_in_the_isr_applies_its_predecessors_delete_and_serve
     assert not pair.follower.core.registry.get(TOPIC).ops.pending
     reply = pair.follower.call(Diff(TOPIC, 0, limit=100, include_tags=True))
     assert [r[3] for r in reply["records"]] == ["ok", "ok", "ok"]
+
+
+def test_a_follower_batch_that_fails_leaves_its_committed_delete_to_apply_again(pair):
+    """The fetch answer that commits a delete fails to reach the follower's WAL (a full
+    disk): the op log goes back with the batch, so the delete is still pending and applies
+    with the next answer. Counted applied without its Delete frame, its records stayed."""
+    _write(pair, ["pii", "ok", "pii", "ok"])
+    for _ in range(3):
+        pair.committed_round()
+    pair.leader.core.submit(b"p", 1, DeleteRecords(TOPIC, match="pii"), 0)
+    pair.leader.core.commit()
+    ops = pair.follower.core.registry.get(TOPIC).ops
+    pair.committed_round()                          # b holds the op, not yet applied
+    assert (ops.applied, [op.no for op in ops.pending]) == (0, [1])
+    failed = 0
+    while ops.applied == 0 and failed == 0:         # the answer that applies it fails
+        pair.follower.fs.fail("write_at", kind="enospc")
+        try:
+            pair.committed_round()
+        except TopicsError as error:
+            failed += 1
+            assert error.code == ErrorCode.INSUFFICIENT_STORAGE
+        pair.follower.fs.clear()
+    assert failed == 1 and (ops.applied, [op.no for op in ops.pending]) == (0, [1])
+    for _ in range(3):
+        pair.committed_round()
+    assert ops.applied == 1 and not ops.pending
+    assert _live(pair.follower) == _live(pair.leader) == {2: "ok", 4: "ok"}

@@ -75,6 +75,16 @@ class OpLog:
             self.applied = max(self.applied, upto)
         return done
 
+    def snapshot(self) -> tuple[int, list[Op], list[Op]]:
+        """How the log stands now, for restore() when a batch that changed it fails."""
+        return self.applied, list(self.pending), list(self.recent)
+
+    def restore(self, state: tuple[int, list[Op], list[Op]]) -> None:
+        self.applied, pending, recent = state
+        self.pending = list(pending)
+        self.recent.clear()
+        self.recent.extend(recent)
+
     @property
     def pending_epoch(self) -> int | None:
         """The epoch of the newest op not applied (the only ops that can diverge)."""

@@ -88,9 +88,11 @@ class ReplicaOps:
     def apply_committed(self, topic: TopicState, upto: int) -> None:
         """Stage the apply of the topic's ops committed up to `upto` as an operation of the
         shard's own (committed with the next batch); their waiting replies go out then."""
+        log_state = ops_of(topic).snapshot()
         ops = ops_of(topic).take_committed(upto)
         if not ops:
             return
+        self._undo(topic, log_state)
         applied = self._apply_ops(topic, ops, own=True)
 
         def publish(info: CommitInfo) -> dict:
@@ -128,6 +130,7 @@ class ReplicaOps:
         """Stage the op part of a fetch answer: drop, append, and apply what is committed
         and whose records this replica holds (`log_end`); the publish of the applies."""
         ops = ops_of(topic)
+        self._undo(topic, ops.snapshot())
         sync = topic.config.durability.acks_after_fsync
         if body.get("ops_drop") and ops.pending:
             self.stager.frame(FrameType.OPS_DROP, topic, frame_body.encode_u64(ops.applied),
@@ -147,6 +150,12 @@ class ReplicaOps:
         return self._apply_ops(topic, applied, own=False) if applied else None
 
     # --- both ---------------------------------------------------------------------------------
+
+    def _undo(self, topic: TopicState, state) -> None:
+        """Should the batch fail, the op log goes back to `state`: ops counted applied
+        whose Delete frames were never written would leave their records in place."""
+        ops = ops_of(topic)
+        self.stager.batch.undo_fns.append(lambda: ops.restore(state))
 
     def _apply_ops(self, topic: TopicState, ops: list[Op],
                      own: bool) -> Callable[[CommitInfo], list]:
