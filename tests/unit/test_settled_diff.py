@@ -1,9 +1,10 @@
 """A diff that names routers to settle (protocol/messages.py Diff.settle, the gateway's
 read-your-writes on a routed destination in one round trip): answered at once when every
 router named has copied that far (or is gone, or feeds another topic), parked while one is
-behind, and answered {settled: false} when the wait runs out, when the gateway reads
-without it, as after a router_sync that ran out. The harness's single shard has no router
-feed: a router it holds never copies, so its cursor stays where it was made."""
+behind, and answered {settled: false} when woken still behind or when the wait runs out,
+when the gateway waits with router_sync for what is left of the same deadline. The
+harness's single shard has no router feed: a router it holds never copies, so its cursor
+stays where it was made."""
 
 import asyncio
 import time
@@ -15,7 +16,7 @@ from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.gateway.topic_api import TopicApi
 from topics_actors.protocol.envelope import decode_reply
-from topics_actors.protocol.messages import Diff, PutRouter
+from topics_actors.protocol.messages import Append, Diff, PutRouter
 from topics_actors.shard import diff_read
 from topics_actors.shard.routers.router_book import RouterPass
 
@@ -52,6 +53,15 @@ def test_a_diff_waits_for_a_router_behind_then_says_unsettled(routed, monkeypatc
     assert len(replies) == 1
     corr, body = decode_reply(replies[0][1])
     assert corr == 1 and body["settled"] is False and "records" not in body
+
+
+def test_a_write_that_wakes_a_waiting_diff_early_leaves_it_unsettled(routed):
+    """Another write to the destination wakes the parked read while its router is still
+    behind: it answers unsettled (the gateway waits on with router_sync), never a page
+    without the copy it waits for."""
+    assert routed.turn(Diff("dst", 0, settle=[["r", 2]])) == {}
+    out = routed.turn(Append("dst", [list(rec(b'{"y":1}'))]), first=2)
+    assert out[1] == {"topic": "dst", "settled": False} and out[2]["first_seq"] == 2
 
 
 @pytest.mark.parametrize("bad", [
@@ -95,20 +105,19 @@ class Routed:
     async def plan(self, dest):
         return [["r", 7]]
 
-    async def settle(self, dest, plan=None):
+    async def settle(self, dest, plan=None, deadline_s=None):
         self.synced.append(plan)
+        assert deadline_s is not None and deadline_s - time.monotonic() <= 2.0
 
 
 @pytest.mark.parametrize("wait_ms", [0, 100])
-def test_the_gateway_waits_for_routers_once_then_reads(wait_ms):
-    """A read that does not long-poll carries the wait to the shard and, still unsettled
-    when it runs out, reads without a second wait; a long poll waits with router_sync
-    first, as it cannot carry the wait."""
+def test_the_gateway_waits_for_routers_within_one_deadline_then_reads(wait_ms):
+    """A read that does not long-poll carries the wait to the shard; back unsettled (woken
+    by another write, or out of time), router_sync waits for what is left of the same
+    deadline, then the read. A long poll cannot carry it: router_sync first."""
     engine, routed = Engine(), Routed()
     api = TopicApi(GatewaySettings(), engine, routed)
     reply = asyncio.run(api._settled_diff(Diff("dst", 3, wait_ms=wait_ms)))
-    assert reply["next_from_seq"] == 3
-    if wait_ms:
-        assert routed.synced == [[["r", 7]]] and [m.settle for m in engine.asked] == [None]
-    else:
-        assert routed.synced == [] and [m.settle for m in engine.asked] == [[["r", 7]], None]
+    assert reply["next_from_seq"] == 3 and routed.synced == [[["r", 7]]]
+    settles = [m.settle for m in engine.asked]
+    assert settles == ([None] if wait_ms else [[["r", 7]], None])

@@ -61,7 +61,6 @@ class FeedConnection:
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.connects = 0
         self._task = self.loop.create_task(self._connect())
 
     async def _connect(self) -> None:
@@ -78,7 +77,6 @@ class FeedConnection:
                 transport.close()
                 return
             self.transport = transport
-            self.connects += 1
             self.subscribe(True, list(self.topics()))
             self.on_up()
             return

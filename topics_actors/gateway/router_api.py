@@ -109,11 +109,14 @@ class RoutedReads:
             plan.append([router, head])
         return plan
 
-    async def settle(self, dest: str, plan: list[list] | None = None) -> None:
+    async def settle(self, dest: str, plan: list[list] | None = None,
+                     deadline_s: float | None = None) -> None:
         """Wait until the routers into `dest` have dealt with their sources up to `plan`
-        (by default, the sources' heads now)."""
+        (by default, the sources' heads now), each for SYNC_WAIT_MS at most, or all until
+        the monotonic `deadline_s`."""
         for router, head in await self.plan(dest) if plan is None else plan:
-            deadline = time.monotonic() + self.SYNC_WAIT_MS / 1000
+            deadline = (time.monotonic() + self.SYNC_WAIT_MS / 1000 if deadline_s is None
+                        else deadline_s)
             while (left_ms := int((deadline - time.monotonic()) * 1000)) > 0:
                 reply = await self.engine.call(dest, RouterSync(dest, router, head, left_ms),
                                                left_ms)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import time
 
 from topics_actors.client import router_admin
 from topics_actors.client.retry_budget import new_session
@@ -148,18 +149,19 @@ class TopicApi:
 
     async def _settled_diff(self, msg: Diff) -> dict:
         """A diff after the routers into its topic have copied their sources' heads
-        (read-your-writes, docs/HTTP.md), waiting at most DIFF_SETTLE_WAIT_MS for them:
-        the wait rides on the diff itself when it does not long-poll (a router still
-        behind when it runs out: the read goes on without it, as a router_sync's does),
-        else a router_sync goes first."""
+        (read-your-writes, docs/HTTP.md), waiting at most DIFF_SETTLE_WAIT_MS for them in
+        all: the wait rides on the diff itself when it does not long-poll; when that
+        comes back unsettled (woken by another write to the topic, or out of time), or for
+        a long poll, router_sync waits out what is left."""
+        deadline_s = time.monotonic() + DIFF_SETTLE_WAIT_MS / 1000
         plan = await self.routed_reads.plan(msg.topic)
         if plan and not msg.wait_ms:
             reply = await self.engine.call(msg.topic, dataclasses.replace(msg, settle=plan),
                                            DIFF_SETTLE_WAIT_MS)
             if reply.get("settled", True):
                 return reply
-        elif plan:
-            await self.routed_reads.settle(msg.topic, plan)
+        if plan:
+            await self.routed_reads.settle(msg.topic, plan, deadline_s)
         return await self._long_poll(msg.topic, msg)
 
     async def _long_poll(self, topic: str, msg: Diff) -> dict:

@@ -61,8 +61,9 @@ class Diff(Message):
     settle: [[router, cursor], ...] routers into `topic` that must have dealt with their
     source up to `cursor` before the read (the gateway's read-your-writes on a routed
     destination, one message instead of a router_sync and a diff); the read waits for them
-    up to DIFF_SETTLE_WAIT_MS (limits.py), and without wait_ms. Unsettled by then, the reply is
-    {topic, settled: false} and no records.
+    up to DIFF_SETTLE_WAIT_MS (limits.py), and without wait_ms. Still unsettled when the
+    topic's next publish wakes it, or by then, the reply is {topic, settled: false} and no
+    records.
     """
     KIND = "diff"
     topic: str
