@@ -35,7 +35,6 @@ QUICK_S = 2.0           # controller writes new leaders right after, which every
 REQUESTS_MAX = 4_096    # shards' ISR changes and placements waiting for the thread
 REFUSED_MAX = 256       # placements refused, kept for the shards to answer with
 ABSENT_MAX = 256        # names looked up and not found, kept for the shards to answer with
-ADMIN_MAX = 64          # operators' moves waiting for the thread
 
 
 class ClusterMember:
@@ -52,7 +51,7 @@ class ClusterMember:
                             "topics": {}, "session": "connecting"}
         self._thread = threading.Thread(target=self._run, name="cluster-member", daemon=True)
         self._requests: collections.deque = collections.deque(maxlen=REQUESTS_MAX)
-        self._admin: collections.deque = collections.deque()    # (Reassign, answer)
+        self.moves = move_request.MoveDesk(store)     # operators' moves for the thread
         self._roles: list[dict] = []
         self._peer_keys: list[str] = []
         self._roles_serial = 0
@@ -122,29 +121,8 @@ class ClusterMember:
     def admin(self, msg: Reassign, answer) -> None:
         """An operator's move (from the front's thread), done and answered by the thread:
         `answer(body, error)`."""
-        if len(self._admin) >= ADMIN_MAX:
-            answer(None, TopicsError("too many moves wait for the cluster; retry",
-                                     ErrorCode.THROTTLED, {"retry_after_ms": 500}))
-            return
-        self._admin.append((msg, answer))
-        self._changed.set()
-
-    def _serve_admin(self, nodes: dict[str, dict] | None) -> None:
-        """The operators' moves waiting; None: the session is down, refuse them now."""
-        while self._admin:
-            msg, answer = self._admin.popleft()
-            if nodes is None:
-                answer(None, TopicsError("this node's ZooKeeper session is not connected; "
-                                         "retry", ErrorCode.NOT_READY))
-                continue
-            try:
-                answer(move_request.serve(self.store, msg, nodes))
-            except TopicsError as error:
-                answer(None, error)
-            except Exception as error:      # kazoo's connection errors among them
-                answer(None, TopicsError(f"ZooKeeper failed the move: {error!r}; retry",
-                                         ErrorCode.NOT_READY))
-                raise
+        if self.moves.take(msg, answer):
+            self._changed.set()
 
     def set_shards(self, endpoints: list[str]) -> None:
         """This node's shard endpoints, which followers fetch from: registered once known."""
@@ -193,7 +171,7 @@ class ClusterMember:
         if session != "connected":
             with self._lock:
                 self._view = {**self._view, "session": session}
-            self._serve_admin(None)
+            self.moves.serve(None)
             return
         if self._info_dirty:
             with self._lock:
@@ -202,7 +180,7 @@ class ClusterMember:
         nodes = self._rejoin(self.store.nodes())
         if self.store.campaign():
             nodes = self.store.nodes()
-        self._serve_admin(nodes)
+        self.moves.serve(nodes)
         draining = self.store.draining()
         self._serve_requests(nodes, draining)
         states = {topic: found for topic in self.store.topics()

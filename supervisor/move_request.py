@@ -7,7 +7,9 @@ Runs on the cluster member's thread, the only one that talks to ZooKeeper."""
 
 from __future__ import annotations
 
+import collections
 import logging
+from collections.abc import Callable
 
 from topics_actors.cluster import reassignment
 from topics_actors.cluster.metadata_store import MetadataStore
@@ -18,6 +20,44 @@ from topics_actors.protocol.messages import Reassign
 log = logging.getLogger(__name__)
 
 SWAP_TRIES = 20           # compare-and-swaps lost to leaders' ISR writes before giving up
+MOVES_MAX = 64            # operators' moves waiting for the cluster member's thread
+
+Answer = Callable[..., None]     # answer(body) or answer(None, error)
+
+
+class MoveDesk:
+    """The operators' moves waiting for the cluster member's thread, bounded."""
+
+    def __init__(self, store: MetadataStore):
+        self.store = store
+        self.waiting: collections.deque[tuple[Reassign, Answer]] = collections.deque()
+
+    def take(self, msg: Reassign, answer: Answer) -> bool:
+        """Queue a move (from another thread); False: refused at once, too many wait."""
+        if len(self.waiting) >= MOVES_MAX:
+            answer(None, TopicsError("too many moves wait for the cluster; retry",
+                                     ErrorCode.THROTTLED, {"retry_after_ms": 500}))
+            return False
+        self.waiting.append((msg, answer))
+        return True
+
+    def serve(self, nodes: dict[str, dict] | None) -> None:
+        """Do and answer the moves waiting; `nodes` None: the session is down, refuse
+        them now."""
+        while self.waiting:
+            msg, answer = self.waiting.popleft()
+            if nodes is None:
+                answer(None, TopicsError("this node's ZooKeeper session is not connected; "
+                                         "retry", ErrorCode.NOT_READY))
+                continue
+            try:
+                answer(serve(self.store, msg, nodes))
+            except TopicsError as error:
+                answer(None, error)
+            except Exception as error:      # kazoo's connection errors among them
+                answer(None, TopicsError(f"ZooKeeper failed the move: {error!r}; retry",
+                                         ErrorCode.NOT_READY))
+                raise
 
 
 def serve(store: MetadataStore, msg: Reassign, nodes: dict[str, dict]) -> dict:
