@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import logging
 import os
-import statistics
 import sys
 import threading
 import time
@@ -33,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [REPO_ROOT, HERE]
 
+from bench_stats import fmt_spread, spread  # noqa: E402
 from node_proc import NodeProcess, kill_group, machine_busy_s  # noqa: E402
 from replication_bench import _temp_dir, start_nodes, wait_isr  # noqa: E402
 from tools.testing.zookeeper_server import ZooKeeperServer  # noqa: E402
@@ -164,10 +164,7 @@ def zk_cluster(stack: contextlib.ExitStack, ids: list[str], session_ms: int
 
 
 def _fmt(values: list[float]) -> str:
-    values = [v for v in values if v is not None]
-    if not values:
-        return "n/a"
-    return (f"{statistics.median(values):.2f} s ({min(values):.2f}-{max(values):.2f})")
+    return fmt_spread(spread(values), lambda v: f"{v:.2f} s")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import logging
 import os
-import statistics
 import sys
 import time
 
@@ -31,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [REPO_ROOT, HERE]
 
+from bench_stats import fmt_rate, fmt_spread, spread  # noqa: E402
 from failover_bench import Writers, zk_cluster  # noqa: E402
 from node_proc import NodeProcess, machine_busy_s  # noqa: E402
 from replication_bench import wait_isr  # noqa: E402
@@ -88,9 +88,13 @@ def one_run(nodes: list[NodeProcess], ids: list[str], observer: MetadataStore, r
     return result
 
 
-def _fmt(values: list[float], unit: str, digits: int = 2) -> str:
-    return (f"{statistics.median(values):.{digits}f}{unit} "
-            f"({min(values):.{digits}f}-{max(values):.{digits}f})")
+def _seconds(value: float) -> str:
+    return f"{value:.2f} s"
+
+
+def _across(results: list[dict], key: str, fmt=fmt_rate) -> str:
+    """One figure over the runs: median (min-max)."""
+    return fmt_spread(spread([r[key] for r in results]), fmt)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,12 +114,12 @@ def main(argv: list[str] | None = None) -> int:
           f"the follower's copy moved to the third node, {args.runs} runs; one `acks: all` "
           f"writer meanwhile; machine busy {busy:.2f} cores of the run\n")
     print("| measure | median (min-max) |\n|---|---|")
-    print(f"| move: POST to done | {_fmt([r['move_s'] for r in results], ' s')} |")
-    print(f"| catch-up | {_fmt([r['catch_up_rps'] for r in results], ' records/s', 0)} |")
+    print(f"| move: POST to done | {_across(results, 'move_s', _seconds)} |")
+    print(f"| catch-up | {_across(results, 'catch_up_rps')} records/s |")
     print(f"| writer acks/s before the move | "
-          f"{_fmt([r['acks_before'] for r in results], '', 0)} |")
+          f"{_across(results, 'acks_before')} |")
     print(f"| writer acks/s during the move | "
-          f"{_fmt([r['acks_during'] for r in results], '', 0)} |")
+          f"{_across(results, 'acks_during')} |")
     print(f"\nwriter errors per run: {[r['errors'] for r in results]}")
     return 0
 
