@@ -107,7 +107,7 @@ class ShardCore:
         self.replicated = self.replicas.enabled     # a cluster node (TOPICS_ZK)
         if self.replicated:
             self.queues.replication = self.replicas.leader
-        self.replies = ReplyDesk(options.shard, self.registry, self.polls, self.replicas)
+        self.replies = ReplyDesk(options.shard, self.polls, self.replicas)
         self._handlers = self._handler_table()
 
     def _handler_table(self) -> dict[type, Handler]:
