@@ -14,6 +14,7 @@ from topics_actors.limits import (
 from topics_actors.protocol.messages import Diff
 from topics_actors.record_envelope import has_meta, payload_bytes
 from topics_actors.shard import retention
+from topics_actors.protocol.head_table import Slot
 from topics_actors.shard.batch_stager import BatchStager, Staged, read_op
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_reader import RecordReader
@@ -135,11 +136,13 @@ def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
 
 
 def diff_request(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
-                 msg: Diff, settled: Callable[[str, list], bool]) -> Staged:
+                 msg: Diff, settled: Callable[[str, list], bool],
+                 claim: Callable[[TopicState], Slot | None] | None = None) -> Staged:
     """The shard's handler of `diff`: a read after the turn's commit; a caught-up empty
     page with `wait_ms` parks until the topic publishes (long_poll.py); a read that names
     routers to `settle` first parks until they have copied that far (`settled`: the
-    router book's check)."""
+    router book's check). `claim`: the head board's (head_board.py); the reply then says
+    where the topic's head is published, as `head_slot`."""
     validate_diff(msg)
     retention.plan_unless_busy(stager, reader, registry.get(msg.topic))
 
@@ -147,7 +150,10 @@ def diff_request(stager: BatchStager, registry: TopicRegistry, reader: RecordRea
         topic = registry.get(msg.topic)
         if topic is None:
             raise topic_not_found(msg.topic)
-        return diff(topic, reader.read, msg, stager.clock())
+        reply = diff(topic, reader.read, msg, stager.clock())
+        if msg.head_slot and claim is not None and (place := claim(topic)) is not None:
+            reply["head_slot"] = place
+        return reply
 
     def after_settling() -> dict:
         if settled(msg.topic, msg.settle):
