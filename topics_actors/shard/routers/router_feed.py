@@ -2,9 +2,13 @@
 
 Once per loop turn, never blocking: replies that came in become RouterPass requests for the
 core, and every router of this shard with no read in flight gets one, a long-polling diff of
-its source from the router's cursor, sent over a DEALER to the source shard's ipc socket
-(this shard's own socket for a source in this shard). The source shard parks the read until
-the source publishes, so a quiet router costs one parked read and no polling. A read that
+its source from the router's cursor. A source in another shard is read over a DEALER to
+that shard's ipc socket. A source in this shard is read in-process: the diff goes straight
+into this shard's core (`submit_own`) and its answer comes back through `answered`, with
+no socket; the shell commits the pass it makes in the same loop turn as the source's write
+(shard_server.py), so the copies are visible before the shard reads its next request. The
+source's shard parks the read until the source publishes, so a quiet router costs one
+parked read and no polling. A read that
 gets no answer within its wait plus TIMEOUT_MS, or an error, is sent again after RETRY_MS;
 so is a page whose pass did not move the cursor (destination full, inbox throttled). Nothing
 here needs to survive a crash: the cursor the next read starts from is in the WAL.
@@ -34,12 +38,16 @@ FAST_EMPTY_S = 0.2        # an empty answer sooner than this was not parked: bac
 
 class RouterFeed:
     def __init__(self, book: RouterBook, ctx: zmq.Context, own_ipc_path: str,
-                 shard_count: int, submit):
-        """`submit(msg)` hands a RouterPass to the core (staged in the current batch)."""
+                 shard: int, shard_count: int, submit, submit_own):
+        """`submit(msg)` hands a RouterPass to the core (staged in the current batch);
+        `submit_own(msg, corr)` a read of a source in this shard (`shard`), whose answer
+        the shell hands to `answered`."""
         self.book = book
         self.peers = PeerSockets(ctx, own_ipc_path)
+        self.shard = shard
         self.shard_count = shard_count
         self.submit = submit
+        self.submit_own = submit_own
         self.in_flight: dict[int, tuple[str, int, float]] = {}   # corr -> router, from, sent
         self.busy: set[str] = set()
         self.not_before: dict[str, float] = {}
@@ -87,15 +95,22 @@ class RouterFeed:
         self.corr += 1
         msg = Diff(source, cursor, PAGE_RECORDS, include_tags=True, wait_ms=WAIT_MS,
                    include_hops=True)
-        try:
-            self.peers.socket(shard_of_name(source, self.shard_count)).send(
-                encode(msg, self.corr), zmq.NOBLOCK)
-        except zmq.Again:
-            self.not_before[name] = now + RETRY_MS / 1000
-            return
+        shard = shard_of_name(source, self.shard_count)
+        if shard == self.shard:
+            self.submit_own(msg, self.corr)
+        else:
+            try:
+                self.peers.socket(shard).send(encode(msg, self.corr), zmq.NOBLOCK)
+            except zmq.Again:
+                self.not_before[name] = now + RETRY_MS / 1000
+                return
         self.in_flight[self.corr] = (name, cursor, now)
         self.busy.add(name)
         self.sent += 1
+
+    def answered(self, raw: bytes) -> None:
+        """The answer to a read of a source in this shard (submit_own)."""
+        self._reply(raw, time.monotonic())
 
     def _reply(self, raw: bytes, now: float) -> None:
         corr, reply, error = decode_answer(raw)
