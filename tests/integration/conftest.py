@@ -19,7 +19,8 @@ from tools.testing.shard_harness import ShardHarness
 def shard_shells(tmp_path):
     """make(shard, count): a ShardServer in this process around a ShardHarness core on the
     real file system, turned by hand; the shells of one test share a run dir (their ipc
-    sockets and lanes) and a data dir."""
+    sockets and lanes) and a data dir. make.stop(shell): close one (a restart is a new
+    make of the same shard)."""
     run_dir = tempfile.mkdtemp(prefix="ta-")          # AF_UNIX paths are short
     data_dir = str(tmp_path / "data")
     os.makedirs(data_dir)
@@ -35,6 +36,13 @@ def shard_shells(tmp_path):
                             ipc_path=os.path.join(run_dir, f"shard-{shard:02d}.sock"))
         made.append((shell, harness))
         return shell
+
+    def stop(shell: ShardServer) -> None:
+        for item in [m for m in made if m[0] is shell]:
+            made.remove(item)
+            shell._close()
+            item[1].close()
+    make.stop = stop
     yield make
     for shell, harness in made:
         shell._close()

@@ -95,15 +95,17 @@ class ShardServer:
         if ipc_path:
             self.dead_letters = DeadLetterSender(core.queues.moves, ctx, ipc_path,
                                                  core.options.shard_count, self._submit_local)
-            self.router_feed = RouterFeed(core.routers, ctx, ipc_path, core.options.shard,
-                                          core.options.shard_count, self._submit_local,
-                                          self._submit_own)
+
         self.replica_fetcher = None    # a cluster node's fetches from topic leaders
         if core.replicas.enabled:
             self.replica_fetcher = ReplicaFetcher(core.replicas, ctx, self._submit_local,
                                                   curve.keys if curve is not None else None)
         self.by_tag = {tag: sock for sock, tag, _ in self.sources}
         self.poller = zmq.Poller()
+        if ipc_path:
+            self.router_feed = RouterFeed(core.routers, self.poller, os.path.dirname(ipc_path),
+                                          core.options.shard, core.options.shard_count,
+                                          self._submit_local, self._submit_own)
         for sock, _, _ in self.sources:
             self.poller.register(sock, zmq.POLLIN)
         if link is not None and core.replicas.enabled:
@@ -226,8 +228,7 @@ class ShardServer:
         if self.dead_letters is not None:
             self.dead_letters.pump()
         if self.router_feed is not None:
-            self._watch_feed_sockets(self.router_feed.sockets())
-            self.router_feed.pump()
+            self.router_feed.pump(ready)
         if self.replica_fetcher is not None:
             self._cluster_turn()
         self.core.submit_due_claims()
