@@ -20,6 +20,7 @@ from topics_actors.client.retry_budget import new_session
 from topics_actors.errors import ErrorCode, TopicsError, cap_reached, invalid
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, forbidden
+from topics_actors.gateway.head_reads import HeadReads
 from topics_actors.gateway.append_body import parse_append
 from topics_actors.gateway.append_coalescer import AppendCoalescer
 from topics_actors.gateway.diff_page import render_diff
@@ -39,10 +40,11 @@ from topics_actors.topic_identity import valid_topic_name
 
 class TopicApi:
     def __init__(self, settings: GatewaySettings, engine: EngineLink,
-                 routed_reads: RoutedReads):
+                 routed_reads: RoutedReads, heads: HeadReads | None = None):
         self.settings = settings
         self.engine = engine
         self.routed_reads = routed_reads
+        self.heads = heads or HeadReads(None)      # no tables: every diff to the shard
         self.stopping = False
         self._parked: set[asyncio.Future] = set()     # long polls' stop signals
         self._session = new_session()
@@ -158,7 +160,8 @@ class TopicApi:
         deadline_s = time.monotonic() + DIFF_SETTLE_WAIT_MS / 1000
         routers = await self.routed_reads.routers_into(msg.topic)
         if not routers:
-            return await self._long_poll(msg.topic, msg)
+            return await (self._long_poll(msg.topic, msg) if msg.wait_ms
+                          else self._plain_diff(msg))
         if msg.wait_ms:
             plan = await self.routed_reads.plan(msg.topic, routers)
         else:
@@ -191,6 +194,18 @@ class TopicApi:
         if all(r in cursors and (cursors[r] is None or cursors[r] >= head) for r, head in plan):
             return reply, plan
         return None, plan
+
+    async def _plain_diff(self, msg: Diff) -> dict:
+        """A diff that neither waits nor settles: at the head, answered from the shard's
+        head table when the gateway knows the topic's slot (head_reads.py)."""
+        heads = self.heads
+        if msg.node is None and (page := heads.page(msg.topic, msg.from_seq)) is not None:
+            return page
+        if not heads.enabled:
+            return await self.engine.call(msg.topic, msg)
+        reply = await self.engine.call(msg.topic, dataclasses.replace(msg, head_slot=True))
+        heads.learn(msg.topic, reply)
+        return reply
 
     async def _long_poll(self, topic: str, msg: Diff) -> dict:
         """The shard's reply to a diff that may park. Should the gateway stop meanwhile, the

@@ -15,6 +15,7 @@ from topics_actors.limits import (
 from topics_actors.protocol.messages import Diff
 from topics_actors.record_envelope import has_meta, payload_bytes
 from topics_actors.shard import retention
+from topics_actors.protocol.head_table import Slot
 from topics_actors.shard.batch_stager import BatchStager, Staged, read_op
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_reader import RecordReader
@@ -139,11 +140,14 @@ def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
 
 
 def diff_request(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
-                 msg: Diff, routers: RouterBook) -> Staged:
+                 msg: Diff, routers: RouterBook,
+                 claim: Callable[[TopicState], Slot | None] | None = None) -> Staged:
     """The shard's handler of `diff`: a read after the turn's commit; a caught-up empty
     page with `wait_ms` parks until the topic publishes (long_poll.py); a read that names
     routers to `settle` first parks until they have copied that far, and its reply gives
-    their cursors at the read (`router_cursors`)."""
+    their cursors at the read (`router_cursors`). `claim`: the head board's
+    (head_board.py); the reply then says where the topic's head is published, as
+    `head_slot`."""
     validate_diff(msg)
     retention.plan_unless_busy(stager, reader, registry.get(msg.topic))
     settled = routers.settled
@@ -155,6 +159,8 @@ def diff_request(stager: BatchStager, registry: TopicRegistry, reader: RecordRea
         reply = diff(topic, reader.read, msg, stager.clock())
         if msg.settle is not None:
             reply["router_cursors"] = routers.cursors(msg.topic, [n for n, _ in msg.settle])
+        if msg.head_slot and claim is not None and (place := claim(topic)) is not None:
+            reply["head_slot"] = place
         return reply
 
     def after_settling() -> dict:

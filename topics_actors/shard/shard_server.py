@@ -19,6 +19,7 @@ from topics_actors.allocator_policy import release_free_memory
 from topics_actors.config import ProcessState
 from topics_actors.curve_auth import CurveAuth
 from topics_actors.limits import INBOX_REQUESTS_MAX, MESSAGE_BYTES_MAX
+from topics_actors.protocol.head_table import heads_path
 from topics_actors.protocol.lane import lane_path
 from topics_actors.protocol import messages  # noqa: F401  (registers the request kinds)
 from topics_actors.protocol.control import IsrChange, PlaceTopic, TopicChange, ReplicaRoles
@@ -113,6 +114,8 @@ class ShardServer:
         # The gateways' lanes (protocol/lane.py): trusted as the ipc socket is.
         self.lanes = LaneListener(lane_path(self.ipc), self.poller) if self.ipc else None
         self.feed = CommitPublisher(self.poller, self.ipc) if self.ipc else None
+        if self.ipc:
+            core.open_heads(heads_path(self.ipc))
         self.intake = RequestIntake(core, self.sources, self.lanes, self.poller, curve)
         self._cluster_due = 0.0
         self.feed_polled: set = set()
