@@ -151,7 +151,7 @@ class ShardCore:
             GetTopic: lambda m: topic_admin.get(stager, registry, reader, m, self._fold_reads),
             ListTopics: lambda m: topic_admin.list_page(stager, registry, m, self._fold_reads),
             Diff: lambda m: diff_read.diff_request(stager, registry, reader, m,
-                                                   routers.settled, self._claim_head),
+                                                   routers, self._claim_head),
             Scan: lambda m: range_scan.scan_request(stager, registry, reader, m),
             DeleteRecords: lambda m: record_delete.request(stager, registry, reader, m),
             Retain: lambda m: retention.retain_request(stager, reader, registry),
