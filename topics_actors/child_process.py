@@ -5,7 +5,6 @@ is child_main(<its options type>, <its serve function>).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import os
@@ -61,6 +60,7 @@ def _options_text(kind: type, argv: list[str]) -> str:
     or a mistake, gets argparse's usage and errors."""
     if len(argv) == 2 and argv[0] == "--options":
         return argv[1]
+    import argparse      # here: kept out of the image children are forked from, as above
     parser = argparse.ArgumentParser(prog=f"python -m {kind.__module__}",
                                      description="a node process, spawned by the supervisor")
     parser.add_argument("--options", required=True,

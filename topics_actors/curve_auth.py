@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 
 import zmq
-from zmq.auth.thread import ThreadAuthenticator
 
 from topics_actors.client_keys import ClientKeyRing
 from topics_actors.server_keys import ServerKeys
@@ -30,6 +29,7 @@ class CurveAuth:
         self.ring = ring
         self.keys = keys
         self.peers: frozenset[str] = frozenset()   # other nodes' keys (a cluster's shards)
+        from zmq.auth.thread import ThreadAuthenticator   # here: a node without keys skips it
         self._zap = ThreadAuthenticator(ctx, log=logging.getLogger(__name__))
         self._zap.start()
         self._zap.configure_curve_callback(domain=ZAP_DOMAIN.decode(),

@@ -7,7 +7,6 @@ cleanly (SIGTERM; a killed process writes nothing). Read one with
 from __future__ import annotations
 
 import contextlib
-import cProfile
 import logging
 import os
 import re
@@ -24,6 +23,7 @@ def profiled(process_name: str):
     if not directory:
         yield
         return
+    import cProfile      # here: opt-in, and kept out of the image children are forked from
     profiler = cProfile.Profile()
     profiler.enable()
     try:

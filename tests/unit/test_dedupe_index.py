@@ -14,10 +14,17 @@ session keys in compact rings of each session's newest keys.
   malformed row is corruption |
 | DD-9 | a topic's snapshot entry carries user keys as rows and sessions as columns, and an
   entry of an older snapshot (session keys as rows) restores the same index |
-| DD-10 | a ring widens the columns a key does not fit (10 bytes a key otherwise) |
+| DD-10 | a ring rebases, or widens, the columns a key does not fit (11 bytes a key otherwise) |
+| DD-11 | a ring forgets its keys older than the window, in cuts of SESSION_RING_SLACK, never
+  one younger |
+| DD-12 | a restored ring keeps every key for at least the window after its newest |
+| DD-13 | against a model (random numbers, times, removals): every key among the newest
+  SESSION_RING_MAX and inside the window is found with its seqs, and nothing else is |
 """
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
@@ -208,4 +215,99 @@ def test_a_ring_widens_what_does_not_fit():
     small = DedupeIndex()
     small.add("~s:7", _entry(3, 4), WINDOW_MS)
     ring = small.sessions["~s"]
-    assert (ring.numbers.itemsize, ring.firsts.itemsize, ring.counts.itemsize) == (4, 4, 2)
+    sizes = (ring.numbers.itemsize, ring.firsts.itemsize, ring.counts.itemsize,
+             ring.times.itemsize)
+    assert sizes == (4, 4, 1, 2)
+
+
+def test_a_ring_rebases_before_it_widens():   # DD-10
+    """Numbers, seqs and times far from the first key's fit again once the keys near it
+    are gone: the column is rebased, not widened."""
+    ring = SessionRing()
+    ring.put(1, _entry(1, 1, ms=1_000))
+    ring.remove(1)
+    far = (2 ** 40, 2 ** 36, 2 ** 36 + 300, 1_000 + 3_600_000 * 24 * 30)   # a month on
+    ring.put(far[0], _entry(far[1], far[2], ms=far[3]))
+    ring.put(far[0] + 1, _entry(far[2] + 1, far[2] + 1, ms=far[3] + 1))
+    assert [c.typecode for c in (ring.numbers, ring.firsts, ring.counts, ring.times)] == [
+        "I", "I", "H", "H"]
+    assert [(n, e.first_seq, e.last_seq) for n, e in ring.items()] == [
+        (far[0], far[1], far[2]), (far[0] + 1, far[2] + 1, far[2] + 1)]
+    ring.put(3, _entry(5, 5, ms=far[3] + 2))          # an old number, retried: widened
+    assert ring.numbers.typecode == "Q" and ring.get(3).first_seq == 5
+    assert ring.get(far[0]).last_seq == far[2]
+
+
+def _times_kept(ring: SessionRing) -> list[int]:
+    return [n for n, _ in ring.items()]
+
+
+def test_a_ring_forgets_keys_older_than_the_window():   # DD-11
+    """One key a second: a ring holds the window's keys and at most SESSION_RING_SLACK
+    more (fewer older ones than that, and one second more for the rounding of times), and
+    finds every key younger than the window."""
+    window_ms, step_ms = 20_000, 1_000
+    ring = SessionRing()
+    for n in range(1, 400):
+        now = n * step_ms + 137
+        ring.put(n, _entry(10 * n, 10 * n + 9, ms=now), window_ms)
+        young = [k for k in range(1, n + 1) if now - (k * step_ms + 137) <= window_ms]
+        kept = _times_kept(ring)
+        assert set(young) <= set(kept)
+        assert len(kept) <= len(young) + SESSION_RING_SLACK
+    assert len(_times_kept(ring)) < SESSION_RING_MAX
+    index = DedupeIndex()
+    for n in range(1, 200):
+        index.add(f"~s:{n}", _entry(n, n, ms=n * step_ms), window_ms)
+    index.expire(200 * step_ms + window_ms + 1, window_ms)   # the session idle: ring gone
+    assert not index.sessions
+
+
+def test_a_restored_ring_keeps_its_keys_for_the_window():   # DD-12
+    index = DedupeIndex()
+    for n in range(1, 101):
+        index.add(f"~s:{n}", _entry(n, n, ms=90_000 + n * 100), WINDOW_MS)
+    again = DedupeIndex()
+    again.take_row(index.session_rows()[0], 100_000, WINDOW_MS)
+    restored = again.sessions["~s"]
+    for n in range(101, 101 + 2 * SESSION_RING_SLACK):      # the session goes on
+        again.add(f"~s:{n}", _entry(n, n, ms=100_000 + WINDOW_MS), WINDOW_MS)
+    assert all(again.lookup(f"~s:{n}", 0, WINDOW_MS) for n in range(1, 101))
+    for n in range(200, 200 + 2 * SESSION_RING_SLACK):      # past the newest's window
+        again.add(f"~s:{n}", _entry(n, n, ms=100_001 + 2 * WINDOW_MS), WINDOW_MS)
+    assert not any(again.lookup(f"~s:{n}", 0, WINDOW_MS) for n in range(1, 101))
+    assert restored is again.sessions["~s"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_ring_against_a_model(seed):   # DD-13
+    rng = random.Random(seed)
+    window_ms = rng.choice((5_000, 60_000))
+    index = DedupeIndex()
+    model, numbers = {}, set()      # number -> (first, last, ms); every number ever put
+    now, number, seq = 1_000, 0, 1
+    for _ in range(3_000):
+        now += rng.choice((0, 1, 7, 150, 999, 1_001, 4_000))
+        if rng.random() < 0.05 and model:
+            gone = rng.choice(sorted(model))
+            index.discard(f"~s:{gone}")
+            del model[gone]
+            continue
+        number += rng.choice((1, 1, 1, 2, 200))
+        key_number = number if rng.random() > 0.05 else max(1, number - rng.randrange(300))
+        count = rng.choice((1, 10, 300, 70_000))
+        entry = DedupeEntry(seq, seq + count - 1, 0, now)
+        seq += count
+        index.add(f"~s:{key_number}", entry, window_ms)
+        model[key_number] = (entry.first_seq, entry.last_seq, now)
+        numbers.add(key_number)
+        newest = [n for n in sorted(numbers)[-SESSION_RING_MAX:] if n in model]
+        for n in newest[-40:] + rng.sample(newest, min(20, len(newest))):
+            first, last, ms = model[n]
+            found = index.lookup(f"~s:{n}", now, window_ms)
+            if now - ms <= window_ms:
+                assert found is not None
+            if found is not None:
+                assert (found.first_seq, found.last_seq) == (first, last)
+        ring = index.sessions.get("~s")
+        assert ring is None or all(n in model for n, _ in ring.items())

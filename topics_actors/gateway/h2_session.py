@@ -24,7 +24,6 @@ from topics_actors.gateway.http_message import HttpRequest, HttpStream, split_ta
 
 log = logging.getLogger(__name__)
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 STREAMS_MAX = 128          # concurrent request streams per connection
 
 

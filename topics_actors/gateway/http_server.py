@@ -30,18 +30,21 @@ import socket
 import time
 from collections.abc import Callable
 from http import HTTPStatus
+from typing import TYPE_CHECKING
 
 import httptools
 
 from topics_actors.child_process import die_of_bug
 from topics_actors.errors import ErrorCode, InvariantViolation, TopicsError
-from topics_actors.gateway.h2_session import PREFACE, H2Session
 from topics_actors.gateway.http_message import (
     HttpRequest, HttpStream, error_response, split_target,
 )
 from topics_actors.gateway.request_body import payload_too_large
 from topics_actors.gateway.route_table import handler_of
-from topics_actors.gateway.ws_transport import WsTransport
+
+if TYPE_CHECKING:     # imported on first use (see H2_PREFACE)
+    from topics_actors.gateway.h2_session import H2Session
+    from topics_actors.gateway.ws_transport import WsTransport
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,10 @@ HEADER_TIMEOUT_S = 30.0          # a request whose headers have not all come
 SWEEP_INTERVAL_S = 1.0
 WRITE_BUFFER_HIGH = 256 * 1024   # per connection, before a stream waits for the socket
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+# HTTP/2 with prior knowledge opens with this. h2_session and ws_transport (h2, websockets:
+# 2.8 MB) are imported by the first connection that needs them, so that they stay out of the
+# image every process of a node is forked from (supervisor/fork_server.py).
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 
 
@@ -216,11 +223,12 @@ class HttpConnection(asyncio.Protocol):
         """HTTP/2 with prior knowledge opens with its preface; anything else is HTTP/1.1.
         Returns the bytes for the HTTP/1.1 parser (none while undecided or for HTTP/2)."""
         data = self.sniff + data
-        if len(data) < len(PREFACE) and PREFACE.startswith(data):
+        if len(data) < len(H2_PREFACE) and H2_PREFACE.startswith(data):
             self.sniff = data
             return b""
         self.sniff = None
-        if data.startswith(PREFACE):
+        if data.startswith(H2_PREFACE):
+            from topics_actors.gateway.h2_session import H2Session
             self.h2 = H2Session(self)
             self.h2.data_received(data)
             return b""
@@ -387,6 +395,7 @@ class HttpConnection(asyncio.Protocol):
             self.data_received(rest)
             return
         self.pending.pop()
+        from topics_actors.gateway.ws_transport import WsTransport
         self.ws = WsTransport(self, request)
         self.ws.data_received(rest)
         self._queue(("upgrade", request, False))

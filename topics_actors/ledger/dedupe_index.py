@@ -4,11 +4,12 @@ Two kinds of key share the IdemKey WAL frame, so both survive a crash:
 - user keys (the API's idempotency_key): kept for the topic's idempotency_window_ms;
 - session keys `~<session>:<n>`, attached by our client library to every append so that a
   blind retry after a shard restart cannot duplicate a write. A session's appends reach the
-  shard in order, so only its most recent SESSION_RING_MAX entries are kept.
+  shard in order, so only its most recent SESSION_RING_MAX entries are kept, and of those
+  only the ones inside the window (what replay would bring back anyway).
 
 Session keys are most of the keys a busy node holds (one per append, for every topic a
 client writes to), so each session's keys in a topic are columns of numbers (SessionRing:
-10 bytes a key) rather than a dict of strings and objects (about 300 bytes). A key that
+11 bytes a key) rather than a dict of strings and objects (about 300 bytes). A key that
 starts with `~` but whose `n` is not a plain decimal number is kept as a user key: for the
 whole window, which dedupes at least as long.
 """
@@ -61,29 +62,36 @@ def session_key(key: str) -> tuple[str, int] | None:
 
 class SessionRing:
     """One session's newest keys in one topic, by key number (ascending): a number's first
-    seq and record count; `newest_ms` is when the newest was written (the whole ring goes
-    once the session has been idle for the window). A ring answers a retry with the seqs
-    of its first write (a head_seq of 0: the reply's head is its last seq).
+    seq, record count and write time; `newest_ms` is when the newest was written (the whole
+    ring goes once the session has been idle for the window). A ring answers a retry with
+    the seqs of its first write (a head_seq of 0: the reply's head is its last seq).
 
-    Numbers and first seqs are kept as u32 offsets from the first ones the ring saw, counts
-    as u16: 10 bytes a key. A value that does not fit (a session whose numbers ran 4 G
-    ahead of its oldest key in this topic) widens that column to u64 offsets from 0."""
+    A key stays while it is one of the session's SESSION_RING_MAX newest in the topic and
+    younger than the topic's window, as a user key would: a session writing slowly to many
+    topics holds a few keys in each, not 512.
 
-    __slots__ = ("numbers", "number_base", "firsts", "first_base", "counts", "newest_ms")
+    Columns are offsets from a base each: numbers and first seqs u32, counts u8, write
+    times u16 whole seconds, rounded up (so a key is never taken for older than it is):
+    11 bytes a key. A value that does not fit rebases its column, or widens it."""
+
+    __slots__ = ("numbers", "number_base", "firsts", "first_base", "counts", "times",
+                 "time_base", "newest_ms")
 
     def __init__(self):
         self.numbers = array("I")
         self.number_base = -1           # set by the first key
         self.firsts = array("I")
-        self.first_base = -1
-        self.counts = array("H")
+        self.first_base = 0
+        self.counts = array("B")
+        self.times = array("H")
+        self.time_base = 0
         self.newest_ms = 0
 
     def __len__(self) -> int:
         return len(self.numbers)
 
-    def _columns(self) -> tuple[array, array, array]:
-        return self.numbers, self.firsts, self.counts
+    def _columns(self) -> tuple[array, array, array, array]:
+        return self.numbers, self.firsts, self.counts, self.times
 
     def _index(self, number: int) -> int:
         """The position of `number`, or -1."""
@@ -99,43 +107,77 @@ class SessionRing:
         i = self._index(number)
         return self._entry(i) if i >= 0 else None
 
-    def _row(self, number: int, entry: DedupeEntry) -> tuple[int, int, int]:
-        """The entry as column values, the columns widened first where it does not fit."""
+    def _row(self, number: int, entry: DedupeEntry) -> tuple[int, int, int, int]:
+        """The entry as column values, a column rebased or widened first where it does not
+        fit."""
         if self.number_base < 0:
-            self.number_base, self.first_base = number, entry.first_seq
+            self.number_base = number
+            self.first_base, self.time_base = entry.first_seq, _seconds(entry.created_ms)
         count = entry.last_seq - entry.first_seq + 1
-        rel_number, rel_first = number - self.number_base, entry.first_seq - self.first_base
-        if not 0 <= rel_number < 1 << (8 * self.numbers.itemsize):
-            self.numbers = array("Q", (v + self.number_base for v in self.numbers))
-            self.number_base, rel_number = 0, number
-        if not 0 <= rel_first < 1 << (8 * self.firsts.itemsize):
-            self.firsts = array("Q", (v + self.first_base for v in self.firsts))
-            self.first_base, rel_first = 0, entry.first_seq
-        if count >= 1 << (8 * self.counts.itemsize):
-            self.counts = array("I", self.counts)
-        return rel_number, rel_first, count
+        while count >= 1 << (8 * self.counts.itemsize):
+            self.counts = array(_WIDER[self.counts.typecode], self.counts)
+        self.numbers, self.number_base, number = _fit(self.numbers, self.number_base, number)
+        self.firsts, self.first_base, first = _fit(self.firsts, self.first_base,
+                                                   entry.first_seq)
+        self.times, self.time_base, seconds = _fit(self.times, self.time_base,
+                                                   _seconds(entry.created_ms))
+        return number, first, count, seconds
 
-    def put(self, number: int, entry: DedupeEntry) -> None:
-        if entry.created_ms > self.newest_ms:
-            self.newest_ms = entry.created_ms
+    def put(self, number: int, entry: DedupeEntry, window_ms: int | None = None) -> None:
+        """Keep `number`'s write; then forget the keys over SESSION_RING_MAX and, given the
+        window, those older than it (`entry` is the newest write: its time is now)."""
+        first, last, _head, ms = entry
+        if ms > self.newest_ms:
+            self.newest_ms = ms
+        numbers = self.numbers
+        size, rel = len(numbers), number - self.number_base
+        if size and rel > numbers[-1]:      # the usual case: the session's next key
+            try:
+                numbers.append(rel)
+                self.firsts.append(first - self.first_base)
+                self.counts.append(last - first + 1)
+                self.times.append(-(-ms // 1000) - self.time_base)   # _seconds(ms)
+                size += 1
+            except OverflowError:           # a value that does not fit: the general way
+                for column in self._columns():
+                    del column[size:]
+                self._place(number, entry)
+                size = len(self.numbers)
+        else:
+            self._place(number, entry)
+            size = len(self.numbers)
+        if size > SESSION_RING_MAX + SESSION_RING_SLACK:
+            self._forget(size - SESSION_RING_MAX)
+        elif (window_ms is not None and size > SESSION_RING_SLACK
+              and self.times[SESSION_RING_SLACK - 1] < _cutoff(self, ms, window_ms)):
+            self.expire(ms, window_ms)
+
+    def _place(self, number: int, entry: DedupeEntry) -> None:
+        """Put a key anywhere, its columns rebased or widened first if it does not fit."""
         row = self._row(number, entry)
         numbers = self.numbers
-        if not numbers or row[0] > numbers[-1]:      # the usual case: the session's next
-            numbers.append(row[0])
-            self.firsts.append(row[1])
-            self.counts.append(row[2])
-        else:
-            i = bisect.bisect_left(numbers, row[0])
-            same = i < len(numbers) and numbers[i] == row[0]
-            for column, value in zip(self._columns(), row):
-                if same:
-                    column[i] = value
-                else:
-                    column.insert(i, value)
-        if len(numbers) > SESSION_RING_MAX + SESSION_RING_SLACK:
-            oldest = len(numbers) - SESSION_RING_MAX
-            for column in self._columns():
-                del column[:oldest]
+        i = bisect.bisect_left(numbers, row[0])
+        same = i < len(numbers) and numbers[i] == row[0]
+        for column, value in zip(self._columns(), row):
+            if same:
+                column[i] = value
+            else:
+                column.insert(i, value)
+
+    def expire(self, now_ms: int, window_ms: int) -> None:
+        """Forget the oldest keys written more than the window before `now_ms`, once
+        SESSION_RING_SLACK of them are (one cut of the columns for many keys)."""
+        times, cutoff = self.times, _cutoff(self, now_ms, window_ms)
+        old = 0
+        while old < len(times) and times[old] < cutoff:
+            old += 1
+        if old >= SESSION_RING_SLACK:
+            self._forget(old)
+
+    def _forget(self, oldest: int) -> None:
+        """Forget the `oldest` first keys."""
+        for column in self._columns():
+            del column[:oldest]
 
     def remove(self, number: int) -> DedupeEntry | None:
         i = self._index(number)
@@ -153,7 +195,8 @@ class SessionRing:
     def to_row(self, session: str) -> list:
         """The snapshot form: [session, numbers, first seqs, counts, newest_ms], the
         columns as little-endian u64, u64 and u32 (a few objects to decode, not five per
-        key)."""
+        key). The keys' times are not kept: a restored ring takes each for its newest's,
+        which keeps them at least as long."""
         columns = (array("Q", (v + self.number_base for v in self.numbers)),
                    array("Q", (v + self.first_base for v in self.firsts)),
                    array("I", self.counts))
@@ -186,8 +229,38 @@ class SessionRing:
         if numbers:
             ring.number_base, ring.numbers = _narrow(numbers, "I")
             ring.first_base, ring.firsts = _narrow(firsts, "I")
-            ring.counts = array("H" if max(counts) < 1 << 16 else "I", counts)
+            ring.counts = _narrow(counts, "B", based=False)[1]
+            ring.time_base = _seconds(newest_ms)
+            ring.times = array("H", bytes(2 * len(numbers)))
         return session, ring
+
+
+_WIDER = {"B": "H", "H": "I", "I": "Q"}
+
+
+def _cutoff(ring: SessionRing, now_ms: int, window_ms: int) -> int:
+    """The time offset below which a key of `ring` is older than the window: its time
+    rounded up is, so the time itself is too."""
+    return (now_ms - window_ms) // 1000 - ring.time_base
+
+
+def _seconds(ms: int) -> int:
+    """A time in whole seconds, rounded up."""
+    return -(-ms // 1000)
+
+
+def _fit(column: array, base: int, value: int) -> tuple[array, int, int]:
+    """(column, base, value's offset): as they are when the value fits, else the column
+    rebased on its lowest value (or the new one) and widened until every offset fits."""
+    rel = value - base
+    if 0 <= rel < 1 << (8 * column.itemsize):
+        return column, base, rel
+    low = min(base + min(column, default=rel), value)
+    high = max(base + max(column, default=rel), value)
+    typecode = column.typecode
+    while high - low >= 1 << (8 * array(typecode).itemsize):
+        typecode = _WIDER[typecode]
+    return array(typecode, (v + base - low for v in column)), low, value - low
 
 
 def _column(typecode: str, data: bytes, session: str) -> array:
@@ -201,12 +274,14 @@ def _column(typecode: str, data: bytes, session: str) -> array:
     return column
 
 
-def _narrow(column: array, typecode: str) -> tuple[int, array]:
-    """(base, offsets from it) in `typecode` when they fit, else (0, the column)."""
-    base = min(column)
-    if max(column) - base < 1 << (8 * array(typecode).itemsize):
-        return base, array(typecode, (v - base for v in column))
-    return 0, column
+def _narrow(column: array, typecode: str, based: bool = True) -> tuple[int, array]:
+    """(base, offsets from it) in the narrowest of `typecode` and the wider codes that
+    holds them (`based` False: base 0)."""
+    base = min(column) if based else 0
+    while typecode != column.typecode and max(column) - base >= 1 << (
+            8 * array(typecode).itemsize):
+        typecode = _WIDER[typecode]
+    return base, array(typecode, (v - base for v in column))
 
 
 def _check(session: str, *columns: array) -> None:
@@ -237,8 +312,15 @@ class DedupeIndex:
             user.popitem(last=False)
 
     def _expire_sessions(self, now_ms: int, window_ms: int) -> None:
-        for name in [n for n, ring in self.sessions.items()
-                     if now_ms - ring.newest_ms > window_ms]:
+        """Drop the rings of sessions idle for the window; the others forget their keys
+        older than it."""
+        idle = []
+        for name, ring in self.sessions.items():
+            if now_ms - ring.newest_ms > window_ms:
+                idle.append(name)
+            else:
+                ring.expire(now_ms, window_ms)
+        for name in idle:
             del self.sessions[name]
 
     def expire(self, now_ms: int, window_ms: int) -> None:
@@ -267,8 +349,9 @@ class DedupeIndex:
         ring = self.sessions.get(session)
         if ring is None:   # sessions come and go rarely: sweep idle ones only then
             self._expire_sessions(entry.created_ms, window_ms)
-            ring = self.sessions[session] = SessionRing()
-        ring.put(number, entry)
+            # one copy of the session's name for all the topics it writes to
+            ring = self.sessions[sys.intern(session)] = SessionRing()
+        ring.put(number, entry, window_ms)
 
     def discard(self, key: str) -> None:
         self._remove(key)
