@@ -3,6 +3,8 @@ read-your-writes on a routed destination in one round trip): answered at once wh
 router named has copied that far (or is gone, or feeds another topic), parked while one is
 behind, and answered {settled: false} when woken still behind or when the wait runs out,
 when the gateway waits with router_sync for what is left of the same deadline. The
+gateway's first read goes out beside its plan and is kept when the routers' cursors it
+reports had reached the plan's heads. The
 harness's single shard has no router feed: a router it holds never copies, so its cursor
 stays where it was made."""
 
@@ -84,25 +86,45 @@ def test_a_diff_in_the_batch_of_the_copy_it_waits_for_sees_the_copy(routed):
     assert routed.core.routers.visible_cursor == {}
 
 
-class Engine:
-    """The gateway's engine link: what it was asked, and a destination whose router
-    stays behind (every settled diff answers unsettled)."""
+def test_a_settled_diff_reply_gives_the_routers_cursors_at_the_read(routed):
+    """What the gateway's read beside its plan checks: each router's cursor as readers see
+    it (a pass staged in the same batch, not yet committed, is not counted), None for a
+    router gone or feeding another topic."""
+    reply = routed.call(Diff("dst", 0, settle=[["r", 0], ["gone", 0]]))
+    assert reply["router_cursors"] == [["r", 0], ["gone", None]]
+    page = routed.call(Diff("src", 0, include_tags=True, include_hops=True))
+    out = routed.turn(Diff("dst", 0, settle=[["r", 0]]), RouterPass("r", 0, page))
+    assert out[1]["router_cursors"] == [["r", 0]] and len(out[1]["records"]) == 1
+    assert routed.call(Diff("dst", 0, settle=[["r", 0]]))["router_cursors"] == [["r", 2]]
+    assert "router_cursors" not in routed.call(Diff("dst", 0))
 
-    def __init__(self):
+
+class Engine:
+    """The gateway's engine link: what it was asked, and a destination whose router is at
+    `cursor` (a settled diff past it answers unsettled)."""
+
+    def __init__(self, cursor: int = 0):
         self.asked = []
+        self.cursor = cursor
 
     async def call(self, topic, msg, wait_ms=0):
         self.asked.append(msg)
-        if isinstance(msg, Diff) and msg.settle:
+        if isinstance(msg, Diff) and msg.settle and msg.settle[0][1] > self.cursor:
             return {"topic": topic, "settled": False}
-        return {"topic": topic, "records": [], "next_from_seq": msg.from_seq}
+        reply = {"topic": topic, "records": [], "next_from_seq": msg.from_seq}
+        if isinstance(msg, Diff) and msg.settle:
+            reply["router_cursors"] = [["r", self.cursor]]
+        return reply
 
 
 class Routed:
     def __init__(self):
         self.synced = []
 
-    async def plan(self, dest):
+    async def routers_into(self, dest):
+        return [("r", "src")]
+
+    async def plan(self, dest, routers=None):
         return [["r", 7]]
 
     async def settle(self, dest, plan=None, deadline_s=None):
@@ -120,4 +142,22 @@ def test_the_gateway_waits_for_routers_within_one_deadline_then_reads(wait_ms):
     reply = asyncio.run(api._settled_diff(Diff("dst", 3, wait_ms=wait_ms)))
     assert reply["next_from_seq"] == 3 and routed.synced == [[["r", 7]]]
     settles = [m.settle for m in engine.asked]
-    assert settles == ([None] if wait_ms else [[["r", 7]], None])
+    assert settles == ([None] if wait_ms else [[["r", 0]], [["r", 7]], None])
+
+
+@pytest.mark.parametrize("cursor", [7, 9])
+def test_a_read_whose_routers_had_copied_the_plans_heads_is_kept(cursor):
+    """The read that went out beside the plan is the answer when each router's cursor at
+    the read had reached its source's head in the plan: one read, no settle wait."""
+    engine, routed = Engine(cursor), Routed()
+    api = TopicApi(GatewaySettings(), engine, routed)
+    reply = asyncio.run(api._settled_diff(Diff("dst", 3)))
+    assert reply["router_cursors"] == [["r", cursor]] and routed.synced == []
+    assert [m.settle for m in engine.asked] == [[["r", 0]]]
+
+
+def test_a_read_behind_the_plan_is_read_again_settled():
+    engine, routed = Engine(6), Routed()
+    api = TopicApi(GatewaySettings(), engine, routed)
+    asyncio.run(api._settled_diff(Diff("dst", 3)))
+    assert [m.settle for m in engine.asked][:2] == [[["r", 0]], [["r", 7]]]

@@ -193,3 +193,9 @@ class NodeClient(AsyncClient):
     endpoint (the shard then parses anyway)."""
 
     NODE_LOCAL = True
+
+    def ipc_of(self, topic: str) -> str:
+        """The ipc endpoint of the shard that owns `topic` ("" while the map is unknown
+        or names none): where its head table lies (protocol/head_table.py)."""
+        shards = self._core.map
+        return shards.ipcs[shards.shard_for(topic)] if shards is not None and shards.ipcs else ""

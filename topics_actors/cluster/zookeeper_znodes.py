@@ -23,11 +23,26 @@ log = logging.getLogger(__name__)
 
 _STATES = {KazooState.CONNECTED: "connected", KazooState.SUSPENDED: "suspended",
            KazooState.LOST: "lost"}
+CONNECT_SHARES = 4    # a connect attempt waits at most 1/4 of the session timeout
+
+
+def attempt_hosts(connect: str) -> str:
+    """`connect` with its servers listed at least CONNECT_SHARES times over. kazoo waits
+    up to session_timeout / len(servers) for a server to answer a connect. A ZooKeeper that
+    is still starting accepts connections and may answer none, so one attempt outlasted the
+    session, and the server ended the session meanwhile: a ZooKeeper restart cost a node
+    its session and its leaderships. With the servers repeated, the attempt gives up after
+    a quarter of the session and the next one finds the server up."""
+    servers, _, chroot = connect.partition("/")
+    hosts = [host for host in servers.split(",") if host.strip()]
+    repeat = -(-CONNECT_SHARES // max(1, len(hosts)))
+    return ",".join(hosts * repeat) + ("/" + chroot if chroot else "")
 
 
 class ZooKeeperZnodes:
     def __init__(self, connect: str, session_timeout_ms: int, connect_timeout_ms: int = 10_000):
-        self.client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000,
+        self.client = KazooClient(hosts=attempt_hosts(connect),
+                                  timeout=session_timeout_ms / 1000,
                                   connection_retry={"max_tries": -1, "max_delay": 1})
         self._state = "lost"
         self._callbacks: list = []

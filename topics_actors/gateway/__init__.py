@@ -20,6 +20,7 @@ Modules:
 - `gateway_server.py`: one gateway process
 - `gateway_settings.py`: the gateway's settings from TOPICS_* environment variables
 - `h2_session.py`: HTTP/2 over cleartext with prior knowledge on a gateway connection
+- `head_reads.py`: caught-up diffs answered from the shards' head tables
 - `http_message.py`: the gateway's own HTTP request and response records
 - `http_server.py`: the gateway's HTTP/1.1 server
 - `inflight_limit.py`: requests in flight per key (TOPICS_MAX_INFLIGHT_PER_KEY)

@@ -73,6 +73,9 @@ class EngineLink:
     async def close(self) -> None:
         await self.client.close()
 
+    def ipc_of(self, topic: str) -> str:
+        return self.client.ipc_of(topic)
+
     async def call(self, topic: str | None, msg, wait_ms: int = 0) -> dict:
         return await self.client.request(topic, msg, wait_ms)
 

@@ -26,6 +26,7 @@ from topics_actors.errors import (
 from topics_actors.gateway import console_files
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, check_name, check_scope
+from topics_actors.gateway.head_reads import HeadReads
 from topics_actors.gateway.engine_link import EngineLink
 from topics_actors.gateway.gateway_settings import GatewaySettings
 from topics_actors.gateway.http_message import (
@@ -69,8 +70,10 @@ async def console(route: Route, request: HttpRequest, key: ApiKey | None,
 
 class GatewayCore:
     def __init__(self, settings: GatewaySettings, engine: EngineLink, started_ms: int,
-                 zmq_port: int = 0, requests: RequestStats | None = None):
-        """`zmq_port`: the node's ZeroMQ front, for clients to discover (health)."""
+                 zmq_port: int = 0, requests: RequestStats | None = None,
+                 heads: HeadReads | None = None):
+        """`zmq_port`: the node's ZeroMQ front, for clients to discover (health); `heads`:
+        the shards' head tables, for caught-up diffs (head_reads.py)."""
         self.settings = settings
         self.keys = settings.keys
         self.engine = engine
@@ -80,7 +83,7 @@ class GatewayCore:
         self.watch = WatchService(settings, engine)
         self.work = WorkService(self.watch)
         routed_reads = RoutedReads(engine)
-        self.topics = TopicApi(settings, engine, routed_reads)
+        self.topics = TopicApi(settings, engine, routed_reads, heads)
         self.ws = WsService(self.watch, self.work, self.topics.append_reply)
         self.handlers = self._handler_table(ProbeApi(engine, started_ms, zmq_port,
                                                      self.requests, self.watch),

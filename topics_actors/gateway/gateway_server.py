@@ -24,6 +24,7 @@ from topics_actors.config import GatewayOptions, ProcessState
 from topics_actors.gateway.engine_link import EngineLink
 from topics_actors.gateway.gateway_core import GatewayCore
 from topics_actors.gateway.gateway_settings import GatewaySettings
+from topics_actors.gateway.head_reads import HeadReads
 from topics_actors.gateway.http_server import HttpServer
 from topics_actors.gateway.request_stats import RequestStats
 from topics_actors.supervisor_link import SupervisorLink
@@ -67,7 +68,8 @@ class GatewayServer:
                             if options.node_key_dir else None)
         requests = RequestStats(options.requests_file, self.index)
         core = GatewayCore(self.settings, engine, options.node_started_ms,
-                           zmq_port=options.zmq_port, requests=requests)
+                           zmq_port=options.zmq_port, requests=requests,
+                           heads=HeadReads(engine.ipc_of))
         server = HttpServer(core, self.settings.body_bytes_max)
         await server.start(options.listen_fd)
         log.info("event=serving gateway=%d pid=%d", self.index, os.getpid())

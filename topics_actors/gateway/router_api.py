@@ -88,7 +88,8 @@ class RoutedReads:
         """Routers changed through this gateway: list them again on the next read."""
         self.taken_s = -1e9
 
-    async def _routers_into(self, dest: str) -> list[tuple[str, str]]:
+    async def routers_into(self, dest: str) -> list[tuple[str, str]]:
+        """[(router, source), ...] of the routers into `dest`, as last listed."""
         if time.monotonic() - self.taken_s > self.CACHE_MAX_AGE_S:
             self.taken_s = time.monotonic()
             feeding: dict[str, list[tuple[str, str]]] = {}
@@ -97,11 +98,12 @@ class RoutedReads:
             self.feeding = feeding
         return self.feeding.get(dest, [])
 
-    async def plan(self, dest: str) -> list[list]:
-        """[[router, its source's head now], ...] for the routers into `dest` (a diff's
-        `settle`: the shard waits for them before it reads, in one round trip)."""
+    async def plan(self, dest: str, routers: list[tuple[str, str]] | None = None) -> list[list]:
+        """[[router, its source's head now], ...] for the routers into `dest` (default:
+        routers_into) (a diff's `settle`: the shard waits for them before it reads, in one
+        round trip)."""
         plan = []
-        for router, source in await self._routers_into(dest):
+        for router, source in await self.routers_into(dest) if routers is None else routers:
             try:
                 head = (await self.engine.call(source, GetTopic(source, False)))["head_seq"]
             except TopicsError:

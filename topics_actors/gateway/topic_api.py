@@ -20,6 +20,7 @@ from topics_actors.client.retry_budget import new_session
 from topics_actors.errors import ErrorCode, TopicsError, cap_reached, invalid
 from topics_actors.gateway import request_body as rb
 from topics_actors.gateway.api_keys import ApiKey, forbidden
+from topics_actors.gateway.head_reads import HeadReads
 from topics_actors.gateway.append_body import parse_append
 from topics_actors.gateway.append_coalescer import AppendCoalescer
 from topics_actors.gateway.diff_page import render_diff
@@ -39,10 +40,11 @@ from topics_actors.topic_identity import valid_topic_name
 
 class TopicApi:
     def __init__(self, settings: GatewaySettings, engine: EngineLink,
-                 routed_reads: RoutedReads):
+                 routed_reads: RoutedReads, heads: HeadReads | None = None):
         self.settings = settings
         self.engine = engine
         self.routed_reads = routed_reads
+        self.heads = heads or HeadReads(None)      # no tables: every diff to the shard
         self.stopping = False
         self._parked: set[asyncio.Future] = set()     # long polls' stop signals
         self._session = new_session()
@@ -150,19 +152,60 @@ class TopicApi:
     async def _settled_diff(self, msg: Diff) -> dict:
         """A diff after the routers into its topic have copied their sources' heads
         (read-your-writes, docs/HTTP.md), waiting at most DIFF_SETTLE_WAIT_MS for them in
-        all: the wait rides on the diff itself when it does not long-poll; when that
-        comes back unsettled (woken by another write to the topic, or out of time), or for
-        a long poll, router_sync waits out what is left."""
+        all. A read that does not long-poll goes out beside the sources' heads
+        (_read_beside_plan), and is kept when its routers had already copied that far;
+        else the wait rides on the diff itself; when that comes back unsettled (woken by
+        another write to the topic, or out of time), or for a long poll, router_sync
+        waits out what is left."""
         deadline_s = time.monotonic() + DIFF_SETTLE_WAIT_MS / 1000
-        plan = await self.routed_reads.plan(msg.topic)
-        if plan and not msg.wait_ms:
+        routers = await self.routed_reads.routers_into(msg.topic)
+        if not routers:
+            return await (self._long_poll(msg.topic, msg) if msg.wait_ms
+                          else self._plain_diff(msg))
+        if msg.wait_ms:
+            plan = await self.routed_reads.plan(msg.topic, routers)
+        else:
+            reply, plan = await self._read_beside_plan(msg, routers)
+            if reply is not None:
+                return reply
             reply = await self.engine.call(msg.topic, dataclasses.replace(msg, settle=plan),
                                            DIFF_SETTLE_WAIT_MS)
             if reply.get("settled", True):
                 return reply
-        if plan:
-            await self.routed_reads.settle(msg.topic, plan, deadline_s)
+        await self.routed_reads.settle(msg.topic, plan, deadline_s)
         return await self._long_poll(msg.topic, msg)
+
+    async def _read_beside_plan(self, msg: Diff, routers: list) -> tuple[dict | None, list]:
+        """The read and the plan (the sources' heads now) at once, so the plan's round trip
+        adds no latency: the read names the routers with cursor 0 (settled at once) and
+        its reply carries their cursors at the read. When each had dealt with its source
+        up to the plan's head, the read holds every copy the plan asks for: (reply, plan);
+        else (None, plan), and the caller reads again, settled."""
+        read = asyncio.ensure_future(self.engine.call(
+            msg.topic, dataclasses.replace(msg, settle=[[r, 0] for r, _ in routers]),
+            DIFF_SETTLE_WAIT_MS))
+        try:
+            plan = await self.routed_reads.plan(msg.topic, routers)
+        except BaseException:
+            read.cancel()
+            raise
+        reply = await read
+        cursors = dict(reply.get("router_cursors") or ())
+        if all(r in cursors and (cursors[r] is None or cursors[r] >= head) for r, head in plan):
+            return reply, plan
+        return None, plan
+
+    async def _plain_diff(self, msg: Diff) -> dict:
+        """A diff that neither waits nor settles: at the head, answered from the shard's
+        head table when the gateway knows the topic's slot (head_reads.py)."""
+        heads = self.heads
+        if msg.node is None and (page := heads.page(msg.topic, msg.from_seq)) is not None:
+            return page
+        if not heads.enabled:
+            return await self.engine.call(msg.topic, msg)
+        reply = await self.engine.call(msg.topic, dataclasses.replace(msg, head_slot=True))
+        heads.learn(msg.topic, reply)
+        return reply
 
     async def _long_poll(self, topic: str, msg: Diff) -> dict:
         """The shard's reply to a diff that may park. Should the gateway stop meanwhile, the

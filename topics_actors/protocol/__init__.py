@@ -4,6 +4,7 @@ Modules:
 - `commit_feed.py`: the shards' commit notifications
 - `control.py`: control kinds between child processes and the supervisor
 - `envelope.py`: envelope and codec
+- `head_table.py`: the shards' caught-up read answers in shared memory
 - `lane.py`: the lane, a Unix stream socket between the gateway and a shard
 - `messages.py`: request kinds between clients and shards or the node's front
 """

@@ -64,6 +64,9 @@ class Diff(Message):
     up to DIFF_SETTLE_WAIT_MS (limits.py), and without wait_ms. Still unsettled when the
     topic's next publish wakes it, or by then, the reply is {topic, settled: false} and no
     records.
+    head_slot (a gateway of the node): the reply adds `head_slot` [incarnation, slot, tid]
+    when the shard publishes the topic's head in its head table (protocol/head_table.py),
+    where the gateway answers the next caught-up reads itself.
     """
     KIND = "diff"
     topic: str
@@ -76,6 +79,7 @@ class Diff(Message):
     max_batch_bytes: int = 0
     include_hops: bool = False
     settle: list | None = None
+    head_slot: bool = False
 
 
 @message

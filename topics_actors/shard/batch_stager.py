@@ -83,6 +83,7 @@ class Batch:
         self.created: list[TopicState] = []
         self.retention: dict[str, tuple[TopicState, Floors]] = {}
         self.undo_fns: list[Callable[[], None]] = []   # state outside a topic's fields
+        self.touched: set[str] = set()    # changed at commit, without an undo (deletes)
 
 
 class BatchStager:

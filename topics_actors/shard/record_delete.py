@@ -30,6 +30,7 @@ def request(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
         raise topic_not_found(msg.topic)
     retention.plan(stager, reader, topic)
     bound = topic.head + 1          # point in time: later appends are never touched
+    stager.batch.touched.add(topic.name)
     if topic.config.logged:
         stager.frame(FrameType.DELETE, topic, frame_body.encode_delete(
             frame_body.DeleteBody(msg.before_seq, match, (), bound)),

@@ -23,7 +23,9 @@ from topics_actors.errors import (
     ErrorCode, ProtocolError, StorageError, TopicsError, storage_error,
 )
 from topics_actors.ledger import retention_rules
-from topics_actors.protocol import encode_error
+from topics_actors.ledger.topic_state import TopicState
+from topics_actors.protocol import encode_error, head_table
+from topics_actors.protocol.head_table import Slot
 from topics_actors.protocol.messages import (
     Absorbed, Ack, Append, Checkpoint, Checksum, Claim, DeleteRecords, DeleteTopic, Diff, Extend,
     GetTopic, Held, ListTopics, Nack, PutTopic, RepairTopic, Retain, Scan, Status, StreamLease,
@@ -43,6 +45,7 @@ from topics_actors.shard.checkpoint_window import CheckpointWindow
 from topics_actors.shard.long_poll import LongPolls
 from topics_actors.shard.queues.claim_windows import ClaimPass
 from topics_actors.shard.commit_window import CommitWindow
+from topics_actors.shard.head_board import HeadBoard
 from topics_actors.shard.queues.dead_letter_moves import MoveDone
 from topics_actors.shard.quarantine_book import QuarantineBook
 from topics_actors.shard.queues.queue_ops import QueueOps
@@ -107,8 +110,30 @@ class ShardCore:
         self.replicated = self.replicas.enabled     # a cluster node (TOPICS_ZK)
         if self.replicated:
             self.queues.replication = self.replicas.leader
-        self.replies = ReplyDesk(options.shard, self.registry, self.polls, self.replicas)
+        self.replies = ReplyDesk(options.shard, self.polls, self.replicas)
+        self.heads: HeadBoard | None = None    # caught-up reads for the gateways (open_heads)
         self._handlers = self._handler_table()
+
+    def open_heads(self, path: str) -> None:
+        """Publish caught-up reads' answers at `path` (shard/head_board.py); a cluster
+        node does not, nor a CPU the table's seqlock cannot trust."""
+        if not self.replicated and head_table.supported():
+            self.heads = HeadBoard(path, self.quarantine.topics.__contains__)
+
+    def _claim_head(self, topic: TopicState) -> Slot | None:
+        return self.heads.claim(topic) if self.heads is not None else None
+
+    def _fold_reads(self, topic: TopicState) -> None:
+        if self.heads is not None:
+            self.heads.fold_read_ms(topic)
+
+    def _refresh_heads(self, names=None) -> None:
+        """Publish `names`' heads again (None: every topic with a slot)."""
+        if self.heads is not None:
+            if names is None:
+                self.heads.refresh_all(self.registry.get)
+            else:
+                self.heads.refresh(names, self.registry.get)
 
     def _handler_table(self) -> dict[type, Handler]:
         """Each request kind -> the function that stages it and returns (whether it
@@ -123,10 +148,10 @@ class ShardCore:
             Append: self.appends.append,
             PutTopic: lambda m: topic_admin.put(stager, registry, m),
             DeleteTopic: lambda m: topic_admin.delete(stager, registry, m, drop_buffer),
-            GetTopic: lambda m: topic_admin.get(stager, registry, reader, m),
-            ListTopics: lambda m: topic_admin.list_page(stager, registry, m),
+            GetTopic: lambda m: topic_admin.get(stager, registry, reader, m, self._fold_reads),
+            ListTopics: lambda m: topic_admin.list_page(stager, registry, m, self._fold_reads),
             Diff: lambda m: diff_read.diff_request(stager, registry, reader, m,
-                                                   routers.settled),
+                                                   routers, self._claim_head),
             Scan: lambda m: range_scan.scan_request(stager, registry, reader, m),
             DeleteRecords: lambda m: record_delete.request(stager, registry, reader, m),
             Retain: lambda m: retention.retain_request(stager, reader, registry),
@@ -149,12 +174,17 @@ class ShardCore:
             DeleteRouters: routers.delete,
             RouterPass: routers.forward,
             RouterSync: routers.sync,
-            RepairTopic: lambda m: read_op(lambda info: self.quarantine.repair(m.topic)),
+            RepairTopic: lambda m: read_op(lambda info: self._repair(m.topic)),
             Checksum: lambda m: copy_checksum.request(registry, reader, m),
         }
         if self.replicated:
             table = self.replica_rules.handlers(table)
         return table
+
+    def _repair(self, name: str) -> dict:
+        body = self.quarantine.repair(name)
+        self._refresh_heads((name,))
+        return body
 
     def _barrier(self, msg: Checkpoint) -> Staged:
         self.quarantine.check_checkpoint()
@@ -175,6 +205,7 @@ class ShardCore:
             if wal.snapshot_id > before:
                 self.checkpoints.absorbed(barriers)
                 release_free_memory()   # the decoded snapshot, and the WAL index it freed
+                self._refresh_heads()
             return body
         return is_write, take_in
 
@@ -253,6 +284,9 @@ class ShardCore:
             reply = reply_to(op.peer, op.corr, op.t0_ns, op.fn, info)
             if reply is not None:
                 replies.append(reply)
+        if self.heads is not None and (batch.undo or batch.retention or batch.touched):
+            self.heads.refresh(batch.undo.keys() | batch.retention.keys() | batch.touched,
+                               self.registry.get)
         if self.quota.max_total_bytes and batch.writes:   # reads leave the bytes alone
             self.quota.publish(self.registry.live_bytes())
         woken = self.replicas.after_commit(info.woken) if self.replicated else info.woken
@@ -303,10 +337,14 @@ class ShardCore:
         return self.wal.flush_due(self.options.disk_flush_interval_ms)
 
     def audit_segments(self, budget_ms: float | None) -> None:
-        """Check queued segments for up to `budget_ms` (None: all); see quarantine_book."""
+        """Check queued segments for up to `budget_ms` (None: all); see quarantine_book.
+        It may quarantine or repair a topic: the head table is written again."""
+        audited = bool(self.quarantine.unaudited)
         self.quarantine.audit_segments(self.registry, self.fs.map_read,
                                        lambda d, first: self.tiers.resolve(self.fs, d, first),
                                        budget_ms)
+        if audited:
+            self._refresh_heads()
 
     def unsettled(self) -> dict[str, int]:
         """Replicated copies that recovered in the leader epoch they name and may not lead
@@ -334,3 +372,5 @@ class ShardCore:
             head_marks.seal_reservations(self.registry, writer, self.clock, pad=False)
         self.wal.close()
         self.reader.close()
+        if self.heads is not None:
+            self.heads.close()

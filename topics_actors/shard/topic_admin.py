@@ -9,6 +9,7 @@ since its past records are not in the WAL.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
 from topics_actors.ledger.queue_state import counters
@@ -150,7 +151,8 @@ def drop_topic(stager: BatchStager, registry: TopicRegistry, topic: TopicState) 
 
 
 def get(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
-        msg: GetTopic) -> Staged:
+        msg: GetTopic, fold_reads: Callable[[TopicState], None]) -> Staged:
+    """`fold_reads`: takes in the reads the gateways answered themselves (head_board.py)."""
     retention.plan_unless_busy(stager, reader, registry.get(msg.topic))
 
     def answer(_info: CommitInfo) -> dict:
@@ -158,6 +160,7 @@ def get(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
         if topic is None:
             raise topic_not_found(msg.topic)
         now = stager.clock()
+        fold_reads(topic)
         if msg.touch:
             topic.last_read_ts = now
         state = topic.state(now)
@@ -167,11 +170,14 @@ def get(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
     return read_op(answer)
 
 
-def list_page(stager: BatchStager, registry: TopicRegistry, msg: ListTopics) -> Staged:
+def list_page(stager: BatchStager, registry: TopicRegistry, msg: ListTopics,
+              fold_reads: Callable[[TopicState], None]) -> Staged:
     def answer(_info: CommitInfo) -> dict:
         now = stager.clock()
         topics, more = registry.page(msg.prefix, msg.after, max(1, min(msg.limit,
                                                                        LIST_LIMIT_MAX)))
+        for topic in topics:
+            fold_reads(topic)
         if msg.touch:
             for topic in topics:
                 topic.last_read_ts = now

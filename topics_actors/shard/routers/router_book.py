@@ -137,6 +137,18 @@ class RouterBook:
                 return False
         return True
 
+    def cursors(self, dest: str, names: list) -> list[list]:
+        """[[router, its cursor as readers see it now], ...] for the routers `names`; the
+        cursor is None for one that is gone or feeds another topic (settled, as above)."""
+        out = []
+        for name in names:
+            found = self.find(name)
+            cursor = None
+            if found is not None and found[0].name == dest:
+                cursor = self.visible_cursor.get(name, found[1].cursor)
+            out.append([name, cursor])
+        return out
+
     def sync(self, msg: RouterSync) -> Staged:
         """Answer once the router has dealt with the source up to `msg.cursor`; parks on the
         destination, which every forwarding step wakes."""
