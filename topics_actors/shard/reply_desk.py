@@ -18,7 +18,6 @@ from topics_actors.shard.long_poll import LongPolls, Park, Waiter
 from topics_actors.shard.replication.leader_duties import AwaitHw
 from topics_actors.shard.replication.replica_book import ReplicaBook
 from topics_actors.shard.replication.replica_ops import AwaitOp
-from topics_actors.shard.topic_registry import TopicRegistry
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +25,8 @@ Reply = tuple[bytes, bytes]     # (peer, encoded reply)
 
 
 class ReplyDesk:
-    def __init__(self, shard: int, registry: TopicRegistry, polls: LongPolls,
-                 replicas: ReplicaBook):
+    def __init__(self, shard: int, polls: LongPolls, replicas: ReplicaBook):
         self.shard = shard
-        self.registry = registry
         self.polls = polls
         self.replicas = replicas
 
@@ -53,8 +50,7 @@ class ReplyDesk:
     def _hold(self, peer: bytes, corr: int, t0_ns: int, body, info: CommitInfo) -> dict | None:
         """A reply that may wait (module docstring). None: it waits; else the body now."""
         if type(body) is AwaitOp:
-            topic = self.registry.get(body.topic)
-            if self.replicas.ops.hold(peer, corr, t0_ns, body, topic and topic.ops):
+            if self.replicas.leader.hold_op(peer, corr, t0_ns, body):
                 return None
             body = (body.reply or (lambda _gone: {"topic": body.topic, "deleted": 0}))(0)
         if type(body) is AwaitHw:

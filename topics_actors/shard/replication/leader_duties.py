@@ -111,14 +111,18 @@ class LeaderDuties:
         lead = self.replicas.stop_leading(name)
         if lead is None:
             return
-        role = self.replicas.role(name)
-        error = TopicsError(f"leadership of {name!r} moved before the write was on every "
-                            f"in-sync replica: it may or may not survive",
-                            ErrorCode.NOT_LEADER,
-                            {**(role.hint() if role else {"topic": name}), "in_doubt": True})
+        error = self.in_doubt(name)
         for peer, corr, t0, _body in lead.drain():
             self.replicas.release(Released(peer, corr, t0, None, error))
         self.ops.drop_waiters(name, error)
+
+    def in_doubt(self, name: str) -> TopicsError:
+        """The answer to a write whose leadership here ended before every in-sync replica
+        had it: not_leader naming the new leader, in doubt (resent with its key there)."""
+        role = self.replicas.role(name)
+        return TopicsError(f"leadership of {name!r} moved before the write was on every "
+                           f"in-sync replica: it may or may not survive", ErrorCode.NOT_LEADER,
+                           {**(role.hint() if role else {"topic": name}), "in_doubt": True})
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -201,20 +205,37 @@ class LeaderDuties:
             lead.keys.add(key, entry.first_seq, entry.last_seq)
 
     def hold(self, peer: bytes, corr: int, t0_ns: int, held: AwaitHw) -> bool:
-        """Keep an `acks: all` reply until the watermark covers it; False: answer now."""
+        """Keep an `acks: all` reply until the watermark covers it; False: answer now. A
+        write staged in the batch whose roles ended this leadership (a move's handoff) is in
+        doubt: its waiters were answered already, and no follower raises the watermark here
+        any more (its copy may be gone with the roles: answering it then lost the write)."""
+        lead = self.replicas.lead(held.topic)
+        if lead is None:
+            raise self.in_doubt(held.topic)
         topic = self.registry.get(held.topic)
-        if topic is None or topic.visible >= held.last_seq:
+        if topic is None:
+            raise InvariantViolation(f"{held.topic!r} is led here without a copy")
+        if topic.visible >= held.last_seq:
             return False
         if held.last_seq > topic.head:
             raise InvariantViolation(f"an acks=all write of {held.topic!r} waits for seq "
                                      f"{held.last_seq}, past the log's head {topic.head}")
-        lead = self.replicas.lead(held.topic)
-        if lead is None:
-            raise TopicsError(f"leadership of {held.topic!r} moved", ErrorCode.NOT_LEADER)
         if not lead.hold(held.last_seq, (peer, corr, t0_ns, held.body)):
             raise TopicsError("too many writes wait for replication; retry",
                               ErrorCode.THROTTLED, {"retry_after_ms": 100})
         return True
+
+    def hold_op(self, peer: bytes, corr: int, t0_ns: int, held: AwaitOp) -> bool:
+        """Keep a replicated op's reply (a delete, a queue's ack) until the op is applied;
+        False: answer now. Staged in the batch that ended this leadership, it is in doubt
+        (as in `hold`): nothing would apply it here and answer it."""
+        topic = self.registry.get(held.topic)
+        ops = topic.ops if topic is not None else None
+        if ops is not None and ops.applied >= held.no:
+            return False
+        if self.replicas.lead(held.topic) is None:
+            raise self.in_doubt(held.topic)
+        return self.ops.hold(peer, corr, t0_ns, held)
 
     def committed(self, woken: set[str]) -> None:
         """After a commit: the leader's own log end is durable for the topics it woke."""

@@ -77,11 +77,9 @@ class ReplicaOps:
             return held(op.no, info)
         return write_op(publish)
 
-    def hold(self, peer: bytes, corr: int, t0_ns: int, held: AwaitOp,
-             ops: OpLog | None) -> bool:
-        """Keep the reply until its op is applied; False: answer now (applied)."""
-        if ops is not None and ops.applied >= held.no:
-            return False
+    def hold(self, peer: bytes, corr: int, t0_ns: int, held: AwaitOp) -> bool:
+        """Keep the reply until its op is applied (the leader checked that it is not yet:
+        leader_duties.hold_op)."""
         self.waiting[(held.topic, held.no)] = (peer, corr, t0_ns, held.reply)
         return True
 
