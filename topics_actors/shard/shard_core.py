@@ -108,6 +108,7 @@ class ShardCore:
                                     self.wal.files.remove, checkpoints=self.checkpoints)
         self.replica_rules = ReplicaRules(self.replicas, self.registry)
         self.replicated = self.replicas.enabled     # a cluster node (TOPICS_ZK)
+        self.routers.sources_owned = not self.replicated
         if self.replicated:
             self.queues.replication = self.replicas.leader
         self.replies = ReplyDesk(options.shard, self.polls, self.replicas)
