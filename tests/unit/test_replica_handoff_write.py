@@ -8,14 +8,12 @@ leader's copy alone. Two shards of two nodes in one process (tools/testing/repli
 """
 
 import dataclasses
-import time
 
 import pytest
 
 from tools.testing.replica_pair import ReplicaPair, pair_env
 from tools.testing.shard_harness import rec
 from topics_actors.errors import ErrorCode, TopicsError
-from topics_actors.protocol import decode_reply
 from topics_actors.protocol.messages import Append, DeleteRecords
 from topics_actors.shard.replication.replica_book import ReplicaAnswer
 
@@ -93,18 +91,3 @@ def test_a_new_leader_taking_its_last_fetch_and_its_role_in_one_batch_keeps_the_
     assert padded > 3 and all(topic.loc(seq) for seq in (1, 2, 3))
     assert topic.epochs.entries()[-1] == (2, 4)
     assert pair.follower.append("logs", rec(), acks="leader")["first_seq"] == padded + 1
-
-
-def test_a_fetch_with_records_to_send_is_answered_before_its_batch_commits(pair):
-    """A follower's fetch that finds durable records it lacks is answered at once, not
-    after the fsync of the batch it came in (an `acks: all` waits for that round trip);
-    one that finds nothing parks at the commit as before."""
-    pair.leader.append("logs", rec(), acks="leader")
-    (_name, _endpoint, ask), = pair.follower.core.replicas.follower.requests()
-    core = pair.leader.core
-    core.submit(b"w", 1, write("leader"), time.perf_counter_ns())    # a batch to fsync
-    core.submit(b"f", 2, dataclasses.replace(ask, wait_ms=0), time.perf_counter_ns())
-    (peer, raw), = core.released_replies()
-    body = decode_reply(raw)[1]
-    assert peer == b"f" and (body["first_seq"], body["end_leo"]) == (1, 2), body
-    assert [peer for peer, _raw in core.commit()] == [b"w"]

@@ -60,23 +60,6 @@ def read_op(fn: OpFn) -> Staged:
     return False, fn
 
 
-class Answered:
-    """A read answered at once, not after the commit of the batch it came in: all it
-    reads is durable already (a follower's fetch while the batch gathers writers for an
-    fsync: fetch_answers.py)."""
-    __slots__ = ("body",)
-
-    def __init__(self, body: dict):
-        self.body = body
-
-    def __call__(self, _info: CommitInfo) -> dict:
-        return self.body
-
-
-def answered(body: dict) -> Staged:
-    return False, Answered(body)
-
-
 def fail_with(error: TopicsError) -> OpFn:
     """An operation that answers with `error`."""
     def fail(_info: CommitInfo) -> dict:

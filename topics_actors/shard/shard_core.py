@@ -38,7 +38,7 @@ from topics_actors.shard import (
 )
 from topics_actors.shard.replication import replica_report
 from topics_actors.shard.batch_stager import (
-    Answered, Batch, BatchStager, CommitInfo, Op, Staged, fail_with, read_op, roll_back,
+    Batch, BatchStager, CommitInfo, Op, Staged, fail_with, read_op, roll_back,
 )
 from topics_actors.shard.byte_quota import ByteQuota
 from topics_actors.shard.checkpoint_window import CheckpointWindow
@@ -111,7 +111,6 @@ class ShardCore:
         if self.replicated:
             self.queues.replication = self.replicas.leader
         self.replies = ReplyDesk(options.shard, self.polls, self.replicas)
-        self._answered: list[Reply] = []        # fetches answered before their commit
         self.heads: HeadBoard | None = None    # caught-up reads for the gateways (open_heads)
         self._handlers = self._handler_table()
 
@@ -233,9 +232,6 @@ class ShardCore:
             is_write, fn = handler(msg)
         except TopicsError as error:
             is_write, fn = False, fail_with(error)
-        if type(fn) is Answered:
-            self._answered.append(self.replies.reply(peer, corr, t0_ns, fn, CommitInfo()))
-            return
         self.stager.add(Op(peer, corr, t0_ns, is_write, fn))
 
     def submit_due_claims(self) -> None:
@@ -301,7 +297,7 @@ class ShardCore:
             if name[0] != "\0":   # from \0 on: internal wake-ups (claim windows), not topics
                 self.feed_pending.add(name)
         if self.replicated:
-            replies += self.released_replies()
+            replies += self.replies.released()
         return replies
 
     def _fail(self, batch: Batch, exc: BaseException) -> TopicsError:
@@ -320,12 +316,8 @@ class ShardCore:
     # --- replies that wait (reply_desk.py) ----------------------------------------------
 
     def released_replies(self) -> list[Reply]:
-        """What replication lets go before any commit (ReplyDesk.released), and the
-        fetches answered at once (batch_stager.Answered)."""
-        if not self.replicated:
-            return []
-        answered, self._answered = self._answered, []
-        return answered + self.replies.released()
+        """What replication lets go before any commit (ReplyDesk.released)."""
+        return self.replies.released() if self.replicated else []
 
     def release_polls(self) -> list[Reply]:
         """Answer every parked read now (shutdown)."""

@@ -25,8 +25,6 @@ class ShardStats:
     windows_quiet: int = 0    # a quiet slice without an arrival,
     windows_limit: int = 0    # or the window's limit reached
     fetch_answers_refused: int = 0   # a leader's fetch answers whose frames failed a check
-    fetches_answered_early: int = 0  # a leader's fetch answers sent before their batch's
-                                     # commit (records to send: fetch_answers.py)
     bytes_written: int = 0    # bytes appended to the WAL
     rotations: int = 0        # batches that started a new WAL file
     fsync_us_sum: int = 0     # time spent in fdatasync, and each sync in its bucket

@@ -10,7 +10,7 @@ from topics_actors.cluster.epoch_cache import EpochEnd
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.ledger.topic_state import TopicState
 from topics_actors.protocol.messages import EpochQuery, ReplicaFetch
-from topics_actors.shard.batch_stager import CommitInfo, Staged, answered, read_op
+from topics_actors.shard.batch_stager import CommitInfo, Staged, read_op
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard.replication import replica_records
 from topics_actors.shard.replication.leader_duties import FETCH_PREFIX, LeaderDuties
@@ -50,15 +50,12 @@ class FetchAnswers:
             body["ops_applied"] = ops_of(topic).applied
             return body
 
-        if ops_settled(topic, lead):
-            body = now()            # records to send go at once, not after the fsync of
-            if not quiet(msg, body):    # the batch the fetch came in (they are durable)
-                self.stager.stats.fetches_answered_early += 1
-                return answered(body)
-
         def answer(_info: CommitInfo):
             body = now()
-            if quiet(msg, body) and msg.wait_ms > 0:
+            quiet = (not body["records"] and body["end_leo"] == msg.fetch_leo
+                     and not body.get("ops") and "ops_drop" not in body
+                     and "ops_reset" not in body and body["ops_hw"] <= msg.ops_applied)
+            if quiet and msg.wait_ms > 0:
                 return Park(FETCH_PREFIX + msg.topic, msg.wait_ms, now)
             return body
         return read_op(answer)
@@ -98,18 +95,3 @@ class FetchAnswers:
                               f"{lead.leader_epoch} of {name!r}", ErrorCode.NOT_LEADER,
                               role.hint())
         return lead, topic
-
-
-def quiet(msg: ReplicaFetch, body: dict) -> bool:
-    """Whether a fetch answer has nothing new for the follower (the fetch parks)."""
-    return (not body["records"] and body["end_leo"] == msg.fetch_leo
-            and not body.get("ops") and "ops_drop" not in body
-            and "ops_reset" not in body and body["ops_hw"] <= msg.ops_applied)
-
-
-def ops_settled(topic: TopicState, lead: Leadership) -> bool:
-    """Whether the topic's op log holds nothing that the batch being staged changes (no op
-    logged or applied that its commit would make durable): then a fetch answered before
-    that commit tells the follower only what is durable here."""
-    ops = ops_of(topic)
-    return not ops.pending and ops.leo == lead.tracker.leader_ops_leo
