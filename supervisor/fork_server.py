@@ -29,6 +29,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -36,6 +37,7 @@ import sys
 import time
 import traceback
 
+from topics_actors.allocator_policy import release_free_memory
 from topics_actors.libc import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, prctl
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,8 @@ MAX_FDS = 16
 REPLY_TIMEOUT_S = 10.0
 REPARENT_WAIT_S = 5.0
 POLL_S = 0.005
+BYTES_HEADER = 33          # sys.getsizeof(b""): a bytes object of n bytes asks for 33 + n
+_FILLERS: list = []        # what fills the image's free small blocks, kept for good
 
 
 class ForkedProcess:
@@ -148,7 +152,11 @@ def _import_frozen(modules: tuple[str, ...]) -> None:
 
     Imported in the fork server instead, every refcount it raised on an object the
     supervisor had imported copied that page, once in each: 4 MB more for the node
-    (docs/OPERATIONS.md 17)."""
+    (docs/OPERATIONS.md 17).
+
+    Then the image is packed: the free blocks the imports left among the objects are
+    filled (fill_free_blocks) and the C heap's free pages handed back, so that what a
+    process allocates later lands on pages of its own instead of copying shared ones."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -156,8 +164,55 @@ def _import_frozen(modules: tuple[str, ...]) -> None:
             importlib.import_module(module)
     finally:
         gc.freeze()
+        fill_free_blocks()
+        release_free_memory()
         if enabled:
             gc.enable()
+
+
+def fill_free_blocks() -> int:
+    """Fill the free blocks of the small-object allocator's pools (blocks of 48 to 512
+    bytes) with bytes objects kept for good; how many blocks it filled.
+
+    Python gives a new small object a free block of a pool that already holds others, and
+    the imports leave such blocks scattered over the image. A child forked from it that
+    allocated there copied a page it shared for each one; filled, its objects take pools of
+    their own, dense on new pages. The fillers cost their bytes once, shared by all (about
+    0.5 MB). Call with no other thread running: the allocator's figures are read from its
+    report on the C stderr, which is redirected for the moment."""
+    holes = free_blocks(_allocator_report())
+    fillers = [b""] * sum(count for _, count in holes)
+    i = 0
+    for size, count in holes:
+        for _ in range(count):
+            fillers[i] = bytes(size - BYTES_HEADER)
+            i += 1
+    _FILLERS.append(fillers)
+    return i
+
+
+def free_blocks(report: str) -> list[tuple[int, int]]:
+    """(block size, free blocks in pools in use) per size class a bytes object can fill (48
+    bytes and more), from sys._debugmallocstats(); empty for a report without that table."""
+    rows = re.findall(r"^\s+\d+\s+(\d+)\s+\d+\s+\d+\s+(\d+)\s*$", report, re.MULTILINE)
+    return [(int(size), int(free)) for size, free in rows
+            if int(size) > BYTES_HEADER + 1 and int(free) > 0]
+
+
+def _allocator_report() -> str:
+    if not hasattr(sys, "_debugmallocstats"):       # not CPython
+        return ""
+    read_end, write_end = os.pipe()    # the report (about 4 KB) fits in a pipe's buffer
+    saved = os.dup(2)
+    try:
+        os.dup2(write_end, 2)
+        sys._debugmallocstats()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(write_end)
+    with os.fdopen(read_end, "rb") as out:
+        return out.read().decode("ascii", "replace")
 
 
 # --- the server (runs in the forked process) ----------------------------------------------

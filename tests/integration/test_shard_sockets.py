@@ -13,9 +13,7 @@ turned by hand; DEALER sockets on both endpoints send raw envelopes.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import tempfile
 
 import pytest
 import zmq
@@ -24,29 +22,14 @@ from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply, encode
 from topics_actors.protocol.messages import Append, Status
 from topics_actors.shard.shard_server import ShardServer
-from topics_actors.storage.fs import RealFs
-from topics_actors.storage.wal_layout import prepare_layout
 from tests.support import wait_for
-from tools.testing.shard_harness import ShardHarness
 
 pytestmark = pytest.mark.timeout(30)
 
 
 @pytest.fixture
-def server(tmp_path):
-    run_dir = tempfile.mkdtemp(prefix="ta-")          # AF_UNIX paths are short
-    data_dir = str(tmp_path / "data")
-    os.makedirs(data_dir)
-    fs = RealFs()
-    prepare_layout(fs, data_dir, 1)
-    harness = ShardHarness(data_dir, fs).start()
-    ctx = zmq.Context()
-    shell = ShardServer(harness.core, ctx, None, ipc_path=os.path.join(run_dir, "s.sock"))
-    yield shell
-    shell._close()
-    harness.close()
-    ctx.term()
-    shutil.rmtree(run_dir)
+def server(shard_shells):
+    return shard_shells()
 
 
 def _dealer(server: ShardServer, endpoint: str) -> zmq.Socket:

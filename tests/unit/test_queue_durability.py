@@ -52,6 +52,17 @@ def test_an_acked_job_is_never_delivered_again(env, clock, durable, durability):
     h.crash()
 
 
+def test_an_ack_of_a_lease_from_the_log_counts_its_job_off_once(env, clock):
+    h = make(env, clock, leases_durable=True)
+    size = h.get("q")["bytes"] // 5
+    h.call(Claim("q", "w", 2))
+    h.restart(crash=True)                  # the leases come back from their frames, unsized
+    assert h.call(Ack("q", "w", [1, 2]))["acked_seqs"] == [1, 2]
+    info = h.get("q")
+    assert (info["count"], info["bytes"]) == (3, 3 * size)
+    h.crash()
+
+
 def test_a_durable_lease_is_kept_until_its_deadline(env, clock):
     h = make(env, clock, leases_durable=True)
     lease = h.call(Claim("q", "w", 2))["claimed"][1][1]

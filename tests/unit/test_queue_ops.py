@@ -14,7 +14,9 @@ import pytest
 from tools.testing.manual_clock import ManualClock
 from topics_actors.errors import TopicsError
 from topics_actors.protocol import decode_reply
-from topics_actors.protocol.messages import Ack, Append, Claim, DeleteTopic, Diff, Extend, Nack
+from topics_actors.protocol.messages import (
+    Ack, Append, Claim, DeleteRecords, DeleteTopic, Diff, Extend, Nack,
+)
 from topics_actors.shard.queues.dead_letter_moves import MoveDone
 from topics_actors.topic_identity import shard_of_name
 
@@ -111,6 +113,27 @@ def test_ack_deletes_the_job_silently(q):
     assert [r[0] for r in q.records("q")] == [3, 4, 5]
     assert q.call(Ack("q", "w1", [1]))["skipped"] == [1]      # a repeat is a no-op
     assert seqs(claim(q, max=5)) == [3, 4, 5]
+
+
+def test_an_ack_deletes_the_jobs_it_claimed_without_reading_them_again(q, monkeypatch):
+    size = q.get("q")["bytes"] // 5                           # five jobs of one size
+    claim(q, max=2)
+    reads, read = [], q.core.reader.read
+    monkeypatch.setattr(q.core.reader, "read", lambda t, seq: reads.append(seq) or read(t, seq))
+    assert q.call(Ack("q", "w1", [1, 2]))["acked_seqs"] == [1, 2]
+    assert reads == []                                       # the sizes came with the leases
+    info = q.get("q")
+    assert (info["count"], info["bytes"]) == (3, 3 * size)
+    assert [r[0] for r in q.records("q")] == [3, 4, 5]
+
+
+def test_a_job_deleted_while_leased_is_not_taken_off_the_counts_twice(q):
+    size = q.get("q")["bytes"] // 5
+    claim(q, max=2)
+    assert q.call(DeleteRecords("q", match="t1"))["deleted"] == 1
+    assert q.call(Ack("q", "w1", [1, 2]))["acked_seqs"] == [1, 2]
+    info = q.get("q")
+    assert (info["count"], info["bytes"]) == (3, 3 * size)
 
 
 def test_only_the_holder_may_ack_and_a_stale_lease_is_fenced(q, clock):

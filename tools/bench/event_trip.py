@@ -17,7 +17,8 @@ Rust watchers cost this machine little, so the gateway's CPU per delivery is the
 Paths: `health` (the gateway alone), `append` (an ephemeral single-record append over
 HTTP), `append_fsync` (the same, fsync class), `tail` (a caught-up diff over HTTP),
 `zmq_append` (the ZeroMQ client to the shard, no gateway), `router` (append to a routed
-source, then read the destination until the copy shows, as the probe does), `sse_1` (one
+source, then read the destination until the copy shows, as the probe does; source and
+destination on different shards), `router_same` (the same, both on one shard), `sse_1` (one
 watch stream: append to its topic, until the record arrives), `sse_fanout` (the probe's
 broadcast at `--watchers`).
 """
@@ -38,8 +39,8 @@ import psutil
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 PROBE = os.path.expanduser("~/.cache/topics-peers/topics-probe")
-PATHS = ("health", "append", "append_fsync", "tail", "zmq_append", "router", "sse_1",
-         "sse_fanout")
+PATHS = ("health", "append", "append_fsync", "tail", "zmq_append", "router", "router_same",
+         "sse_1", "sse_fanout")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -110,21 +111,22 @@ def path_runner(name: str, node, http: Http):
     if name == "zmq_append":
         node.client.put_topic("zmq", durability="ephemeral")
         return lambda: node.client.append("zmq", [{"data": {"x": 1}}])
-    if name == "router":
-        return router_runner(http, record)
+    if name in ("router", "router_same"):
+        source = "rsrc" if name == "router" else "rsamex"   # shard 1; shard 0, as rdst
+        return router_runner(http, record, source)
     if name == "sse_1":
         return sse_runner(node, http, record)
     raise ValueError(name)
 
 
-def router_runner(http: Http, record: dict):
-    for topic in ("rsrc", "rdst"):
+def router_runner(http: Http, record: dict, source: str):
+    for topic in (source, "rdst"):
         http.call("PUT", f"/v0/topics/{topic}", {})
-    http.call("PUT", "/v0/routers/rbench", {"source": "rsrc", "dest": "rdst"})
+    http.call("PUT", "/v0/routers/rbench", {"source": source, "dest": "rdst"})
 
     def run():
         head = http.call("GET", "/v0/topics/rdst")["head_seq"]
-        http.call("POST", "/v0/topics/rsrc", record)
+        http.call("POST", f"/v0/topics/{source}", record)
         while not http.call("POST", "/v0/topics/rdst/diff", {"from_seq": head})["records"]:
             time.sleep(0.001)       # as the probe does
     return run

@@ -68,6 +68,9 @@ async def list_page(engine, key: ApiKey | None, params: dict[str, str]) -> dict:
         lambda r: _allowed(key, r)))
 
 
+LOCAL_ROUTERS_MAX = 100_000     # routers remembered as reading a source of their own shard
+
+
 class RoutedReads:
     """Read-your-writes on a router's destination (spec/api.md 6): before a diff or a GET
     of a topic that routers feed, wait (at most SYNC_WAIT_MS) until each of them has dealt
@@ -83,12 +86,25 @@ class RoutedReads:
         self.engine = engine
         self.feeding: dict[str, list[tuple[str, str]]] = {}   # dest -> [(router, source)]
         self.taken_s = -1e9
+        # routers whose source their destination's shard held on the last settled read
+        self.local: set[str] = set()
 
     def forget(self) -> None:
         """Routers changed through this gateway: list them again on the next read."""
         self.taken_s = -1e9
+        self.local.clear()
 
-    async def _routers_into(self, dest: str) -> list[tuple[str, str]]:
+    def learn(self, found: dict) -> None:
+        """Take in a settled read's {router: (cursor, its source's head if the shard holds
+        the source, else None)}."""
+        for router, (_cursor, head) in found.items():
+            if head is None:
+                self.local.discard(router)
+            elif len(self.local) < LOCAL_ROUTERS_MAX:
+                self.local.add(router)
+
+    async def routers_into(self, dest: str) -> list[tuple[str, str]]:
+        """[(router, source), ...] of the routers into `dest`, as last listed."""
         if time.monotonic() - self.taken_s > self.CACHE_MAX_AGE_S:
             self.taken_s = time.monotonic()
             feeding: dict[str, list[tuple[str, str]]] = {}
@@ -97,11 +113,12 @@ class RoutedReads:
             self.feeding = feeding
         return self.feeding.get(dest, [])
 
-    async def plan(self, dest: str) -> list[list]:
-        """[[router, its source's head now], ...] for the routers into `dest` (a diff's
-        `settle`: the shard waits for them before it reads, in one round trip)."""
+    async def plan(self, dest: str, routers: list[tuple[str, str]] | None = None) -> list[list]:
+        """[[router, its source's head now], ...] for the routers into `dest` (default:
+        routers_into) (a diff's `settle`: the shard waits for them before it reads, in one
+        round trip)."""
         plan = []
-        for router, source in await self._routers_into(dest):
+        for router, source in await self.routers_into(dest) if routers is None else routers:
             try:
                 head = (await self.engine.call(source, GetTopic(source, False)))["head_seq"]
             except TopicsError:

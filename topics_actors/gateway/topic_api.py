@@ -152,21 +152,68 @@ class TopicApi:
     async def _settled_diff(self, msg: Diff) -> dict:
         """A diff after the routers into its topic have copied their sources' heads
         (read-your-writes, docs/HTTP.md), waiting at most DIFF_SETTLE_WAIT_MS for them in
-        all: the wait rides on the diff itself when it does not long-poll; when that
-        comes back unsettled (woken by another write to the topic, or out of time), or for
-        a long poll, router_sync waits out what is left."""
+        all. A read that does not long-poll goes out beside the sources' heads
+        (_read_beside_plan), and is kept when its routers had already copied that far;
+        else the wait rides on the diff itself; when that comes back unsettled (woken by
+        another write to the topic, or out of time), or for a long poll, router_sync
+        waits out what is left."""
         deadline_s = time.monotonic() + DIFF_SETTLE_WAIT_MS / 1000
-        plan = await self.routed_reads.plan(msg.topic)
-        if not plan and not msg.wait_ms:
-            return await self._plain_diff(msg)
-        if plan and not msg.wait_ms:
+        routers = await self.routed_reads.routers_into(msg.topic)
+        if not routers:
+            return await (self._long_poll(msg.topic, msg) if msg.wait_ms
+                          else self._plain_diff(msg))
+        if msg.wait_ms:
+            plan = await self.routed_reads.plan(msg.topic, routers)
+        else:
+            reply, plan = await self._read_beside_plan(msg, routers)
+            if reply is not None:
+                return reply
             reply = await self.engine.call(msg.topic, dataclasses.replace(msg, settle=plan),
                                            DIFF_SETTLE_WAIT_MS)
             if reply.get("settled", True):
                 return reply
-        if plan:
-            await self.routed_reads.settle(msg.topic, plan, deadline_s)
+        await self.routed_reads.settle(msg.topic, plan, deadline_s)
         return await self._long_poll(msg.topic, msg)
+
+    async def _read_beside_plan(self, msg: Diff, routers: list) -> tuple[dict | None, list]:
+        """The read and the plan (the sources' heads now) at once, so the plan's round trip
+        adds no latency: the read names the routers with cursor 0 (settled at once) and
+        its reply carries their cursors at the read, and the head of each source the
+        destination's shard holds itself. A router whose source that shard held on the
+        last read (RoutedReads.local) is left out of the plan: the head in the reply,
+        read after the client's writes in the shard that took them, serves. When each
+        router had dealt with its source up to its head, the read holds every copy
+        read-your-writes asks for: (reply, plan); else (None, plan) to read again
+        settled."""
+        local = self.routed_reads.local
+        remote = [(r, source) for r, source in routers if r not in local]
+        read = asyncio.ensure_future(self.engine.call(
+            msg.topic, dataclasses.replace(msg, settle=[[r, 0] for r, _ in routers]),
+            DIFF_SETTLE_WAIT_MS))
+        try:
+            planned = dict(await self.routed_reads.plan(msg.topic, remote) if remote else ())
+        except BaseException:
+            read.cancel()
+            raise
+        reply = await read
+        found = {c[0]: (c[1], c[2] if len(c) > 2 else None)
+                 for c in reply.get("router_cursors") or ()}
+        self.routed_reads.learn(found)
+        plan, kept, missing = [], True, []
+        for router, source in routers:
+            cursor, shard_head = found.get(router, (-1, None))
+            head = planned.get(router, shard_head)
+            if cursor is None or (head is None and (router, source) in remote):
+                continue          # gone, or its source is (plan() leaves it out): settled
+            if head is None:
+                missing.append((router, source))
+                kept = False
+                continue
+            plan.append([router, head])
+            kept = kept and cursor >= head
+        if kept:
+            return reply, plan
+        return None, plan + (await self.routed_reads.plan(msg.topic, missing) if missing else [])
 
     async def _plain_diff(self, msg: Diff) -> dict:
         """A diff that neither waits nor settles: at the head, answered from the shard's

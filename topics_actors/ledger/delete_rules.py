@@ -83,6 +83,25 @@ def delete_seqs(topic: TopicState, read: retention_rules.Reader, seqs: Iterable[
                    lambda rec: True, mark, account)
 
 
+def delete_jobs(topic: TopicState, read: retention_rules.Reader, jobs: Iterable[tuple[int, int]],
+                mark: Callable[[TopicState, int], None]) -> int:
+    """delete_seqs for (seq, payload bytes) pairs (a queue's acked jobs, sized when claimed):
+    a job with a size is not read again, its liveness is the floors' and the notes of
+    earlier deletes (every delete is noted in `topic.deleted` until a floor passes it);
+    one of size -1 (unknown) is read as delete_seqs reads it. Returns how many went."""
+    floor, deleted, gone, unknown = live_floor(topic), topic.deleted, 0, []
+    for seq, size in jobs:
+        if size < 0:
+            unknown.append(seq)
+        elif floor < seq <= topic.head and seq not in deleted:
+            topic.count -= 1
+            topic.bytes -= size
+            mark(topic, seq)
+            gone += 1
+    topic.deletions += gone
+    return gone + (delete_seqs(topic, read, unknown, mark) if unknown else 0)
+
+
 def _remove(topic: TopicState, read: retention_rules.Reader, seqs: Iterable[int],
             selected: Callable[[Any], bool], mark: Callable[[TopicState, int], None],
             account: bool) -> int:

@@ -37,6 +37,7 @@ Pure: no I/O; `now` is passed in (the shard's injectable clock).
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Callable, Iterator
 
 from topics_actors.errors import InvariantViolation
@@ -45,6 +46,7 @@ from topics_actors.ledger.topic_state import TopicState
 
 CLAIMED, RELEASED, EXTENDED, ACKED, DEAD_LETTERED, MOVING = 0, 1, 2, 3, 4, 5
 LEASE_PREFIX = "lease_"
+_LEASE_ID = re.compile(LEASE_PREFIX + "[0-9a-fA-F]{1,16}")   # ASCII hex only (\d is wider)
 
 Live = Callable[[int], bool]      # whether a job (seq) still exists
 
@@ -57,18 +59,18 @@ def parse_lease_id(text: str) -> int | None:
     """The number of a `lease_<hex>` id; None for "" (no fence). ValueError if malformed."""
     if text == "":
         return None
-    digits = text[len(LEASE_PREFIX):]
-    if (not text.startswith(LEASE_PREFIX) or not digits or len(digits) > 16
-            or any(c not in "0123456789abcdefABCDEF" for c in digits)):
+    if _LEASE_ID.fullmatch(text) is None:
         raise ValueError(f"lease id {text!r} is not lease_<hex>")
-    return int(digits, 16)
+    return int(text[len(LEASE_PREFIX):], 16)
 
 
 class Lease:
-    __slots__ = ("node", "lease_id", "deadline")
+    """Who holds a job until when; `size` is the job's payload bytes when its claim read it
+    (-1: not known, a lease from the log), so its ack need not read the record again."""
+    __slots__ = ("node", "lease_id", "deadline", "size")
 
-    def __init__(self, node: str, lease_id: int, deadline: int):
-        self.node, self.lease_id, self.deadline = node, lease_id, deadline
+    def __init__(self, node: str, lease_id: int, deadline: int, size: int = -1):
+        self.node, self.lease_id, self.deadline, self.size = node, lease_id, deadline, size
 
     def held_by(self, node: str, fence: int | None) -> bool:
         return self.node == node and (fence is None or fence == self.lease_id)
@@ -132,14 +134,15 @@ class QueueState:
     def give_back(self, seq: int) -> None:
         heapq.heappush(self.reclaim, seq)
 
-    def lease(self, seq: int, node: str, deadline: int, lease_id: int | None = None) -> Lease:
+    def lease(self, seq: int, node: str, deadline: int, lease_id: int | None = None,
+              size: int = -1) -> Lease:
         """Lease `seq` to `node` (one more delivery); a new lease id unless given."""
         if seq < 1:
             raise InvariantViolation(f"a lease of seq {seq}, which no record can have")
         if lease_id is None:
             lease_id = self.next_lease_id
         self.next_lease_id = max(self.next_lease_id, lease_id + 1)
-        lease = self.leases[seq] = Lease(node, lease_id, deadline)
+        lease = self.leases[seq] = Lease(node, lease_id, deadline, size)
         self.deliveries[seq] = self.deliveries.get(seq, 0) + 1
         heapq.heappush(self.expiries, (deadline, seq, lease_id))
         return lease
@@ -203,7 +206,7 @@ class QueueState:
         heapq.heappush(self.expiries, (lease.deadline, seq, lease.lease_id))
 
     def extend(self, seq: int, lease: Lease, deadline: int) -> None:
-        self.leases[seq] = Lease(lease.node, lease.lease_id, deadline)
+        self.leases[seq] = Lease(lease.node, lease.lease_id, deadline, lease.size)
         heapq.heappush(self.expiries, (deadline, seq, lease.lease_id))
 
     def prune(self, count: int, live: Live) -> None:

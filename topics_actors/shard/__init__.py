@@ -12,6 +12,7 @@ Modules:
 - `diff_read.py`: the diff read of spec/api.md 5.6
 - `head_board.py`: the topics whose caught-up reads the head table answers
 - `head_marks.py`: exact head marks
+- `lane_links.py`: lanes from a shard to the node's other shards (the router feed's reads)
 - `lane_listener.py`: the shard's end of the lanes
 - `long_poll.py`: parked diff reads
 - `peer_sockets.py`: DEALER sockets from a shard to other shards, opened on first use

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from topics_actors.errors import InvariantViolation, invalid, topic_not_found
 from topics_actors.ledger.topic_state import TopicState
@@ -19,6 +20,9 @@ from topics_actors.shard.batch_stager import BatchStager, Staged, read_op
 from topics_actors.shard.long_poll import Park
 from topics_actors.shard.record_reader import RecordReader
 from topics_actors.shard.topic_registry import TopicRegistry
+
+if TYPE_CHECKING:
+    from topics_actors.shard.routers.router_book import RouterBook
 from topics_actors.storage.file_table import StoredRecord
 from topics_actors.storage.frame_types import HOPS_MASK, HOPS_SHIFT
 
@@ -136,21 +140,25 @@ def diff(topic: TopicState, read: Callable[[TopicState, int], StoredRecord | Non
 
 
 def diff_request(stager: BatchStager, registry: TopicRegistry, reader: RecordReader,
-                 msg: Diff, settled: Callable[[str, list], bool],
+                 msg: Diff, routers: RouterBook,
                  claim: Callable[[TopicState], Slot | None] | None = None) -> Staged:
     """The shard's handler of `diff`: a read after the turn's commit; a caught-up empty
     page with `wait_ms` parks until the topic publishes (long_poll.py); a read that names
-    routers to `settle` first parks until they have copied that far (`settled`: the
-    router book's check). `claim`: the head board's (head_board.py); the reply then says
-    where the topic's head is published, as `head_slot`."""
+    routers to `settle` first parks until they have copied that far, and its reply gives
+    their cursors at the read (`router_cursors`). `claim`: the head board's
+    (head_board.py); the reply then says where the topic's head is published, as
+    `head_slot`."""
     validate_diff(msg)
     retention.plan_unless_busy(stager, reader, registry.get(msg.topic))
+    settled = routers.settled
 
     def now() -> dict:
         topic = registry.get(msg.topic)
         if topic is None:
             raise topic_not_found(msg.topic)
         reply = diff(topic, reader.read, msg, stager.clock())
+        if msg.settle is not None:
+            reply["router_cursors"] = routers.cursors(msg.topic, [n for n, _ in msg.settle])
         if msg.head_slot and claim is not None and (place := claim(topic)) is not None:
             reply["head_slot"] = place
         return reply

@@ -126,17 +126,9 @@ class LaneListener:
 
     def _write(self, fd: int, lane: _Lane) -> None:
         pending = lane.pending
-        while pending:
-            try:
-                sent = lane.sock.send(pending)
-            except BlockingIOError:
-                break
-            except OSError as error:
-                if error.errno not in (errno.EPIPE, errno.ECONNRESET):
-                    log.warning("event=lane_write_failed fd=%d errno=%d", fd, error.errno)
-                self._drop(fd)
-                return
-            del pending[:sent]
+        if not write_pending(lane.sock, pending):
+            self._drop(fd)
+            return
         if len(pending) > PENDING_BYTES_MAX:
             log.warning("event=lane_not_reading fd=%d pending=%d", fd, len(pending))
             self._drop(fd)
@@ -162,3 +154,20 @@ class LaneListener:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+
+
+def write_pending(sock: socket.socket, pending: bytearray) -> bool:
+    """Write as much of `pending` as the socket takes now, removing what went; False: the
+    connection is broken."""
+    while pending:
+        try:
+            sent = sock.send(pending)
+        except BlockingIOError:
+            return True
+        except OSError as error:
+            if error.errno not in (errno.EPIPE, errno.ECONNRESET):
+                log.warning("event=lane_write_failed fd=%d errno=%d", sock.fileno(),
+                            error.errno)
+            return False
+        del pending[:sent]
+    return True

@@ -1,6 +1,6 @@
 """DEALER sockets from a shard to other shards, opened on first use: the shell's way to send
 requests of its own making to another shard, over ipc to the node's shards (dead-letter
-moves, router feeds, itself included) or over TCP to other nodes' (replica fetches). Sends
+moves) or over TCP to other nodes' (replica fetches). Sends
 and receives never block; high-water marks bound what waits in either direction. Toward a
 node that serves CURVE (client keys configured) the socket is a CURVE client under this
 node's own key pair, which the other node admits as a peer (docs/CLUSTER.md, security).

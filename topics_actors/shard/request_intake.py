@@ -23,6 +23,7 @@ from topics_actors.shard.shard_core import ShardCore
 
 DRAIN_SLICE = 64
 TCP, IPC = b"t", b"i"      # the tag before a peer's identity: which socket it is on
+OWN = b"o"                 # the peer of the shard's own reads, answered in-process
 
 
 def admitted(msg, trusted: bool):

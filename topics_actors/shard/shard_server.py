@@ -29,7 +29,7 @@ from topics_actors.shard.lane_listener import LANE_TAG, LaneListener
 from topics_actors.shard.queues.dead_letter_sender import DeadLetterSender
 from topics_actors.shard.replication.replica_fetcher import ReplicaFetcher
 from topics_actors.shard.routers.router_feed import RouterFeed
-from topics_actors.shard.request_intake import IPC, TCP, RequestIntake
+from topics_actors.shard.request_intake import IPC, OWN, TCP, RequestIntake
 from topics_actors.shard.shard_core import ShardCore
 from topics_actors.supervisor_link import SupervisorLink
 
@@ -43,6 +43,9 @@ HWM_MESSAGES = 100_000
 # can make the shard hold.
 SOCKET_BYTES_MAX = 2 * MESSAGE_BYTES_MAX
 CLUSTER_TICK_S = 0.1        # how often ISR changes and placements are sent
+# Commits per loop turn while the replies bring work back in-process (a router's copies of
+# a source in this shard, a chain of such routers); the rest waits for the next turn.
+COMMITS_PER_TURN = 4
 
 
 def poll_briefly(poller: zmq.Poller, wait_ms: float) -> list:
@@ -93,14 +96,17 @@ class ShardServer:
         if ipc_path:
             self.dead_letters = DeadLetterSender(core.queues.moves, ctx, ipc_path,
                                                  core.options.shard_count, self._submit_local)
-            self.router_feed = RouterFeed(core.routers, ctx, ipc_path,
-                                          core.options.shard_count, self._submit_local)
+
         self.replica_fetcher = None    # a cluster node's fetches from topic leaders
         if core.replicas.enabled:
             self.replica_fetcher = ReplicaFetcher(core.replicas, ctx, self._submit_local,
                                                   curve.keys if curve is not None else None)
         self.by_tag = {tag: sock for sock, tag, _ in self.sources}
         self.poller = zmq.Poller()
+        if ipc_path:
+            self.router_feed = RouterFeed(core.routers, self.poller, os.path.dirname(ipc_path),
+                                          core.options.shard, core.options.shard_count,
+                                          self._submit_local, self._submit_own)
         for sock, _, _ in self.sources:
             self.poller.register(sock, zmq.POLLIN)
         if link is not None and core.replicas.enabled:
@@ -195,6 +201,8 @@ class ShardServer:
     # --- one turn ---------------------------------------------------------------------------
 
     def _timeout_ms(self) -> float:
+        if self.core.has_work():
+            return 0         # staged by the last turn's replies, beyond COMMITS_PER_TURN
         timeout = 0 if self.core.quarantine.unaudited else IDLE_POLL_MS
         flush_ms = self.core.ms_until_flush()
         if flush_ms is not None:
@@ -223,18 +231,12 @@ class ShardServer:
         if self.dead_letters is not None:
             self.dead_letters.pump()
         if self.router_feed is not None:
-            self._watch_feed_sockets(self.router_feed.sockets())
-            self.router_feed.pump()
+            self.router_feed.pump(ready)
         if self.replica_fetcher is not None:
             self._cluster_turn()
         self.core.submit_due_claims()
         if self.core.has_work():
-            self._send(self.core.commit())
-            self._publish()
-            if self.replica_fetcher is not None:
-                # What this commit made durable goes to the leaders now, in the next
-                # fetches, rather than after the next poll: an `acks: all` waits on it.
-                self.replica_fetcher.pump()
+            self._commit()
         if self.core.polls.count:
             self._send(self.core.expire_polls())
         self.core.flush_due()
@@ -243,6 +245,20 @@ class ShardServer:
         if self.core.quarantine.unaudited and not self.core.has_work():
             self.core.audit_segments(AUDIT_SLICE_MS)
         self._beat()
+
+    def _commit(self) -> None:
+        """Commit the batch and send its replies; then commit what those brought back
+        in-process (a router's copies of a source in this shard), up to COMMITS_PER_TURN
+        times, so they are visible before the next request is read."""
+        for _ in range(COMMITS_PER_TURN):
+            self._send(self.core.commit())
+            self._publish()
+            if self.replica_fetcher is not None:
+                # What this commit made durable goes to the leaders now, in the next
+                # fetches, rather than after the next poll: an `acks: all` waits on it.
+                self.replica_fetcher.pump()
+            if not self.core.has_work():
+                return
 
     def _take(self, ready: list) -> int:
         """What a poll found: the feed's subscribers and room for its notes, then requests
@@ -331,12 +347,20 @@ class ShardServer:
         """A request of the shard's own making (its reply, to no peer, is dropped)."""
         self.core.submit(b"", 0, msg, time.perf_counter_ns())
 
+    def _submit_own(self, msg, corr: int) -> None:
+        """A router's read of a source in this shard: answered to the router feed."""
+        self.core.submit(OWN, corr, msg, time.perf_counter_ns())
+
     def _send(self, replies: list[tuple[bytes, bytes]]) -> None:
         by_peer: dict[bytes, list[bytes]] = {}
         for peer, raw in replies:
             if peer:   # b"": a request of the shard's own making
                 by_peer.setdefault(peer, []).append(raw)
         for peer, raws in by_peer.items():
+            if peer == OWN:
+                for raw in raws:
+                    self.router_feed.answered(raw)
+                continue
             if peer[:1] == LANE_TAG:
                 if not self.lanes.send(peer[1:], raws):
                     self.dropped_replies += len(raws)

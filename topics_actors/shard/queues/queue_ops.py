@@ -25,6 +25,7 @@ from typing import Protocol
 
 from topics_actors.errors import ErrorCode, TopicsError, invalid, topic_not_found
 from topics_actors.ledger import delete_rules
+from topics_actors.ledger.retention_rules import record_size
 from topics_actors.ledger.queue_state import (
     ACKED, CLAIMED, EXTENDED, RELEASED, Lease, QueueState, counters, known_jobs, live_jobs,
     parse_lease_id, queue_of, render_lease_id,
@@ -202,7 +203,8 @@ class QueueOps:
                 continue
             while len(shares[turn]) >= members[turn].want:
                 turn = (turn + 1) % len(members)
-            lease = state.lease(seq, members[turn].node, deadlines[turn])
+            lease = state.lease(seq, members[turn].node, deadlines[turn],
+                                size=record_size(records[seq]))
             shares[turn].append((seq, lease))
             claimed.append((seq, lease))
             turn, left = (turn + 1) % len(members), left - 1
@@ -231,13 +233,14 @@ class QueueOps:
 
     # --- holders ----------------------------------------------------------------------------
 
-    def _held(self, msg, topic: TopicState, state: QueueState, event: int, change,
+    def _held(self, args: tuple, topic: TopicState, state: QueueState, event: int, change,
               logged: bool = True, events: list | None = None):
-        """Apply `change(seq, lease)` to every seq `msg.node` holds (fenced); stage its
+        """Apply `change(seq, lease)` to every seq the node holds (fenced; `args` are
+        holder_args' (node, seqs, fences)); stage its
         Lease frame when `event` is logged (never when not `logged`; its event also goes
         to `events`); an undo entry restores the leases. Returns (seqs done, seqs skipped,
         whether frames were staged)."""
-        node, seqs, fences = holder_args(msg.node, msg.seqs, msg.lease_ids)
+        node, seqs, fences = args
         done, skipped, undo = [], [], []
         config = topic.config
         log = logged and config.logged and (event == ACKED or config.leases_durable)
@@ -258,25 +261,30 @@ class QueueOps:
 
     def ack(self, msg: Ack) -> Staged:
         self.stager.throttle()
-        holder_args(msg.node, msg.seqs, msg.lease_ids)
+        args = holder_args(msg.node, msg.seqs, msg.lease_ids)
         topic, state = self._queue(msg.topic)
         if self._replicated(topic, "a replicated ack"):
-            return self._ack_replicated(msg, topic, state)
-        acked, skipped, writes = self._held(msg, topic, state, ACKED,
-                                            lambda seq, lease: state.leave(seq) or lease)
+            return self._ack_replicated(args, topic, state)
+        sized: list[tuple[int, int]] = []    # (seq, payload bytes): deleted without a read
+
+        def leave(seq: int, lease: Lease) -> Lease:
+            state.leave(seq)
+            sized.append((seq, lease.size))
+            return lease
+        acked, skipped, writes = self._held(args, topic, state, ACKED, leave)
 
         def answer(info: CommitInfo) -> dict:
-            delete_rules.delete_seqs(topic, self.reader.read, acked, TopicState.delete_one)
+            delete_rules.delete_jobs(topic, self.reader.read, sized, TopicState.delete_one)
             state.left(acked)
             return self._holder_reply(topic, "acked", acked, skipped, info)
         return writes, answer
 
-    def _ack_replicated(self, msg: Ack, topic: TopicState, state: QueueState) -> Staged:
+    def _ack_replicated(self, args: tuple, topic: TopicState, state: QueueState) -> Staged:
         """An ack on a replicated queue (its leader): the leases go here and now; the jobs'
         records are deleted by an op of the topic's op log (shard/replication/
         replica_ops.py), on every replica once all in-sync ones hold it, and the reply
         waits for that."""
-        acked, skipped, _ = self._held(msg, topic, state, ACKED,
+        acked, skipped, _ = self._held(args, topic, state, ACKED,
                                        lambda seq, lease: state.leave(seq) or lease,
                                        logged=False)
 
@@ -288,7 +296,7 @@ class QueueOps:
 
     def nack(self, msg: Nack) -> Staged:
         self.stager.throttle()
-        holder_args(msg.node, msg.seqs, msg.lease_ids)
+        args = holder_args(msg.node, msg.seqs, msg.lease_ids)
         delay_ms = min(NACK_DELAY_MS_MAX, _uint(msg.delay_ms, "delay_ms"))
         topic, state = self._queue(msg.topic)
         ready_at = self.stager.clock() + delay_ms if delay_ms else 0
@@ -297,7 +305,7 @@ class QueueOps:
         def release(seq: int, lease: Lease) -> Lease:
             state.release(seq, ready_at)
             return Lease(lease.node, lease.lease_id, ready_at)
-        nacked, skipped, writes = self._held(msg, topic, state, RELEASED, release,
+        nacked, skipped, writes = self._held(args, topic, state, RELEASED, release,
                                              events=events)
         return self._logged(topic, events, writes,
                             lambda info: self._holder_reply(topic, "nacked", nacked, skipped,
@@ -305,7 +313,7 @@ class QueueOps:
 
     def extend(self, msg: Extend) -> Staged:
         self.stager.throttle()
-        holder_args(msg.node, msg.seqs, msg.lease_ids)
+        args = holder_args(msg.node, msg.seqs, msg.lease_ids)
         deadline = self.stager.clock() + _clamp_lease(_uint(msg.lease_ms, "lease_ms"))
         topic, state = self._queue(msg.topic)
         events = self._lease_events(topic, "a replicated extend")
@@ -313,7 +321,7 @@ class QueueOps:
         def extend(seq: int, lease: Lease) -> Lease:
             state.extend(seq, lease, deadline)
             return state.leases[seq]
-        extended, skipped, writes = self._held(msg, topic, state, EXTENDED, extend,
+        extended, skipped, writes = self._held(args, topic, state, EXTENDED, extend,
                                                events=events)
         return self._logged(topic, events, writes, lambda info: {
             "topic": topic.name, "extended": len(extended), "extended_seqs": extended,

@@ -2,12 +2,21 @@
 
 Once per loop turn, never blocking: replies that came in become RouterPass requests for the
 core, and every router of this shard with no read in flight gets one, a long-polling diff of
-its source from the router's cursor, sent over a DEALER to the source shard's ipc socket
-(this shard's own socket for a source in this shard). The source shard parks the read until
-the source publishes, so a quiet router costs one parked read and no polling. A read that
-gets no answer within its wait plus TIMEOUT_MS, or an error, is sent again after RETRY_MS;
-so is a page whose pass did not move the cursor (destination full, inbox throttled). Nothing
-here needs to survive a crash: the cursor the next read starts from is in the WAL.
+its source from the router's cursor. The source's shard parks the read until the source
+publishes, so a quiet router costs one parked read and no polling. How a read travels:
+
+- a source in another shard: over a lane to that shard (shard/lane_links.py), a Unix
+  socket this loop writes and reads itself; a lane that closes (that shard restarted)
+  ends its reads at once, and they are sent again after RETRY_MS;
+- a source in this shard: in-process, with no socket. The diff goes straight into this
+  shard's core (`submit_own`) and its answer comes back through `answered`; the shell
+  commits the pass it makes in the loop turn of the source's write (shard_server.py), so
+  the copies are visible before the shard reads its next request.
+
+A read that gets no answer within its wait plus TIMEOUT_MS, or an error, is sent again
+after RETRY_MS; so is a page whose pass did not move the cursor (destination full, inbox
+throttled). Nothing here needs to survive a crash: the cursor the next read starts from is
+in the WAL.
 """
 
 from __future__ import annotations
@@ -19,7 +28,8 @@ import zmq
 
 from topics_actors.protocol import encode
 from topics_actors.protocol.messages import Diff
-from topics_actors.shard.peer_sockets import PeerSockets, decode_answer
+from topics_actors.shard.lane_links import LaneLinks
+from topics_actors.shard.peer_sockets import decode_answer
 from topics_actors.shard.routers.router_book import RouterBook, RouterPass
 from topics_actors.topic_identity import shard_of_name
 
@@ -33,28 +43,37 @@ FAST_EMPTY_S = 0.2        # an empty answer sooner than this was not parked: bac
 
 
 class RouterFeed:
-    def __init__(self, book: RouterBook, ctx: zmq.Context, own_ipc_path: str,
-                 shard_count: int, submit):
-        """`submit(msg)` hands a RouterPass to the core (staged in the current batch)."""
+    def __init__(self, book: RouterBook, poller: zmq.Poller, run_dir: str,
+                 shard: int, shard_count: int, submit, submit_own):
+        """`submit(msg)` hands a RouterPass to the core (staged in the current batch);
+        `submit_own(msg, corr)` a read of a source in this shard (`shard`), whose answer
+        the shell hands to `answered`; the other shards' lanes are in `run_dir`."""
         self.book = book
-        self.peers = PeerSockets(ctx, own_ipc_path)
+        self.lanes = LaneLinks(run_dir, poller, self._lost)
+        self.shard = shard
         self.shard_count = shard_count
         self.submit = submit
-        self.in_flight: dict[int, tuple[str, int, float]] = {}   # corr -> router, from, sent
+        self.submit_own = submit_own
+        # corr -> router, its read's from, sent at, the source's shard
+        self.in_flight: dict[int, tuple[str, int, float, int]] = {}
         self.busy: set[str] = set()
         self.not_before: dict[str, float] = {}
         self.last_from: dict[str, int] = {}     # router -> cursor of its last answered page
         self.corr = 0
         self.sent = self.failed = 0
 
-    def pump(self) -> None:
+    def pump(self, ready: list) -> None:
+        """`ready`: what the loop's poll found (the lanes' part is taken here)."""
+        now = time.monotonic()
+        if self.lanes.links:
+            self.lanes.ready(ready, lambda raw: self._reply(raw, now))
         feeds = self.book.feeds()
         if not feeds and not self.in_flight:
             return
-        now = time.monotonic()
-        # Sends first: a page received below is applied by this turn's commit, so its
-        # router's next read goes out next turn, from the moved cursor.
-        for corr, (name, _from, sent_at) in list(self.in_flight.items()):
+        # A page received above was staged at once (a RouterPass moves its router's cursor
+        # when staged), so the router's next read goes out below, from the moved cursor;
+        # a page that did not apply left the cursor where it was: that router waits.
+        for corr, (name, _from, sent_at, _shard) in list(self.in_flight.items()):
             if now - sent_at > (WAIT_MS + TIMEOUT_MS) / 1000:
                 del self.in_flight[corr]
                 self.busy.discard(name)
@@ -69,7 +88,6 @@ class RouterFeed:
                 self.not_before[name] = now + RETRY_MS / 1000
                 continue
             self._send(name, source, cursor, now)
-        self.peers.receive(lambda raw: self._reply(raw, now))
 
     def ms_until_due(self) -> float | None:
         """How soon a read is due (0: now), for the shell's poll timeout; None: none."""
@@ -80,29 +98,30 @@ class RouterFeed:
                 due = wait if due is None else min(due, wait)
         return due
 
-    def sockets(self) -> list[zmq.Socket]:
-        return self.peers.list()
-
     def _send(self, name: str, source: str, cursor: int, now: float) -> None:
         self.corr += 1
         msg = Diff(source, cursor, PAGE_RECORDS, include_tags=True, wait_ms=WAIT_MS,
                    include_hops=True)
-        try:
-            self.peers.socket(shard_of_name(source, self.shard_count)).send(
-                encode(msg, self.corr), zmq.NOBLOCK)
-        except zmq.Again:
+        shard = shard_of_name(source, self.shard_count)
+        if shard == self.shard:
+            self.submit_own(msg, self.corr)
+        elif not self.lanes.send(shard, encode(msg, self.corr)):
             self.not_before[name] = now + RETRY_MS / 1000
             return
-        self.in_flight[self.corr] = (name, cursor, now)
+        self.in_flight[self.corr] = (name, cursor, now, shard)
         self.busy.add(name)
         self.sent += 1
+
+    def answered(self, raw: bytes) -> None:
+        """The answer to a read of a source in this shard (submit_own)."""
+        self._reply(raw, time.monotonic())
 
     def _reply(self, raw: bytes, now: float) -> None:
         corr, reply, error = decode_answer(raw)
         entry = self.in_flight.pop(corr, None)
         if entry is None:
             return    # answered after its timeout: a newer read decides
-        name, from_seq, sent_at = entry
+        name, from_seq, sent_at, _shard = entry
         self.busy.discard(name)
         if error is not None:
             self.failed += 1
@@ -116,5 +135,14 @@ class RouterFeed:
         self.last_from[name] = from_seq
         self.submit(RouterPass(name, from_seq, reply))
 
+    def _lost(self, shard: int) -> None:
+        """The lane to `shard` closed: its reads end now, and go again after RETRY_MS."""
+        retry_at = time.monotonic() + RETRY_MS / 1000
+        for corr, (name, _from, _sent, at) in list(self.in_flight.items()):
+            if at == shard:
+                del self.in_flight[corr]
+                self.busy.discard(name)
+                self.not_before[name] = retry_at
+
     def close(self) -> None:
-        self.peers.close()
+        self.lanes.close()
