@@ -26,10 +26,12 @@ def encode_cursor(cursors: dict[str, int]) -> bytes:
     return _encode_items(tuple(cursors.items()))
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def _encode_items(items: tuple) -> bytes:
     """Memoized: the streams of one gateway watching the same topics sit at the same
-    cursors, and a commit moves them all to the same next one."""
+    cursors, and a commit moves them all to the same next one. Only the cursors of the
+    last few commits are worth keeping: 4096 entries held 1.8 MiB of a gateway under the
+    soak (tracemalloc), 1024 hold a quarter."""
     raw = orjson.dumps(dict(items), option=orjson.OPT_SORT_KEYS)
     return base64.urlsafe_b64encode(raw).rstrip(b"=")
 

@@ -181,3 +181,12 @@ def test_a_read_from_the_table_counts_as_a_read_of_the_topic(gateway):
     shard.core.registry.get("r").last_read_ts = 1
     assert gateway.from_table("r", 1) is not None
     assert shard.call(GetTopic("r", touch=False))["last_read_ts"] > 1
+
+
+def test_a_shard_without_room_for_its_table_serves_every_read_itself(shard, tmp_path):
+    shard.core.open_heads(str(tmp_path / "missing-dir" / "shard-00.heads"))
+    assert shard.core.heads is None
+    shard.put("t", durability="memory")
+    shard.append("t", rec())
+    reply = shard.call(Diff("t", 1, head_slot=True))
+    assert reply["caught_up"] and "head_slot" not in reply

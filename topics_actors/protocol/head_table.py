@@ -37,7 +37,7 @@ MAGIC = 0x3130_4441_4548_5054          # "TPHEAD01" in the file's first word
 HEADER_WORDS = 2
 SLOT_WORDS = 5
 SEQ, TID, HEAD, EARLIEST, READ_MS = range(SLOT_WORDS)
-SLOTS_MAX = 1 << 18                    # 10 MiB of address space, a page per 102 slots used
+SLOTS_MAX = 1 << 16                    # 2.5 MiB of disk and address space
 TABLE_BYTES = (HEADER_WORDS + SLOTS_MAX * SLOT_WORDS) * 8
 HEADS_SUFFIX = ".heads"
 
@@ -112,20 +112,23 @@ def heads_path(ipc: str) -> str:
 
 
 def map_table(path: str, create: bool) -> mmap.mmap | None:
-    """The table file mapped shared; `create` (the shard) makes it or grows it to size,
-    keeping its inode, so a gateway's map of it stays the same file. None: a reader found
-    no table of full size there."""
+    """The table file mapped shared. `create` (the shard) makes it or grows it to size,
+    keeping its inode, so a gateway's map of it stays the same file; its blocks are
+    allocated then (posix_fallocate), so that a write into a page never needs a block: on a
+    full disk a sparse page would fail its first write with SIGBUS. OSError: no table (a
+    full disk, a file system without it). None: a reader found no table of full size."""
     flags = os.O_RDWR | (os.O_CREAT if create else 0)
     try:
         fd = os.open(path, flags, 0o600)
     except FileNotFoundError:
+        if create:
+            raise
         return None
     try:
-        size = os.fstat(fd).st_size
-        if size < TABLE_BYTES:
-            if not create:
-                return None
-            os.ftruncate(fd, TABLE_BYTES)
+        if create:
+            os.posix_fallocate(fd, 0, TABLE_BYTES)
+        elif os.fstat(fd).st_size < TABLE_BYTES:
+            return None
         return mmap.mmap(fd, TABLE_BYTES)
     finally:
         os.close(fd)

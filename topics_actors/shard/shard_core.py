@@ -108,6 +108,7 @@ class ShardCore:
                                     self.wal.files.remove, checkpoints=self.checkpoints)
         self.replica_rules = ReplicaRules(self.replicas, self.registry)
         self.replicated = self.replicas.enabled     # a cluster node (TOPICS_ZK)
+        self.routers.sources_owned = not self.replicated
         if self.replicated:
             self.queues.replication = self.replicas.leader
         self.replies = ReplyDesk(options.shard, self.polls, self.replicas)
@@ -118,7 +119,11 @@ class ShardCore:
         """Publish caught-up reads' answers at `path` (shard/head_board.py); a cluster
         node does not, nor a CPU the table's seqlock cannot trust."""
         if not self.replicated and head_table.supported():
-            self.heads = HeadBoard(path, self.quarantine.topics.__contains__)
+            try:
+                self.heads = HeadBoard(path, self.quarantine.topics.__contains__)
+            except OSError as exc:      # every read goes to the shard, as without a table
+                log.warning("event=head_table_unavailable shard=%d path=%s error=%r",
+                            self.options.shard, path, exc)
 
     def _claim_head(self, topic: TopicState) -> Slot | None:
         return self.heads.claim(topic) if self.heads is not None else None
