@@ -250,6 +250,7 @@ class ShardOptions:
     wal_file_bytes: int = WAL_FILE_BYTES_DEFAULT
     disk_flush_interval_ms: int = DISK_FLUSH_INTERVAL_MS_DEFAULT
     background_prealloc: bool = True
+    background_flush: bool = True   # the disk class's flush on a helper thread (wal_writer)
     quota_file: str | None = None   # the node's live-bytes slot file (byte_quota.py)
     max_total_bytes: int = 0
     cold_dir: str | None = None     # the cold tier, where old sealed segments may have moved

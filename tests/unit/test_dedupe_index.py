@@ -238,6 +238,19 @@ def test_a_ring_rebases_before_it_widens():   # DD-10
     assert ring.get(far[0]).last_seq == far[2]
 
 
+def test_a_key_out_of_order_that_does_not_fit_widens_its_column():   # DD-10
+    """A retried (older) key whose batch is too large for the counts column as it is:
+    the columns stay aligned, the column is widened, every key comes back exact."""
+    ring = SessionRing()
+    for number in (10, 20, 30):
+        ring.put(number, _entry(number * 100, number * 100 + 9))
+    ring.put(15, _entry(5_000, 5_000 + 299))
+    assert len(ring.numbers) == len(ring.firsts) == len(ring.counts) == len(ring.times) == 4
+    assert ring.counts.typecode == "H"
+    assert [(n, e.first_seq, e.last_seq) for n, e in ring.items()] == [
+        (10, 1_000, 1_009), (15, 5_000, 5_299), (20, 2_000, 2_009), (30, 3_000, 3_009)]
+
+
 def _times_kept(ring: SessionRing) -> list[int]:
     return [n for n, _ in ring.items()]
 

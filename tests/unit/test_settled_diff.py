@@ -16,6 +16,7 @@ import pytest
 from tests.unit.test_shard_core import rec
 from topics_actors.errors import ErrorCode, TopicsError
 from topics_actors.gateway.gateway_settings import GatewaySettings
+from topics_actors.gateway.router_api import RoutedReads
 from topics_actors.gateway.topic_api import TopicApi
 from topics_actors.protocol.envelope import decode_reply
 from topics_actors.protocol.messages import Append, Diff, PutRouter
@@ -91,21 +92,24 @@ def test_a_settled_diff_reply_gives_the_routers_cursors_at_the_read(routed):
     it (a pass staged in the same batch, not yet committed, is not counted), None for a
     router gone or feeding another topic."""
     reply = routed.call(Diff("dst", 0, settle=[["r", 0], ["gone", 0]]))
-    assert reply["router_cursors"] == [["r", 0], ["gone", None]]
+    assert reply["router_cursors"] == [["r", 0, 2], ["gone", None, None]]  # src's head 2
     page = routed.call(Diff("src", 0, include_tags=True, include_hops=True))
     out = routed.turn(Diff("dst", 0, settle=[["r", 0]]), RouterPass("r", 0, page))
-    assert out[1]["router_cursors"] == [["r", 0]] and len(out[1]["records"]) == 1
-    assert routed.call(Diff("dst", 0, settle=[["r", 0]]))["router_cursors"] == [["r", 2]]
+    assert out[1]["router_cursors"] == [["r", 0, 2]] and len(out[1]["records"]) == 1
+    assert routed.call(Diff("dst", 0, settle=[["r", 0]]))["router_cursors"] == [["r", 2, 2]]
+    routed.core.routers.sources_owned = False        # a cluster node's copy: no head
+    assert routed.call(Diff("dst", 0, settle=[["r", 0]]))["router_cursors"] == [["r", 2, None]]
     assert "router_cursors" not in routed.call(Diff("dst", 0))
 
 
 class Engine:
     """The gateway's engine link: what it was asked, and a destination whose router is at
-    `cursor` (a settled diff past it answers unsettled)."""
+    `cursor` (a settled diff past it answers unsettled); `source_head`: the head of the
+    router's source when the destination's shard holds it."""
 
-    def __init__(self, cursor: int = 0):
+    def __init__(self, cursor: int = 0, source_head: int | None = None):
         self.asked = []
-        self.cursor = cursor
+        self.cursor, self.source_head = cursor, source_head
 
     async def call(self, topic, msg, wait_ms=0):
         self.asked.append(msg)
@@ -113,18 +117,22 @@ class Engine:
             return {"topic": topic, "settled": False}
         reply = {"topic": topic, "records": [], "next_from_seq": msg.from_seq}
         if isinstance(msg, Diff) and msg.settle:
-            reply["router_cursors"] = [["r", self.cursor]]
+            reply["router_cursors"] = [["r", self.cursor, self.source_head]]
         return reply
 
 
-class Routed:
+class Routed(RoutedReads):
+    """RoutedReads with one router into "dst", whose source's head is 7."""
+
     def __init__(self):
-        self.synced = []
+        super().__init__(None)
+        self.synced, self.planned = [], 0
 
     async def routers_into(self, dest):
         return [("r", "src")]
 
     async def plan(self, dest, routers=None):
+        self.planned += 1
         return [["r", 7]]
 
     async def settle(self, dest, plan=None, deadline_s=None):
@@ -152,8 +160,30 @@ def test_a_read_whose_routers_had_copied_the_plans_heads_is_kept(cursor):
     engine, routed = Engine(cursor), Routed()
     api = TopicApi(GatewaySettings(), engine, routed)
     reply = asyncio.run(api._settled_diff(Diff("dst", 3)))
-    assert reply["router_cursors"] == [["r", cursor]] and routed.synced == []
+    assert reply["router_cursors"] == [["r", cursor, None]] and routed.synced == []
     assert [m.settle for m in engine.asked] == [[["r", 0]]]
+
+
+@pytest.mark.parametrize("cursor", [8, 7])
+def test_a_router_reading_its_own_shard_needs_no_plan_after_the_first_read(cursor):
+    """The destination's shard gives the head of a source it holds: from the next read
+    on, the gateway asks no head of that source, and the reply's head decides (8 here:
+    a write since the plan); a read behind it is read again, settled at that head."""
+    engine, routed = Engine(cursor, source_head=8), Routed()
+    api = TopicApi(GatewaySettings(), engine, routed)
+    asyncio.run(api._settled_diff(Diff("dst", 3)))
+    assert routed.planned == 1 and routed.local == {"r"}
+    engine.asked.clear()
+    reply = asyncio.run(api._settled_diff(Diff("dst", 3)))
+    assert routed.planned == 1
+    settles = [m.settle for m in engine.asked]
+    if cursor == 8:
+        assert settles == [[["r", 0]]] and reply["router_cursors"] == [["r", 8, 8]]
+    else:
+        assert settles[:2] == [[["r", 0]], [["r", 8]]]
+    engine.source_head = None                # the source is no longer in that shard
+    asyncio.run(api._settled_diff(Diff("dst", 3)))
+    assert routed.local == set()
 
 
 def test_a_read_behind_the_plan_is_read_again_settled():

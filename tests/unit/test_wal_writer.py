@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 
 import pytest
 
@@ -262,6 +263,66 @@ def test_background_preallocation_prepares_the_next_file(fs, wal_dir):
     assert set(names[2:]) <= {wal_file_name(3) + ".pre"}
     assert [s for _, p in list_wal_files(fs, wal_dir) for s in seqs_in(fs, p)] == list(
         range(1, 51))
+
+
+# --- the disk class's flush on the helper thread ---------------------------------------------
+
+def gated(w: WalWriter, events: list) -> threading.Event:
+    """Hold the active file's fdatasync until the returned event is set; note the sync and
+    the file's close in `events`."""
+    gate, handle = threading.Event(), w.handle
+    sync, close = handle.sync_data, handle.close
+    handle.sync_data = lambda: (gate.wait(10), sync(), events.append("synced"))
+    handle.close = lambda: (events.append("closed"), close())
+    return gate
+
+
+def test_a_background_flush_counts_when_done_and_writes_after_it_stay_dirty(fs, wal_dir):
+    w = WalWriter(fs, wal_dir, FILE_BYTES, background_prealloc=False, background_flush=True)
+    w.open(0, 0)
+    gate = gated(w, [])
+    w.write(batch(1))
+    assert w.start_flush() and w.flushing and not w.start_flush()   # one at a time
+    w.write(batch(2))                            # while the flush runs: the loop goes on
+    w.settle_flush(wait=False)
+    assert w.flushing and w.durable_end == (1, 0) and w.dirty
+    gate.set()
+    w.settle_flush(wait=True)
+    assert not w.flushing and w.durable_end == (1, 100)
+    assert w.dirty and w.dirty_since_ns >= w.flusher.last_started_ns
+    w.start_flush()
+    w.settle_flush(wait=True)
+    assert w.durable_end == (1, 200) and not w.dirty
+    w.close()
+
+
+def test_rotation_waits_for_a_background_flush_of_the_old_file(fs, wal_dir):
+    w = WalWriter(fs, wal_dir, FILE_BYTES, background_prealloc=False, background_flush=True)
+    w.open(0, 0)
+    events: list[str] = []
+    gate = gated(w, events)
+    w.write(batch(1))
+    w.start_flush()
+    threading.Timer(0.2, gate.set).start()
+    for seq in range(2, 42):                     # into file 2: the old file is closed
+        w.write(batch(seq))
+    assert w.idx == 2 and events.index("synced") < events.index("closed")
+    w.close()
+    assert [s for _, p in list_wal_files(fs, wal_dir) for s in seqs_in(fs, p)] == list(
+        range(1, 42))
+
+
+def test_a_failed_background_flush_latches_the_writer(fs, wal_dir):
+    w = WalWriter(fs, wal_dir, FILE_BYTES, background_prealloc=False, background_flush=True)
+    w.open(0, 0)
+    w.write(batch(1))
+    fs.fail("sync_data")
+    w.start_flush()
+    w.settle_flush(wait=True)
+    assert w.latched and w.durable_end == (1, 0)
+    with pytest.raises(StorageError):
+        w.write(batch(2))
+    w.close()
 
 
 # --- the FaultFs seam itself -----------------------------------------------------------------

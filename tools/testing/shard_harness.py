@@ -50,7 +50,8 @@ class ShardHarness:
     def start(self) -> "ShardHarness":
         options = ShardOptions(self.data_dir, self.shard, self.count,
                                wal_file_bytes=self.file_bytes, background_prealloc=False,
-                               cold_dir=self.cold_dir, recovery_on_mismatch=self.policy,
+                               background_flush=False, cold_dir=self.cold_dir,
+                               recovery_on_mismatch=self.policy,
                                node_id=self.node_id)
         kwargs = {"clock": self.clock} if self.clock else {}
         self.core = ShardCore(self.fs, options, **kwargs)

@@ -68,6 +68,9 @@ async def list_page(engine, key: ApiKey | None, params: dict[str, str]) -> dict:
         lambda r: _allowed(key, r)))
 
 
+LOCAL_ROUTERS_MAX = 100_000     # routers remembered as reading a source of their own shard
+
+
 class RoutedReads:
     """Read-your-writes on a router's destination (spec/api.md 6): before a diff or a GET
     of a topic that routers feed, wait (at most SYNC_WAIT_MS) until each of them has dealt
@@ -83,10 +86,22 @@ class RoutedReads:
         self.engine = engine
         self.feeding: dict[str, list[tuple[str, str]]] = {}   # dest -> [(router, source)]
         self.taken_s = -1e9
+        # routers whose source their destination's shard held on the last settled read
+        self.local: set[str] = set()
 
     def forget(self) -> None:
         """Routers changed through this gateway: list them again on the next read."""
         self.taken_s = -1e9
+        self.local.clear()
+
+    def learn(self, found: dict) -> None:
+        """Take in a settled read's {router: (cursor, its source's head if the shard holds
+        the source, else None)}."""
+        for router, (_cursor, head) in found.items():
+            if head is None:
+                self.local.discard(router)
+            elif len(self.local) < LOCAL_ROUTERS_MAX:
+                self.local.add(router)
 
     async def routers_into(self, dest: str) -> list[tuple[str, str]]:
         """[(router, source), ...] of the routers into `dest`, as last listed."""

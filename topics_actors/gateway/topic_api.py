@@ -178,22 +178,42 @@ class TopicApi:
     async def _read_beside_plan(self, msg: Diff, routers: list) -> tuple[dict | None, list]:
         """The read and the plan (the sources' heads now) at once, so the plan's round trip
         adds no latency: the read names the routers with cursor 0 (settled at once) and
-        its reply carries their cursors at the read. When each had dealt with its source
-        up to the plan's head, the read holds every copy the plan asks for: (reply, plan);
-        else (None, plan), and the caller reads again, settled."""
+        its reply carries their cursors at the read, and the head of each source the
+        destination's shard holds itself. A router whose source that shard held on the
+        last read (RoutedReads.local) is left out of the plan: the head in the reply,
+        read after the client's writes in the shard that took them, serves. When each
+        router had dealt with its source up to its head, the read holds every copy
+        read-your-writes asks for: (reply, plan); else (None, plan) to read again
+        settled."""
+        local = self.routed_reads.local
+        remote = [(r, source) for r, source in routers if r not in local]
         read = asyncio.ensure_future(self.engine.call(
             msg.topic, dataclasses.replace(msg, settle=[[r, 0] for r, _ in routers]),
             DIFF_SETTLE_WAIT_MS))
         try:
-            plan = await self.routed_reads.plan(msg.topic, routers)
+            planned = dict(await self.routed_reads.plan(msg.topic, remote) if remote else ())
         except BaseException:
             read.cancel()
             raise
         reply = await read
-        cursors = dict(reply.get("router_cursors") or ())
-        if all(r in cursors and (cursors[r] is None or cursors[r] >= head) for r, head in plan):
+        found = {c[0]: (c[1], c[2] if len(c) > 2 else None)
+                 for c in reply.get("router_cursors") or ()}
+        self.routed_reads.learn(found)
+        plan, kept, missing = [], True, []
+        for router, source in routers:
+            cursor, shard_head = found.get(router, (-1, None))
+            head = planned.get(router, shard_head)
+            if cursor is None or (head is None and (router, source) in remote):
+                continue          # gone, or its source is (plan() leaves it out): settled
+            if head is None:
+                missing.append((router, source))
+                kept = False
+                continue
+            plan.append([router, head])
+            kept = kept and cursor >= head
+        if kept:
             return reply, plan
-        return None, plan
+        return None, plan + (await self.routed_reads.plan(msg.topic, missing) if missing else [])
 
     async def _plain_diff(self, msg: Diff) -> dict:
         """A diff that neither waits nor settles: at the head, answered from the shard's

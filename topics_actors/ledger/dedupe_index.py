@@ -143,14 +143,36 @@ class SessionRing:
                     del column[size:]
                 self._place(number, entry)
                 size = len(self.numbers)
-        else:
+        elif not size or not self._insert(rel, first, last, ms):
             self._place(number, entry)
             size = len(self.numbers)
+        else:
+            size += 1
         if size > SESSION_RING_MAX + SESSION_RING_SLACK:
             self._forget(size - SESSION_RING_MAX)
         elif (window_ms is not None and size > SESSION_RING_SLACK
               and self.times[SESSION_RING_SLACK - 1] < _cutoff(self, ms, window_ms)):
             self.expire(ms, window_ms)
+
+    def _insert(self, rel: int, first: int, last: int, ms: int) -> bool:
+        """Insert a new key before newer ones (appends in flight arrive a little out of
+        order) when its values fit the columns as they are; False (nothing changed) for
+        a key already here or a value that does not fit."""
+        numbers = self.numbers
+        i = bisect.bisect_left(numbers, rel)
+        if rel < 0 or (i < len(numbers) and numbers[i] == rel):
+            return False
+        row = (rel, first - self.first_base, last - first + 1, -(-ms // 1000) - self.time_base)
+        done = []
+        try:
+            for column, value in zip(self._columns(), row):
+                column.insert(i, value)
+                done.append(column)
+        except OverflowError:
+            for column in done:
+                del column[i]
+            return False
+        return True
 
     def _place(self, number: int, entry: DedupeEntry) -> None:
         """Put a key anywhere, its columns rebased or widened first if it does not fit."""

@@ -7,6 +7,7 @@ Modules:
 - `head_table.py`: the shards' caught-up read answers in shared memory
 - `lane.py`: the lane, a Unix stream socket between the gateway and a shard
 - `messages.py`: request kinds between clients and shards or the node's front
+- `packer.py`: msgpack packing with a Packer kept per thread
 """
 
 from topics_actors.protocol.envelope import (  # noqa: F401

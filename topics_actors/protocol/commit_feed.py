@@ -25,6 +25,7 @@ import dataclasses
 import msgpack
 
 from topics_actors.protocol.lane import path_beside
+from topics_actors.protocol.packer import pack
 
 SUBSCRIPTION_TOPICS_MAX = 1_000  # topics per subscription frame (a gateway sends more frames)
 PAGE_BYTES_MAX = 64 * 1024       # payload bytes of the records a notification carries
@@ -64,7 +65,7 @@ def feed_path(ipc: str) -> str:
 
 
 def encode_subscription(subscribed: bool, topics: list[str]) -> bytes:
-    return msgpack.packb([subscribed, topics])
+    return pack([subscribed, topics])
 
 
 def decode_subscription(raw: bytes) -> tuple[bool, list[str]] | None:
@@ -80,7 +81,7 @@ def decode_subscription(raw: bytes) -> tuple[bool, list[str]] | None:
 
 
 def encode_note(topic: str, head: int | None, page: NotePage | None = None) -> bytes:
-    return msgpack.packb([topic, head, None if page is None else page.to_wire()])
+    return pack([topic, head, None if page is None else page.to_wire()])
 
 
 def decode_note(raw: bytes) -> Note | None:

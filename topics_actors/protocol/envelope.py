@@ -19,6 +19,7 @@ import msgpack
 from topics_actors.config import ProcessRole, ProcessState
 from topics_actors.errors import ProtocolError, TopicsError
 from topics_actors.limits import MESSAGE_BYTES_MAX
+from topics_actors.protocol.packer import pack
 from topics_actors.topic_config import Acks
 
 PROTOCOL_VERSION = 3
@@ -132,7 +133,7 @@ def registered_kinds() -> dict[str, type[Message]]:
 
 
 def _pack(kind: str, corr: int, body: Any) -> bytes:
-    return msgpack.packb([PROTOCOL_VERSION, kind, corr, body], use_bin_type=True)
+    return pack([PROTOCOL_VERSION, kind, corr, body])
 
 
 def encode(msg: Message, corr: int) -> bytes:
@@ -196,8 +197,8 @@ def with_corr(raw: bytes, corr: int) -> tuple[int, bytes]:
     if (size != 4 or version != PROTOCOL_VERSION or not isinstance(kind, str)
             or type(old) is not int or old < 0):
         raise ProtocolError("envelope must be [version, kind, corr, body]")
-    head = msgpack.packb([version, kind, corr], use_bin_type=True)
-    # packb of a 3-array: replace its header byte (0x93) by a 4-array's (0x94)
+    head = pack([version, kind, corr])
+    # a packed 3-array: replace its header byte (0x93) by a 4-array's (0x94)
     return old, b"\x94" + head[1:] + raw[unpacker.tell():]
 
 

@@ -67,26 +67,29 @@ class HeadBoard:
     def _write(self, topic: TopicState, slot: int) -> None:
         self.table.write(slot, topic.tid, topic.visible, topic.earliest_seq())
 
-    def refresh(self, names: Iterable[str], get: Callable[[str], TopicState | None]) -> None:
-        """After a commit: write the slots of `names` again, or free those whose topic is
-        gone, replaced by another of the name, or no longer eligible."""
+    def refresh(self, get: Callable[[str], TopicState | None],
+                *names: Iterable[str]) -> None:
+        """After a commit: write the slots of the topics `names` lists (several iterables,
+        so the commit need not join them) again, or free those whose topic is gone,
+        replaced by another of the name, or no longer eligible."""
         slots = self._slots
         if not slots:
             return
-        for name in names:
-            slot = slots.get(name)
-            if slot is None:
-                continue
-            topic = get(name)
-            if topic is None or not eligible(topic) or self._quarantined(name):
-                self._drop(name, slot)
-            else:
-                self._write(topic, slot)
+        for some in names:
+            for name in some:
+                slot = slots.get(name)
+                if slot is None:
+                    continue
+                topic = get(name)
+                if topic is None or not eligible(topic) or self._quarantined(name):
+                    self._drop(name, slot)
+                else:
+                    self._write(topic, slot)
 
     def refresh_all(self, get: Callable[[str], TopicState | None]) -> None:
         """Every slot again (after a snapshot is absorbed, or the audit quarantined or
         repaired a topic: rare events that touch topics outside any batch)."""
-        self.refresh(list(self._slots), get)
+        self.refresh(get, list(self._slots))
 
     def _drop(self, name: str, slot: int) -> None:
         del self._slots[name]

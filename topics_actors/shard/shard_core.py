@@ -108,6 +108,7 @@ class ShardCore:
                                     self.wal.files.remove, checkpoints=self.checkpoints)
         self.replica_rules = ReplicaRules(self.replicas, self.registry)
         self.replicated = self.replicas.enabled     # a cluster node (TOPICS_ZK)
+        self.routers.sources_owned = not self.replicated
         if self.replicated:
             self.queues.replication = self.replicas.leader
         self.replies = ReplyDesk(options.shard, self.polls, self.replicas)
@@ -137,7 +138,7 @@ class ShardCore:
             if names is None:
                 self.heads.refresh_all(self.registry.get)
             else:
-                self.heads.refresh(names, self.registry.get)
+                self.heads.refresh(self.registry.get, names)
 
     def _handler_table(self) -> dict[type, Handler]:
         """Each request kind -> the function that stages it and returns (whether it
@@ -288,9 +289,8 @@ class ShardCore:
             reply = reply_to(op.peer, op.corr, op.t0_ns, op.fn, info)
             if reply is not None:
                 replies.append(reply)
-        if self.heads is not None and (batch.undo or batch.retention or batch.touched):
-            self.heads.refresh(batch.undo.keys() | batch.retention.keys() | batch.touched,
-                               self.registry.get)
+        if self.heads is not None:
+            self.heads.refresh(self.registry.get, batch.undo, batch.retention, batch.touched)
         if self.quota.max_total_bytes and batch.writes:   # reads leave the bytes alone
             self.quota.publish(self.registry.live_bytes())
         woken = self.replicas.after_commit(info.woken) if self.replicated else info.woken

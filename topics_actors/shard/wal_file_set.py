@@ -23,6 +23,7 @@ from topics_actors.storage.wal_layout import group_dir, list_wal_files, shard_ke
 from topics_actors.storage.wal_writer import WalWriter
 
 log = logging.getLogger(__name__)
+FLUSH_LOOK_MS = 1.0     # how often the loop looks at a flush running on the helper thread
 
 
 class WalFileSet:
@@ -33,7 +34,8 @@ class WalFileSet:
         self.files = FileTable(fs)
         self.wal_dir = group_dir(options.data_dir, options.shard)
         self.writer = WalWriter(fs, self.wal_dir, options.wal_file_bytes,
-                                options.background_prealloc)
+                                options.background_prealloc, options.background_flush)
+        self._flush_began_ns = 0
         self.own: dict[int, int] = {}          # own WAL file idx -> file number
         self.retired: dict[int, str] = {}      # file number -> path (retired groups)
         self.generation = 1                    # WAL layout generation (set by recovery)
@@ -95,29 +97,43 @@ class WalFileSet:
         self.stats.rotations += idx != before[0]
 
     def ms_until_flush(self, interval_ms: int) -> float | None:
-        """How long until an unsynced tail is due for its flush; None when all is synced."""
+        """How long until an unsynced tail is due for its flush (while one runs on the
+        helper thread: a look at it every millisecond); None when all is synced."""
         writer = self.writer
+        if writer.flushing:
+            return FLUSH_LOOK_MS
         if not writer.dirty:
             return None
         return max(0.0, interval_ms - (time.monotonic_ns() - writer.dirty_since_ns) / 1e6)
 
     def flush_due(self, interval_ms: int) -> bool:
         """Harden an unsynced tail once it is `interval_ms` old (the disk class's bounded
-        loss window); whether a sync was attempted."""
+        loss window), on the writer's helper thread when it has one; whether a flush was
+        started (or, without the thread, attempted)."""
         writer = self.writer
+        if writer.flushing:
+            writer.settle_flush(wait=False)
+            if writer.flushing:
+                return False
+            self._count_flush()
         if not writer.dirty or writer.latched:
             return False
         if (time.monotonic_ns() - writer.dirty_since_ns) / 1e6 < interval_ms:
             return False
+        self._flush_began_ns = time.perf_counter_ns()
         try:
-            t0 = time.perf_counter_ns()
-            writer.sync()
-            self.stats.syncs += 1
-            self.stats.observe_fsync(time.perf_counter_ns() - t0)
+            writer.start_flush()
         except OSError as exc:
             log.error("event=background_sync_failed shard=%d error=%r", self.shard, exc)
             writer.latched = f"background fdatasync failed: {exc}"
+            return True
+        if not writer.flushing:
+            self._count_flush()
         return True
+
+    def _count_flush(self) -> None:
+        self.stats.syncs += 1
+        self.stats.observe_fsync(time.perf_counter_ns() - self._flush_began_ns)
 
     # --- after a snapshot ---------------------------------------------------------------
 

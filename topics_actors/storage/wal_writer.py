@@ -1,15 +1,24 @@
-"""The writing end of one shard's WAL group: the active file, rotation, preallocation.
+"""The writing end of one shard's WAL group: the active file, rotation, preallocation, and
+the disk class's periodic flush.
 
 Files are zero-filled and fsynced before use (`wal-<idx>.log.pre`, renamed at rotation):
 overwriting written extents makes each fdatasync cheaper than appending or fallocate. The next
 file is prepared by a helper thread ahead of rotation; the rename and the directory fsync
 happen before any frame in the new file can be acked.
+
+The disk class's flush (an fdatasync of the tail once its oldest unsynced write is
+`disk_flush_interval_ms` old) runs on a helper thread too (TailFlush), so the shard's loop
+goes on answering while it lasts: on a busy disk one fdatasync took 1-50 ms, every 10 ms,
+and every request of the shard waited behind it. Nobody waits for that flush (no reply
+depends on it); what it made durable counts once it is done (`durable_end`), and the
+active file is never closed under it (rotation and close wait for it first).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 import time
 
@@ -98,6 +107,59 @@ class Preallocator:
             self._thread = None
 
 
+class TailFlush:
+    """One fdatasync of the active file's tail at a time, on a helper thread that lives as
+    long as the writer. The writer starts a flush with the handle and the tail it covers,
+    and takes the outcome (None, or the error) when `done`."""
+
+    def __init__(self, name: str):
+        self._asks: queue.SimpleQueue = queue.SimpleQueue()   # at most one in flight
+        self._done = threading.Event()
+        self.target: tuple[int, int, int] | None = None   # (file idx, tail, started ns)
+        self.error: BaseException | None = None
+        self.last_started_ns = 0
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            handle = self._asks.get()
+            if handle is None:
+                return
+            try:
+                handle.sync_data()
+                failpoint.hit("wal::after_fdatasync")
+            except BaseException as exc:   # the writer latches on it (TailFlush.take)
+                self.error = exc
+            self._done.set()
+
+    def start(self, handle: FsFile, idx: int, tail: int) -> None:
+        if self.target is not None:
+            raise InvariantViolation("a tail flush started while another is in flight")
+        self.last_started_ns = time.monotonic_ns()
+        self.target, self.error = (idx, tail, self.last_started_ns), None
+        self._done.clear()
+        self._asks.put(handle)
+
+    @property
+    def done(self) -> bool:
+        return self.target is not None and self._done.is_set()
+
+    def take(self, wait: bool) -> tuple[tuple[int, int, int], BaseException | None] | None:
+        """The finished flush's (target, error), waiting for it when `wait`; None when no
+        flush is in flight (or it is still running and not `wait`)."""
+        if self.target is None or not (wait or self._done.is_set()):
+            return None
+        self._done.wait()
+        target, self.target = self.target, None
+        return target, self.error
+
+    def close(self) -> None:
+        self.take(wait=True)
+        self._asks.put(None)
+        self._thread.join()
+
+
 class WalWriter:
     """Appends encoded batches to the active file of one WAL group.
 
@@ -107,7 +169,7 @@ class WalWriter:
     """
 
     def __init__(self, fs: Fs, directory: str, file_bytes: int = WAL_FILE_BYTES_DEFAULT,
-                 background_prealloc: bool = True):
+                 background_prealloc: bool = True, background_flush: bool = False):
         self.fs = fs
         self.directory = directory
         self.file_bytes = file_bytes
@@ -123,6 +185,8 @@ class WalWriter:
         self.dirty_since_ns = 0      # when the oldest unsynced write happened
         self.syncs = 0
         self.bytes_written = 0
+        self.background_flush = background_flush
+        self.flusher: TailFlush | None = None    # its thread starts with the first flush
 
     def open(self, last_idx: int, valid_len: int, fresh: bool = False) -> None:
         """Resume after recovery at (last file, its valid length), or start file 1. With
@@ -167,6 +231,9 @@ class WalWriter:
         """Move to the next file. A failure leaves the writer on the old file, synced and
         whole, and the next write tries again: a full disk refuses writes only until space
         returns (the reference latches read-only here; docs/DURABILITY.md 5)."""
+        self.settle_flush(wait=True)   # the old file is closed below: not under a flush
+        if self.latched:               # that flush failed
+            raise StorageError(f"WAL is read-only: {self.latched}")
         if self.dirty:
             self.sync()   # frames of the old file must not trail frames synced in the new one
         try:
@@ -205,6 +272,46 @@ class WalWriter:
         self.bytes_written += len(buf)
         return self.idx, offset
 
+    def start_flush(self) -> bool:
+        """Harden the dirty tail on the helper thread (synchronously without one); False
+        when one is already in flight. OSError only from the synchronous sync."""
+        if not self.background_flush:
+            self.sync()
+            return True
+        if self.flusher is None:
+            self.flusher = TailFlush(f"wal-flush-{os.path.basename(self.directory)}")
+        self.settle_flush(wait=False)
+        if self.flusher.target is not None:
+            return False
+        self.flusher.start(self.handle, self.idx, self.tail)
+        return True
+
+    @property
+    def flushing(self) -> bool:
+        return self.flusher is not None and self.flusher.target is not None
+
+    def settle_flush(self, wait: bool) -> None:
+        """Count what a finished background flush made durable (waiting for it when
+        `wait`): the tail it covered is synced, and the writer is clean if nothing was
+        written since; writes since then are at most as old as the flush. A failed flush
+        latches the writer, as a failed synchronous flush does."""
+        outcome = self.flusher.take(wait) if self.flusher is not None else None
+        if outcome is None:
+            return
+        (idx, tail, started_ns), error = outcome
+        if error is not None:
+            log.error("event=background_sync_failed dir=%s error=%r", self.directory, error)
+            self.latched = self.latched or f"background fdatasync failed: {error}"
+            return
+        self.syncs += 1
+        if idx != self.idx:      # rotated meanwhile: the rotation synced that file whole
+            return
+        self.synced_tail = max(self.synced_tail, min(tail, self.tail))
+        if self.tail == tail:
+            self.dirty = False
+        elif self.dirty:
+            self.dirty_since_ns = max(self.dirty_since_ns, started_ns)
+
     def sync(self) -> None:
         self.handle.sync_data()
         failpoint.hit("wal::after_fdatasync")
@@ -240,6 +347,10 @@ class WalWriter:
 
     def close(self) -> None:
         self.prealloc.close()
+        if self.flusher is not None:
+            self.settle_flush(wait=True)
+            self.flusher.close()
+            self.flusher = None
         if self.handle is not None:
             if self.dirty and not self.latched:
                 self.sync()

@@ -64,6 +64,7 @@ class RouterBook:
         # commit (the cursor moves when a pass is staged, its copies show when committed)
         self.visible_cursor: dict[str, int] = {}
         self.indexed = False
+        self.sources_owned = True     # a cluster node's shard holds copies (shard_core.py)
 
     # --- lookups ------------------------------------------------------------------------------
 
@@ -138,15 +139,19 @@ class RouterBook:
         return True
 
     def cursors(self, dest: str, names: list) -> list[list]:
-        """[[router, its cursor as readers see it now], ...] for the routers `names`; the
-        cursor is None for one that is gone or feeds another topic (settled, as above)."""
+        """[[router, its cursor as readers see it now, its source's head now], ...] for the
+        routers `names`. The cursor is None for one that is gone or feeds another topic
+        (settled, as above); the head is None unless the source is in this shard and this
+        shard has the last word on it (`sources_owned`: not a cluster node's copy)."""
         out = []
         for name in names:
             found = self.find(name)
-            cursor = None
+            cursor = head = None
             if found is not None and found[0].name == dest:
                 cursor = self.visible_cursor.get(name, found[1].cursor)
-            out.append([name, cursor])
+                source = self.registry.get(found[1].source) if self.sources_owned else None
+                head = source.visible if source is not None else None
+            out.append([name, cursor, head])
         return out
 
     def sync(self, msg: RouterSync) -> Staged:

@@ -70,8 +70,9 @@ class RouterFeed:
         feeds = self.book.feeds()
         if not feeds and not self.in_flight:
             return
-        # Sends first: a page received below is applied by this turn's commit, so its
-        # router's next read goes out next turn, from the moved cursor.
+        # A page received above was staged at once (a RouterPass moves its router's cursor
+        # when staged), so the router's next read goes out below, from the moved cursor;
+        # a page that did not apply left the cursor where it was: that router waits.
         for corr, (name, _from, sent_at, _shard) in list(self.in_flight.items()):
             if now - sent_at > (WAIT_MS + TIMEOUT_MS) / 1000:
                 del self.in_flight[corr]
