@@ -33,10 +33,15 @@ def attempt_hosts(connect: str) -> str:
     session, and the server ended the session meanwhile: a ZooKeeper restart cost a node
     its session and its leaderships. With the servers repeated, the attempt gives up after
     a quarter of the session and the next one finds the server up."""
-    servers, _, chroot = connect.partition("/")
-    hosts = [host for host in servers.split(",") if host.strip()]
+    hosts, chroot = _servers(connect)
     repeat = -(-CONNECT_SHARES // max(1, len(hosts)))
     return ",".join(hosts * repeat) + ("/" + chroot if chroot else "")
+
+
+def _servers(connect: str) -> tuple[list[str], str]:
+    """A connect string's servers ("host:port" each) and its chroot ("" if none)."""
+    servers, _, chroot = connect.partition("/")
+    return [host.strip() for host in servers.split(",") if host.strip()], chroot
 
 
 class ZooKeeperZnodes:
@@ -132,11 +137,10 @@ def unreachable(connect: str, timeout_s: float = 2.0) -> str:
     """Why no server of a connect string answered, server by server: a host that does not
     resolve, a connection refused (nothing listens there), or no answer (a firewall, a
     host that is down): an operator fixes each differently."""
-    hosts = connect.split("/", 1)[0]
     reasons = []
-    for server in hosts.split(","):
-        host, _, port = server.strip().rpartition(":")
-        host, port = (host or server.strip()), int(port) if port.isdigit() else 2181
+    for server in _servers(connect)[0]:
+        host, _, port = server.rpartition(":")
+        host, port = (host or server), int(port) if port.isdigit() else 2181
         try:
             addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except socket.gaierror as exc:
