@@ -146,6 +146,7 @@ def test_a_node_that_never_gets_ready_is_reported_with_its_status_and_log(make_n
     node = make_node(shards=1, env={"TOPICS_GATEWAY_WORKERS": "0"})
     os.kill(node.proc.pid, signal.SIGSTOP)      # the supervisor answers no status now
     try:
+        wait_for(lambda: _stopped(node.proc.pid), 10, "every thread of the supervisor stopped")
         with pytest.raises(AssertionError) as failure:
             node.wait_ready(0.5)
     finally:
@@ -154,3 +155,13 @@ def test_a_node_that_never_gets_ready_is_reported_with_its_status_and_log(make_n
     assert report.startswith("timed out after 0.5s waiting for node readiness; last status: ")
     assert "last status: TopicsError(not_ready: no node at" in report, report
     assert f"end of {node.log_path}:" in report and "event=listening" in report
+
+
+def _stopped(pid: int) -> bool:
+    """Every thread of `pid` in the stopped state: a SIGSTOP is taken by each thread when
+    it is next scheduled, not when kill returns."""
+    states = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+            states.append(stat.read().rsplit(")", 1)[1].split()[0])
+    return all(state in ("T", "t") for state in states)
